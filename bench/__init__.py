@@ -1,0 +1,1 @@
+"""bench: the benchmarks behind `kubemu bench`."""

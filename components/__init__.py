@@ -1,0 +1,1 @@
+"""components: the control plane (apiserver, scheduler, controller_manager)."""

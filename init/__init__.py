@@ -1,0 +1,1 @@
+"""init: layer 1, the systemd analog. `python -m init --node-dir DIR` supervises the units in DIR/units."""

@@ -1,0 +1,1 @@
+"""kubelet: layer 2, the node agent."""

@@ -1,0 +1,1 @@
+"""store: the etcd analog, a Raft-replicated LevelDB-durable MVCC key-value store."""
