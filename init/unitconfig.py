@@ -36,7 +36,7 @@ class KillMode(str, enum.Enum):
 @dataclass(frozen=True)
 class OutputTarget:
     """StandardOutput=/StandardError=: `inherit` (the unit's default log file), `file:PATH`
-    (truncate) or `append:PATH`, or `null`."""
+    (written from the start, not truncated, as systemd does) or `append:PATH`, or `null`."""
 
     kind: str = "inherit"  # inherit | file | append | null
     path: str | None = None

@@ -1,0 +1,167 @@
+"""`kubemu bench restart`: kill -9 -> new PID alive, per supervisor, in one run.
+
+Each supervisor keeps the same child alive (bench/restart_child.py), which reports its PID
+over a datagram socket the moment it runs. A trial kills the current child with SIGKILL
+and stops the clock when the replacement reports in. Supervisors measured side by side:
+
+- floor: a bare os.waitpid loop re-spawning the child (bench/floor.py), the least possible;
+- kubemu init: a unit with Restart=always, RestartSec=0, StartLimitIntervalSec=0;
+- supervisord: autorestart=true, startsecs=0 (installed with pip only for the benchmark).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from .stats import machine, summary
+
+HERE = Path(__file__).parent
+CHILD = HERE / "restart_child.py"
+
+
+class Skip(Exception):
+    """A peer that cannot run here; the suite prints why and carries on."""
+
+
+class Reporter:
+    """Receives the PID each new child sends at start-up."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+
+    def next_pid(self, timeout: float) -> int:
+        self.sock.settimeout(timeout)
+        try:
+            return int(self.sock.recv(64))
+        except socket.timeout:
+            raise TimeoutError(f"no child reported within {timeout:g}s") from None
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _popen(argv: list[str], workdir: Path, **kw) -> subprocess.Popen:
+    env = dict(os.environ, KUBEMU_STATE_DIR=str(workdir))
+    log = open(workdir / f"{Path(argv[1]).stem}.out", "ab")
+    return subprocess.Popen(argv, env=env, start_new_session=True, stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=subprocess.STDOUT, **kw)
+
+
+def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+        proc.wait(30)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+@contextmanager
+def floor(child: list[str], workdir: Path):
+    proc = _popen([sys.executable, str(HERE / "floor.py"), *child], workdir)
+    try:
+        yield
+    finally:
+        _stop(proc, signal.SIGKILL)
+
+
+@contextmanager
+def kubemu_init(child: list[str], workdir: Path):
+    node = workdir / "node"
+    (node / "units").mkdir(parents=True)
+    quoted = " ".join(f'"{a}"' for a in child)
+    (node / "units" / "child.service").write_text(
+        "[Unit]\nStartLimitIntervalSec=0\n[Service]\n"
+        f"ExecStart={quoted}\nRestart=always\nRestartSec=0\n")
+    proc = _popen([sys.executable, "-m", "init", "--node-dir", str(node)], workdir)
+    try:
+        yield
+    finally:
+        _stop(proc)
+
+
+def supervisord_path(install: bool) -> str:
+    found = shutil.which("supervisord", path=str(Path(sys.executable).parent)) or shutil.which("supervisord")
+    if found or not install:
+        if not found:
+            raise Skip("supervisord is not installed (pip install supervisor)")
+        return found
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "supervisor"],
+                          capture_output=True, text=True)
+    found = shutil.which("supervisord", path=str(Path(sys.executable).parent))
+    if done.returncode != 0 or not found:
+        raise Skip(f"could not install supervisor: {done.stderr.strip()[-200:]}")
+    return found
+
+
+@contextmanager
+def supervisord(child: list[str], workdir: Path, install: bool = True):
+    exe = supervisord_path(install)
+    conf = workdir / "supervisord.conf"
+    conf.write_text(
+        f"[supervisord]\nnodaemon=true\nlogfile={workdir}/supervisord.log\npidfile={workdir}/supervisord.pid\n"
+        f"[program:child]\ncommand={' '.join(child)}\nautorestart=true\nstartsecs=0\nstartretries=100000\n")
+    proc = _popen([exe, "-c", str(conf)], workdir)
+    try:
+        yield
+    finally:
+        _stop(proc)
+
+
+def measure(supervisor, kills: int, workdir: Path, progress=None) -> list[float]:
+    """Latency samples in seconds: `kills` trials after one warm-up kill."""
+    reporter = Reporter(str(workdir / "report.sock"))
+    child = [sys.executable, str(CHILD), reporter.path]
+    samples: list[float] = []
+    try:
+        with supervisor(child, workdir):
+            pid = reporter.next_pid(60)
+            for i in range(kills + 1):
+                started = time.perf_counter()
+                os.kill(pid, signal.SIGKILL)
+                pid = reporter.next_pid(60)
+                if i:  # the first kill warms caches and is not counted
+                    samples.append(time.perf_counter() - started)
+                if progress:
+                    progress()
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        reporter.close()
+    return samples
+
+
+SUPERVISORS = {"floor (bare waitpid loop)": floor, "kubemu init": kubemu_init, "supervisord": supervisord}
+
+
+def run(kills: int = 30, progress_factory=None) -> dict:
+    results: dict[str, dict] = {}
+    for name, supervisor in SUPERVISORS.items():
+        with tempfile.TemporaryDirectory(prefix="kb") as tmp:
+            tick = progress_factory(name, kills + 1) if progress_factory else None
+            try:
+                samples = measure(supervisor, kills, Path(tmp), tick)
+            except Skip as exc:
+                results[name] = {"skipped": str(exc)}
+                continue
+        results[name] = {k: (v * 1000 if k != "n" else v) for k, v in summary(samples).items()}
+        results[name]["unit"] = "ms"
+    base = results.get("floor (bare waitpid loop)", {}).get("p50")
+    for row in results.values():
+        if "p50" in row and base:
+            row["ratio_p50_to_floor"] = row["p50"] / base
+    return {"suite": "restart", "kills": kills, "machine": machine(), "results": results,
+            "target": "kubemu init p50 <= 1.2x the floor"}

@@ -1,0 +1,209 @@
+"""The `kubemu` command: kubeadm's, systemctl's and journalctl's habits for an emulated cluster.
+
+Every command finds its cluster through --state-dir, $KUBEMU_STATE_DIR or ~/.kubemu.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+import click
+from rich.console import Console
+
+from . import cluster, views, wire
+from .statedir import NoCluster, StateDir
+
+console = Console()
+
+
+class Ctx:
+    def __init__(self, state_dir: str | None):
+        self.state = StateDir(state_dir)
+
+    def running(self) -> list[str]:
+        try:
+            return self.state.require_running()
+        except NoCluster as exc:
+            fail(str(exc))
+
+    def client(self, node: str, timeout: float = 10.0) -> wire.SyncClient:
+        if node not in self.running():
+            fail(f"node {node} is not running in {self.state.root}")
+        return wire.SyncClient(self.state.init_endpoint(node), timeout=timeout)
+
+
+def fail(message: str, code: int = 1):
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+pass_ctx = click.make_pass_decorator(Ctx)
+state_dir_option = click.option("--state-dir", envvar="KUBEMU_STATE_DIR", default=None,
+                                help="cluster state directory (default ~/.kubemu)")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@state_dir_option
+@click.pass_context
+def main(ctx: click.Context, state_dir: str | None) -> None:
+    """kubemu: the Kubernetes supervision hierarchy with real processes."""
+    ctx.obj = Ctx(state_dir)
+
+
+# --- up / down / ps ----------------------------------------------------------------------
+
+@main.command()
+@click.option("--nodes", default=1, show_default=True, type=click.IntRange(1, 64), help="number of nodes")
+@click.option("--detach", is_flag=True, help="return once every node has started")
+@click.option("--timeout", default=120.0, show_default=True, help="seconds to wait for the nodes to start")
+@pass_ctx
+def up(ctx: Ctx, nodes: int, detach: bool, timeout: float) -> None:
+    """Create the cluster (kubeadm's role) and start one init per node."""
+    try:
+        names = cluster.up(ctx.state, nodes)
+    except RuntimeError as exc:
+        fail(str(exc))
+    try:
+        statuses = cluster.wait_started(ctx.state, names, timeout)
+    except TimeoutError as exc:
+        cluster.down(ctx.state)
+        fail(f"{exc}; see {ctx.state.nodes_dir}/*/logs/init.log")
+    console.print(views.ps_table(names, statuses))
+    if detach:
+        console.print(f"\ncluster up in {ctx.state.root}. Try: kubemu ps; kill -9 <pid>; kubemu ps; kubemu down")
+        return
+    console.print("\nrunning in the foreground: Ctrl-C stops every node in order")
+    _wait_for_interrupt(ctx)
+
+
+def _wait_for_interrupt(ctx: Ctx) -> None:
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    try:
+        while not stop and ctx.state.running_nodes():
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    console.print("stopping...")
+    stragglers = cluster.down(ctx.state)
+    if stragglers:
+        console.print(f"killed leftover process(es): {stragglers}")
+    console.print("cluster stopped")
+
+
+@main.command()
+@click.option("--timeout", default=150.0, show_default=True, help="seconds to wait for an orderly stop")
+@pass_ctx
+def down(ctx: Ctx, timeout: float) -> None:
+    """Stop every node in order; return once no process of the cluster is left."""
+    if not ctx.state.running_nodes() and not ctx.state.processes():
+        fail(f"no kubemu cluster is running in {ctx.state.root}")
+    stragglers = cluster.down(ctx.state, timeout)
+    if stragglers:
+        click.echo(f"killed {len(stragglers)} leftover process(es): {stragglers}")
+    click.echo("cluster stopped")
+
+
+@main.command()
+@click.option("-o", "--output", type=click.Choice(["table", "json"]), default="table")
+@pass_ctx
+def ps(ctx: Ctx, output: str) -> None:
+    """Show the supervision tree: node -> init -> units, with PIDs, states and restarts."""
+    ctx.running()
+    nodes = ctx.state.nodes()
+    statuses = {n: cluster.node_status(ctx.state, n) for n in nodes}
+    if output == "json":
+        click.echo(json.dumps({"nodes": [{"name": n, "init": statuses[n]} for n in nodes]}, indent=2))
+    else:
+        console.print(views.ps_table(nodes, statuses))
+
+
+# --- systemctl / journalctl ----------------------------------------------------------------
+
+node_option = click.option("--node", default="node-0", show_default=True, help="which node's init")
+
+
+@main.command(context_settings={"ignore_unknown_options": False})
+@node_option
+@click.argument("verb", type=click.Choice(["status", "start", "stop", "restart", "reset-failed", "daemon-reload"]))
+@click.argument("unit", required=False)
+@pass_ctx
+def systemctl(ctx: Ctx, node: str, verb: str, unit: str | None) -> None:
+    """Control a node's units as systemctl does."""
+    if verb in ("start", "stop", "restart") and not unit:
+        fail(f"systemctl {verb} needs a unit name")
+    with ctx.client(node, timeout=180.0) as client:
+        try:
+            if verb == "status":
+                st = client.call("status", {"unit": unit} if unit else {}, idempotent=True)
+                click.echo("\n\n".join(views.unit_status_text(r) for r in st["units"]))
+                if unit and st["units"][0]["active_state"] != "active":
+                    sys.exit(3)  # systemctl's "unit is not active"
+                return
+            if verb == "daemon-reload":
+                client.call("daemon-reload")
+                return
+            params = {"unit": unit} if unit else {}
+            row = client.call(verb, params)
+        except wire.WireError as exc:
+            fail(exc.message)
+    if verb in ("start", "restart") and row and row.get("active_state") == "failed":
+        fail(f"Job for {row['name']} failed. See `kubemu systemctl status {row['name']}` "
+             f"and `kubemu journalctl -u {row['name']}` for details.")
+
+
+@main.command()
+@node_option
+@click.option("-u", "--unit", required=True, help="unit name, or `init` for init's own log")
+@click.option("-f", "--follow", is_flag=True, help="keep printing new lines")
+@click.option("-n", "--lines", type=int, default=None, help="show only the last N lines")
+@pass_ctx
+def journalctl(ctx: Ctx, node: str, unit: str, follow: bool, lines: int | None) -> None:
+    """Show a unit's log (its output and init's messages about it)."""
+    name = unit.removesuffix(".service")
+    path = ctx.state.node_dir(node) / "logs" / f"{name}.log"
+    if not path.exists():
+        fail(f"no log for unit {unit} on {node} ({path})")
+    with open(path, "rb") as f:
+        data = f.read()
+        text = data.decode(errors="replace").splitlines()
+        if lines is not None:
+            text = text[-lines:] if lines > 0 else []
+        for line in text:
+            click.echo(line)
+        if follow:
+            _follow(f)
+
+
+def _follow(f) -> None:
+    from watchfiles import watch  # only `-f` pays for the import
+
+    try:
+        for _changes in watch(f.name, rust_timeout=1000, yield_on_timeout=False):
+            chunk = f.read()
+            if chunk:
+                sys.stdout.write(chunk.decode(errors="replace"))
+                sys.stdout.flush()
+    except KeyboardInterrupt:
+        pass
+
+
+# --- bench ---------------------------------------------------------------------------------
+
+@main.command()
+@click.argument("suite", type=click.Choice(["restart"]))
+@click.option("--quick", is_flag=True, help="fewer trials: finishes in under a minute")
+@click.option("--kills", type=int, default=None, help="trials per supervisor (default 30, 5 with --quick)")
+@click.option("-o", "--output", "json_path", type=click.Path(dir_okay=False), help="write every figure as JSON")
+def bench(suite: str, quick: bool, kills: int | None, json_path: str | None) -> None:
+    """Run a benchmark suite and print its figures beside its floor and peers."""
+    from bench.runner import run_suite  # benchmarks load only when asked for
+
+    run_suite(suite, quick, json_path, kills)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Where a cluster lives on disk, and how every command finds it.
+
+    <state dir>/                      --state-dir, $KUBEMU_STATE_DIR, or ~/.kubemu (mode 0700)
+      nodes/<node>/units/*.service    what init supervises (kubelet.service, written by `kubemu up`)
+      nodes/<node>/manifests/         the kubelet's static pods
+      nodes/<node>/logs/              init.log and one <unit>.log per unit
+      nodes/<node>/init.sock          init's control socket; notify.sock, init.pid beside it
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+
+ENV = "KUBEMU_STATE_DIR"
+
+
+def resolve(state_dir: str | os.PathLike | None) -> Path:
+    return Path(state_dir or os.environ.get(ENV) or "~/.kubemu").expanduser().absolute()
+
+
+class NoCluster(Exception):
+    """No running cluster in the state directory."""
+
+
+class StateDir:
+    def __init__(self, root: str | os.PathLike | None = None):
+        self.root = resolve(root)
+
+    @property
+    def nodes_dir(self) -> Path:
+        return self.root / "nodes"
+
+    def node_dir(self, node: str) -> Path:
+        return self.nodes_dir / node
+
+    def nodes(self) -> list[str]:
+        if not self.nodes_dir.is_dir():
+            return []
+        return sorted((p.name for p in self.nodes_dir.iterdir() if p.is_dir()), key=node_sort_key)
+
+    def init_endpoint(self, node: str) -> str:
+        return f"ipc://{self.node_dir(node) / 'init.sock'}"
+
+    def init_pid(self, node: str) -> int | None:
+        """The PID of the node's init if it is running (its pidfile names a live init)."""
+        try:
+            pid = int((self.node_dir(node) / "init.pid").read_text().strip())
+            proc = psutil.Process(pid)
+            if proc.status() == psutil.STATUS_ZOMBIE or "init" not in proc.cmdline():
+                return None
+            return pid
+        except (OSError, ValueError, psutil.Error):
+            return None
+
+    def running_nodes(self) -> list[str]:
+        return [n for n in self.nodes() if self.init_pid(n) is not None]
+
+    def require_running(self) -> list[str]:
+        nodes = self.running_nodes()
+        if not nodes:
+            raise NoCluster(f"no kubemu cluster is running in {self.root} (start one with `kubemu up`)")
+        return nodes
+
+    def processes(self) -> list[psutil.Process]:
+        """Every live process that belongs to this state directory (marked by $KUBEMU_STATE_DIR)."""
+        mine = []
+        for proc in psutil.process_iter():
+            try:
+                if proc.pid != os.getpid() and proc.environ().get(ENV) == str(self.root) \
+                        and proc.status() != psutil.STATUS_ZOMBIE:
+                    mine.append(proc)
+            except psutil.Error:
+                continue
+        return mine
+
+
+def node_sort_key(name: str):
+    prefix, _, num = name.rpartition("-")
+    return (prefix, int(num)) if num.isdigit() else (name, -1)

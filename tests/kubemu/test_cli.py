@@ -1,0 +1,75 @@
+"""The `kubemu` command end to end: up, ps, kill -9 a kubelet, systemctl, journalctl, down."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import psutil
+
+from tests.conftest import DEADLINE, alive, marked_processes, wait_for
+
+
+def kubemu(state_dir, *args, check=True, timeout=DEADLINE * 3) -> subprocess.CompletedProcess:
+    env = dict(os.environ, KUBEMU_STATE_DIR=str(state_dir), COLUMNS="200")
+    done = subprocess.run([sys.executable, "-m", "kubemu.cli", *args], env=env, capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    if check:
+        assert done.returncode == 0, f"kubemu {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def ps_json(state_dir) -> dict:
+    return {n["name"]: n["init"] for n in json.loads(kubemu(state_dir, "ps", "-o", "json").stdout)["nodes"]}
+
+
+def kubelet_row(init: dict) -> dict:
+    return next(u for u in init["units"] if u["name"] == "kubelet.service")
+
+
+def test_no_cluster_is_one_line_and_non_zero(state_dir):
+    for args in (["ps"], ["down"], ["systemctl", "status"], ["journalctl", "-u", "kubelet"]):
+        done = kubemu(state_dir, *args, check=False)
+        assert done.returncode != 0
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_up_kill_kubelet_down(state_dir):
+    out = kubemu(state_dir, "up", "--nodes", "2", "--detach").stdout
+    assert "node-0" in out and "node-1" in out and "kubelet.service" in out
+    nodes = ps_json(state_dir)
+    assert sorted(nodes) == ["node-0", "node-1"]
+    for init in nodes.values():
+        assert kubelet_row(init)["active_state"] == "active"
+        assert kubelet_row(init)["status_text"].startswith("placeholder agent")
+    unit = (state_dir / "nodes" / "node-1" / "units" / "kubelet.service").read_text()
+    assert "Restart=always" in unit and "RestartSec=10" in unit and "StartLimitIntervalSec=0" in unit
+
+    victim = kubelet_row(nodes["node-1"])["main_pid"]
+    os.kill(victim, signal.SIGKILL)
+    # kubeadm's RestartSec=10: init brings it back ten seconds later.
+    row = wait_for(lambda: (lambda r: r if r["active_state"] == "active" and r["main_pid"] != victim else None)(
+        kubelet_row(ps_json(state_dir)["node-1"])), message="kubelet on node-1 to come back")
+    assert row["n_restarts"] == 1
+    assert kubelet_row(ps_json(state_dir)["node-0"])["n_restarts"] == 0  # the other node is untouched
+    table = kubemu(state_dir, "ps").stdout
+    assert str(row["main_pid"]) in table
+
+    status = kubemu(state_dir, "systemctl", "--node", "node-1", "status", "kubelet").stdout
+    assert "Active: active (running)" in status and f"Main PID: {row['main_pid']}" in status
+    journal = kubemu(state_dir, "journalctl", "--node", "node-1", "-u", "kubelet", "-n", "50").stdout
+    assert "Scheduled restart job, restart counter is at 1." in journal
+
+    kubemu(state_dir, "systemctl", "--node", "node-0", "stop", "kubelet")
+    assert kubelet_row(ps_json(state_dir)["node-0"])["active_state"] == "inactive"
+    kubemu(state_dir, "systemctl", "--node", "node-0", "start", "kubelet")
+    assert kubelet_row(ps_json(state_dir)["node-0"])["active_state"] == "active"
+
+    pids = [p.pid for p in marked_processes(str(state_dir))]
+    assert len(pids) >= 4  # two inits, two kubelets
+    kubemu(state_dir, "down")
+    assert marked_processes(str(state_dir)) == []
+    assert not any(alive(p) for p in pids)
+    assert kubemu(state_dir, "ps", check=False).returncode != 0
