@@ -73,3 +73,21 @@ def test_up_kill_kubelet_down(state_dir):
     assert marked_processes(str(state_dir)) == []
     assert not any(alive(p) for p in pids)
     assert kubemu(state_dir, "ps", check=False).returncode != 0
+
+
+def test_foreground_up_stops_everything_on_ctrl_c(state_dir):
+    env = dict(os.environ, KUBEMU_STATE_DIR=str(state_dir))
+    fg = subprocess.Popen([sys.executable, "-m", "kubemu.cli", "up", "--nodes", "1"], env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: kubemu(state_dir, "ps", check=False).returncode == 0, message="the cluster")
+        row = wait_for(lambda: (lambda r: r if r["main_pid"] else None)(kubelet_row(ps_json(state_dir)["node-0"])))
+        fg.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground process
+        out, _ = fg.communicate(timeout=DEADLINE * 2)
+    finally:
+        if fg.poll() is None:
+            fg.kill()
+    assert fg.returncode == 0, out
+    assert "cluster stopped" in out
+    assert not alive(row["main_pid"])
+    assert marked_processes(str(state_dir)) == []
