@@ -42,7 +42,7 @@ Keys
 ----
 [Unit]
   Description=, Documentation= (ignored), After=, Before= (ignored), Requires=, Wants= (list of
-  whitespace-separated unit names, kept as written, duplicates dropped), StartLimitIntervalSec=
+  whitespace-separated unit names; a name without a suffix gets ``.service``, duplicates dropped), StartLimitIntervalSec=
   (time span; 0 disables the limit), StartLimitBurst= (unsigned). The legacy ``StartLimitInterval=``
   and ``StartLimitBurst=`` are also accepted in [Service] (kubeadm's kubelet.service uses them).
 [Service]
@@ -535,9 +535,12 @@ def _unit_names(value: str, ctx: _Context) -> list[str]:
     names = []
     for word in _split_blanks(value):
         try:
-            names.append(_expand_specifiers(word, ctx.unit_name))
+            name = _expand_specifiers(word, ctx.unit_name)
         except ValueError as exc:
             ctx.warn(f"Invalid unit name {word!r} in {ctx.key}=, ignoring: {exc}")
+            continue
+        # A bare name means the service (systemctl's habit), so `After=db` matches db.service.
+        names.append(name if "." in name else f"{name}.service")
     return names
 
 

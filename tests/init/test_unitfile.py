@@ -364,7 +364,7 @@ def test_list_keys_accumulate_and_empty_assignment_resets():
         SuccessExitStatus=2 SIGUSR2
         """
     )
-    assert cfg.after == ("a.service", "b.service", "c")  # kept as written, duplicates dropped
+    assert cfg.after == ("a.service", "b.service", "c.service")  # a bare name is a service; duplicates dropped
     assert cfg.wants == ("y.service",)
     assert cfg.environment == (("A", "3"), ("B", "2"))  # later value replaces in place
     assert cfg.success_exit_status == {2} and cfg.success_signals == {signal.SIGUSR2}
