@@ -1,0 +1,635 @@
+"""One pod's lifecycle as a pure state machine: events and the time in, actions out.
+
+Nothing here forks, signals, sleeps, probes or reads a clock. The kubelet's shell feeds what
+happened (`container_started`, `container_exited`, `probe_result`, ...) with `now` from its
+clock, calls `sync(now)` whenever `next_deadline()` is reached, and carries out the returned
+actions (`StartContainer`, `KillContainer`, `RunProbe`, `RecordEvent`). Every event handler
+ends with a `sync(now)` of its own, so the shell only has to call `sync` at deadlines.
+
+The behaviour is the kubelet's, as Kubernetes documents it ("Pod Lifecycle", "Init
+Containers", "Configure Liveness, Readiness and Startup Probes"):
+
+  * init containers run one at a time, in order, each to a successful exit, before any app
+    container starts; app containers then all start together;
+  * restartPolicy decides what happens after an exit (table RESTARTS below); restarts wait
+    out a CrashLoopBackOff (kubelet/backoff.py) and raise the container's restartCount;
+  * probes (kubelet/probes.py): startup gates liveness and readiness; a settled liveness or
+    startup failure kills the container gracefully, and it is restarted per restartPolicy;
+  * `stop` (pod deleted, manifest gone or changed) kills every container with the grace
+    period and never restarts anything again;
+  * `status(now)` is the pod's status in the API's JSON shape.
+
+Time: every time the shell passes in is a float in seconds on one clock of its choice
+(normally time.monotonic()). `status()` turns times into RFC 3339 UTC strings with
+`format_time(t + wall_offset)`: pass `wall_offset = time.time() - time.monotonic()` (or 0 if
+the clock already is the wall clock). Durations from the pod spec and the settings are
+multiplied by `Settings.time_scale` before use; durations in actions are on the shell's clock.
+"""
+from __future__ import annotations
+
+import datetime
+import enum
+from dataclasses import dataclass, field
+
+from . import probes as pr
+from .backoff import Backoff, go_duration
+
+NODE_IP = "127.0.0.1"  # every pod shares the host's network in kubemu
+
+# Exit code a container runtime reports when the process could not be started
+# (containerd's StartError: 128, reason StartError).
+START_ERROR_EXIT = 128
+
+
+# --- settings -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Settings:
+    """Every duration the pod worker uses. `time_scale` multiplies all of them (backoff,
+    probe delays/periods/timeouts, grace periods) so demos and tests can run faster."""
+
+    backoff_initial: float = 10.0
+    backoff_max: float = 300.0
+    backoff_reset: float | None = None  # None: 2 x backoff_max, the kubelet's rule
+    time_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.time_scale <= 0:
+            raise ValueError("time_scale must be > 0")
+
+    def scaled(self, seconds: float) -> float:
+        return seconds * self.time_scale
+
+    @property
+    def reset_after(self) -> float:
+        return 2 * self.backoff_max if self.backoff_reset is None else self.backoff_reset
+
+    def backoff(self) -> Backoff:
+        return Backoff(self.scaled(self.backoff_initial), self.scaled(self.backoff_max),
+                       self.scaled(self.reset_after))
+
+
+# --- actions the shell carries out ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class StartContainer:
+    """Start the container; answer with container_started or container_start_failed."""
+    container: str
+    init: bool
+    restart_count: int  # the restartCount of the instance being started
+
+
+@dataclass(frozen=True)
+class KillContainer:
+    """SIGTERM, wait `grace` seconds, SIGKILL; answer with container_exited. May be repeated
+    for a container already being killed, with a shorter grace: shorten the wait."""
+    container: str
+    grace: float  # seconds on the shell's clock (already time-scaled)
+    reason: str  # human message, e.g. "Container web failed liveness probe, will be restarted"
+
+
+@dataclass(frozen=True)
+class RunProbe:
+    """Run the probe against the running container; answer with probe_result (a timeout is
+    a failure)."""
+    container: str
+    kind: str  # "startup" | "liveness" | "readiness"
+    probe: dict  # the probe spec with the API defaults filled in
+    timeout: float  # seconds on the shell's clock (already time-scaled)
+
+
+@dataclass(frozen=True)
+class RecordEvent:
+    """An Event about the pod (involvedObject.fieldPath spec.containers{container} if set)."""
+    reason: str  # Created, Started, Killing, BackOff, Unhealthy, Failed
+    message: str
+    type: str = "Normal"  # "Normal" | "Warning"
+    container: str | None = None
+
+
+Action = StartContainer | KillContainer | RunProbe | RecordEvent
+
+
+# --- decision tables ------------------------------------------------------------------------
+
+# How a container instance ended, as far as restartPolicy is concerned.
+SUCCESS, FAILURE, PROBE, STOPPED = "success", "failure", "probe", "stopped"
+
+# restartPolicy -> the endings after which an app container is restarted. A container killed
+# for a failed liveness/startup probe is restarted unless the policy is Never, whatever its
+# exit code; one killed because the pod is stopping never is.
+RESTARTS = {
+    "Always": frozenset({SUCCESS, FAILURE, PROBE}),
+    "OnFailure": frozenset({FAILURE, PROBE}),
+    "Never": frozenset(),
+}
+# Init containers must run to completion, so for them Always means OnFailure.
+INIT_RESTARTS = {**RESTARTS, "Always": RESTARTS["OnFailure"]}
+
+
+def ending(exit_code: int, killed_for: str | None) -> str:
+    if killed_for == "stop":
+        return STOPPED
+    if killed_for in ("liveness", "startup"):
+        return PROBE
+    return SUCCESS if exit_code == 0 else FAILURE
+
+
+def should_restart(policy: str, init: bool, how: str) -> bool:
+    table = INIT_RESTARTS if init else RESTARTS
+    return how in table.get(policy, table["Always"])
+
+
+@dataclass(frozen=True)
+class Termination:
+    """The end of one container instance: a `terminated` container state."""
+    exit_code: int
+    reason: str  # Completed | Error | OOMKilled | StartError | ContainerStatusUnknown
+    signal: int | None = None
+    message: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+def exit_termination(exit_code: int | None, signal: int | None, oom_killed: bool,
+                     started_at: float | None, finished_at: float | None,
+                     message: str | None = None) -> Termination:
+    """Classify a process end the way container runtimes report it: a signal shows as exit
+    code 128+N, the OOM killer as OOMKilled (137), an unknown end as ContainerStatusUnknown."""
+    if exit_code is None and signal is not None:
+        exit_code = 128 + signal
+    if oom_killed:
+        code, reason = (exit_code if exit_code else 137), "OOMKilled"
+    elif exit_code is None:
+        code, reason = 137, "ContainerStatusUnknown"
+    else:
+        code, reason = exit_code, ("Completed" if exit_code == 0 else "Error")
+    return Termination(code, reason, signal, message, started_at, finished_at)
+
+
+def format_time(ts: float) -> str:
+    """RFC 3339 in UTC with whole seconds, as the API serialises metav1.Time."""
+    return datetime.datetime.fromtimestamp(int(ts // 1), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- one container ---------------------------------------------------------------------------
+
+class CState(enum.Enum):
+    WAITING = "waiting"  # never asked to start (not its turn yet)
+    STARTING = "starting"  # StartContainer issued, no answer yet
+    RUNNING = "running"
+    KILLING = "killing"  # KillContainer issued, not gone yet
+    EXITED = "exited"  # gone; restart_at says whether and when it comes back
+
+
+LIVE = (CState.STARTING, CState.RUNNING, CState.KILLING)
+
+
+@dataclass
+class _Container:
+    name: str
+    spec: dict
+    init: bool
+    probe_specs: dict[str, dict]
+    state: CState = CState.WAITING
+    restart_count: int = 0
+    attempted: bool = False  # any StartContainer issued yet (the next one is a restart)
+    pid: int | None = None
+    started_at: float | None = None
+    last: Termination | None = None  # the latest instance's end
+    prev: Termination | None = None  # the one before: lastState while `last` is the state
+    restart_at: float | None = None  # EXITED: when it may start again; None: never
+    waiting: tuple[str, str] | None = None  # reason, message shown while not running
+    killing_for: str | None = None  # "stop" | "liveness" | "startup"
+    kill_deadline: float | None = None
+    kill_message: str | None = None
+    probes: dict[str, pr.ProbeState] = field(default_factory=dict)
+
+    @property
+    def started(self) -> bool:
+        """Kubernetes' `started`: running, and past its startup probe if it has one."""
+        if self.state not in (CState.RUNNING, CState.KILLING):
+            return False
+        startup = self.probes.get("startup")
+        return startup is None or startup.result is True
+
+    @property
+    def ready(self) -> bool:
+        """Running, started, and (if it has a readiness probe) settled on success."""
+        if self.state is not CState.RUNNING or not self.started:
+            return False
+        readiness = self.probes.get("readiness")
+        return readiness is None or readiness.result is True
+
+    @property
+    def finished(self) -> bool:
+        """Gone and not coming back."""
+        return self.state is CState.EXITED and self.restart_at is None
+
+    @property
+    def completed(self) -> bool:
+        """An init container that ran to a successful exit."""
+        return self.finished and self.last is not None and self.last.exit_code == 0
+
+
+# --- the pod worker --------------------------------------------------------------------------
+
+class PodWorker:
+    def __init__(self, pod: dict, settings: Settings, now: float, *, wall_offset: float = 0.0):
+        self.pod = pod
+        self.settings = settings
+        self.wall_offset = wall_offset
+        meta = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        self.name: str = meta.get("name", "")
+        self.namespace: str = meta.get("namespace") or "default"
+        self.uid: str = meta.get("uid", "")
+        self.restart_policy: str = spec.get("restartPolicy") or "Always"
+        grace = spec.get("terminationGracePeriodSeconds")
+        self.grace_seconds: float = 30.0 if grace is None else float(grace)
+        self._inits = [self._container(c, True) for c in spec.get("initContainers") or []]
+        self._apps = [self._container(c, False) for c in spec.get("containers") or []]
+        self._by_name = {c.name: c for c in self._inits + self._apps}
+        self._backoff = settings.backoff()
+        self._created = now
+        self._start_time = now
+        self._stop_deadline: float | None = None  # set by stop(): no restarts from then on
+        self._initialized = not self._inits
+        self._transitions: dict[str, tuple[bool, float]] = {}
+        self._refresh_conditions(now)
+
+    @staticmethod
+    def _container(spec: dict, init: bool) -> _Container:
+        # Init containers take no probes (the API rejects them); ignore any that slipped in.
+        probe_specs = {} if init else pr.container_probes(spec)
+        return _Container(name=spec.get("name", ""), spec=spec, init=init, probe_specs=probe_specs)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_deadline is not None
+
+    # -- the level-based heart ---------------------------------------------------------------
+
+    def sync(self, now: float) -> list[Action]:
+        """Everything due now: first starts, restarts whose backoff is over, probes."""
+        actions: list[Action] = []
+        if not self.stopping:
+            for c in self._startable():
+                due = self._start_due_at(c)
+                if due is not None and due <= now:
+                    actions.append(self._start(c, now))
+            actions += self._probes_due(now)
+        self._refresh_conditions(now)
+        return actions
+
+    def next_deadline(self) -> float | None:
+        """When sync() next has something to do (None: only an event can change anything)."""
+        if self.stopping:
+            return None
+        times = [self._start_due_at(c) for c in self._startable()]
+        times += [c.probes[k].due for c in self._apps if c.state is CState.RUNNING
+                  for k in pr.runnable(c.probes, c.started) if not c.probes[k].in_flight]
+        return min((t for t in times if t is not None), default=None)
+
+    def _startable(self) -> list[_Container]:
+        """The containers allowed to (re)start now: the first unfinished init container, or
+        once all have completed, the app containers; none after an init container failed."""
+        for c in self._inits:
+            if c.completed:
+                continue
+            return [] if c.finished else [c]
+        return self._apps
+
+    def _start_due_at(self, c: _Container) -> float | None:
+        if c.state is CState.WAITING:
+            return self._created
+        if c.state is CState.EXITED:
+            return c.restart_at
+        return None
+
+    def _start(self, c: _Container, now: float) -> StartContainer:
+        if c.attempted:
+            c.restart_count += 1
+        c.attempted = True
+        c.state, c.restart_at = CState.STARTING, None
+        # The backoff's up-time clock runs from the moment the kubelet lets it (re)start.
+        self._backoff.record_start(c.name, now)
+        return StartContainer(c.name, c.init, c.restart_count)
+
+    def _probes_due(self, now: float) -> list[Action]:
+        actions: list[Action] = []
+        for c in self._apps:
+            if c.state is not CState.RUNNING:
+                continue
+            for kind in pr.runnable(c.probes, c.started):
+                probe = c.probes[kind]
+                if probe.is_due(now):
+                    probe.launch(now)
+                    actions.append(RunProbe(c.name, kind, probe.probe, probe.timeout))
+        return actions
+
+    # -- what the shell reports ------------------------------------------------------------
+
+    def container_started(self, name: str, pid: int, now: float) -> list[Action]:
+        c = self._by_name.get(name)
+        if c is None or c.state is not CState.STARTING:
+            return []  # not asked for, or already answered
+        self._mark_running(c, pid, now)
+        actions: list[Action] = [RecordEvent("Created", f"Created container {name}", "Normal", name),
+                                 RecordEvent("Started", f"Started container {name}", "Normal", name)]
+        if self.stopping:  # stopped while it was starting: it goes at once, in the time left
+            actions += self._kill(c, "stop", self._grace_left(now), f"Stopping container {name}", now)
+        return actions + self.sync(now)
+
+    def container_start_failed(self, name: str, reason: str, message: str, now: float) -> list[Action]:
+        """The process could not be started: counts as a crash (exit 128, StartError) for
+        restartPolicy and backoff; `reason`/`message` show as the waiting state."""
+        c = self._by_name.get(name)
+        if c is None or c.state is not CState.STARTING:
+            return []
+        c.waiting = (reason, message)
+        end = Termination(START_ERROR_EXIT, "StartError", None, message, now, now)
+        actions: list[Action] = [RecordEvent("Failed", f"Error: {message}", "Warning", name)]
+        actions += self._terminated(c, end, now)
+        return actions + self.sync(now)
+
+    def container_exited(self, name: str, exit_code: int | None, signal: int | None,
+                         oom_killed: bool, now: float) -> list[Action]:
+        c = self._by_name.get(name)
+        if c is None or c.state not in LIVE:
+            return []  # already accounted for
+        if c.state is CState.STARTING:  # died before the start was reported: it did start
+            c.started_at = now
+        end = exit_termination(exit_code, signal, oom_killed, c.started_at, now,
+                               c.kill_message if c.killing_for in ("liveness", "startup") else None)
+        return self._terminated(c, end, now) + self.sync(now)
+
+    def probe_result(self, name: str, kind: str, success: bool, message: str, now: float) -> list[Action]:
+        c = self._by_name.get(name)
+        probe = c.probes.get(kind) if c is not None and c.state is CState.RUNNING else None
+        if probe is None or not probe.in_flight:
+            return []  # a stale answer: the instance is gone or being killed, or never asked
+        changed = probe.record(success)
+        actions: list[Action] = []
+        if not success:
+            actions.append(RecordEvent("Unhealthy", f"{pr.TITLE[kind]} probe failed: {message}", "Warning", name))
+        if changed and probe.result is False and pr.KILLS_ON_FAILURE[kind]:
+            actions += self._probe_kill(c, kind, now)
+        return actions + self.sync(now)
+
+    # -- stopping --------------------------------------------------------------------------
+
+    def stop(self, now: float, grace: float | None = None) -> list[Action]:
+        """Kill every container with `grace` seconds (API seconds, time-scaled here; default
+        the pod's terminationGracePeriodSeconds) and never start anything again. Calling it
+        again with a shorter grace shortens the kills in progress."""
+        seconds = self.settings.scaled(max(0.0, self.grace_seconds if grace is None else grace))
+        deadline = now + seconds
+        if self._stop_deadline is None or deadline < self._stop_deadline:
+            self._stop_deadline = deadline
+        actions: list[Action] = []
+        for c in self._inits + self._apps:
+            actions += self._stop_one(c, now)
+        self._refresh_conditions(now)
+        return actions
+
+    def _stop_one(self, c: _Container, now: float) -> list[Action]:
+        grace = self._grace_left(now)
+        message = f"Stopping container {c.name}"
+        if c.state is CState.RUNNING:
+            return self._kill(c, "stop", grace, message, now)
+        if c.state is CState.KILLING and now + grace < c.kill_deadline:
+            c.kill_deadline = now + grace
+            return [KillContainer(c.name, grace, message)]
+        if c.state is CState.EXITED and c.restart_at is not None:
+            c.restart_at, c.waiting = None, None  # a pending restart is called off
+        return []  # STARTING: killed as soon as it reports started
+
+    def _grace_left(self, now: float) -> float:
+        return max(0.0, self._stop_deadline - now)
+
+    def is_terminated(self) -> bool:
+        """No container process exists or will be started again: after stop() once every
+        container is gone, or when the pod reached Succeeded/Failed on its own (the kubelet
+        treats a pod in a terminal phase as terminated too)."""
+        if any(c.state in LIVE for c in self._by_name.values()):
+            return False
+        return self.stopping or self._natural_phase() in ("Succeeded", "Failed")
+
+    # -- transitions -------------------------------------------------------------------------
+
+    def _mark_running(self, c: _Container, pid: int | None, started_at: float) -> None:
+        c.state, c.pid, c.started_at, c.waiting = CState.RUNNING, pid, started_at, None
+        # Each instance gets fresh probes, scheduled from its own start.
+        c.probes = {kind: pr.ProbeState.begin(kind, spec, started_at, self.settings.time_scale)
+                    for kind, spec in c.probe_specs.items()}
+
+    def _kill(self, c: _Container, why: str, grace: float, message: str, now: float) -> list[Action]:
+        c.state, c.killing_for, c.kill_message, c.kill_deadline = CState.KILLING, why, message, now + grace
+        return [RecordEvent("Killing", message, "Normal", c.name), KillContainer(c.name, grace, message)]
+
+    def _probe_kill(self, c: _Container, kind: str, now: float) -> list[Action]:
+        # A probe may carry its own terminationGracePeriodSeconds (liveness/startup only).
+        own = c.probes[kind].probe.get("terminationGracePeriodSeconds")
+        grace = self.settings.scaled(max(0.0, self.grace_seconds if own is None else float(own)))
+        message = f"Container {c.name} failed {kind} probe"
+        if should_restart(self.restart_policy, c.init, PROBE):
+            message += ", will be restarted"
+        return self._kill(c, kind, grace, message, now)
+
+    def _terminated(self, c: _Container, end: Termination, now: float) -> list[Action]:
+        """An instance ended: record it, then decide whether and when it comes back."""
+        how = ending(end.exit_code, c.killing_for)
+        c.prev, c.last = c.last, end
+        c.state, c.pid, c.probes = CState.EXITED, None, {}
+        c.killing_for = c.kill_message = c.kill_deadline = None
+        if self.stopping or not should_restart(self.restart_policy, c.init, how):
+            c.restart_at = None
+            return []
+        delay = self._backoff.record_failure(c.name, now)
+        c.restart_at = now + delay
+        if delay <= 0:
+            return []
+        pod = f"{self.namespace}/{self.name}"
+        c.waiting = ("CrashLoopBackOff",
+                     f"back-off {go_duration(delay)} restarting failed container={c.name} pod={pod}")
+        return [RecordEvent("BackOff", f"Back-off restarting failed container {c.name} in pod {pod}",
+                            "Warning", c.name)]
+
+    # -- adoption after a kubelet restart --------------------------------------------------
+
+    @classmethod
+    def adopt(cls, pod: dict, settings: Settings, now: float, containers: dict[str, dict],
+              *, wall_offset: float = 0.0) -> "PodWorker":
+        """A worker for a pod whose containers the shell found already there (via their shims):
+        running ones are taken over as they are, exited ones are restarted per restartPolicy
+        (the backoff history died with the old kubelet, as in Kubernetes), restart counts
+        carry on. Running containers are probed afresh, as after a kubelet restart."""
+        worker = cls(pod, settings, now, wall_offset=wall_offset)
+        for name, found in containers.items():
+            c = worker._by_name.get(name)
+            if c is not None:
+                worker._adopt_one(c, found, now)
+        if any(c.attempted for c in worker._apps):
+            # App containers only ever start once every init container completed: init
+            # containers that left no trace did complete.
+            for c in worker._inits:
+                if c.state is CState.WAITING:
+                    c.state, c.attempted, c.last = CState.EXITED, True, Termination(0, "Completed")
+        starts = [c.started_at for c in worker._by_name.values() if c.started_at is not None]
+        worker._start_time = min([now, *starts])
+        worker._refresh_conditions(now)
+        return worker
+
+    def _adopt_one(self, c: _Container, found: dict, now: float) -> None:
+        c.attempted = True
+        c.restart_count = max(0, int(found.get("restart_count") or 0))
+        started_at = found.get("started_at")
+        started_at = now if started_at is None else started_at
+        if found.get("state") == "running":
+            self._mark_running(c, found.get("pid"), started_at)
+            self._backoff.record_start(c.name, started_at)
+            return
+        c.started_at = started_at
+        finished_at = found.get("finished_at")
+        end = exit_termination(found.get("exit_code"), found.get("signal"), bool(found.get("oom_killed")),
+                               started_at, now if finished_at is None else finished_at)
+        self._terminated(c, end, now)
+
+    # -- status ------------------------------------------------------------------------------
+
+    def status(self, now: float) -> dict:
+        """The pod's status in the API's JSON shape (times as RFC 3339 strings)."""
+        self._refresh_conditions(now)
+        out = {
+            "phase": self.phase(),
+            "conditions": [self._condition(kind) for kind in CONDITIONS],
+            "hostIP": NODE_IP,
+            "hostIPs": [{"ip": NODE_IP}],
+            "podIP": NODE_IP,
+            "podIPs": [{"ip": NODE_IP}],
+            "startTime": self._time(self._start_time),
+        }
+        if self._inits:  # the kubelet keeps init containers in spec order...
+            out["initContainerStatuses"] = [self._container_status(c) for c in self._inits]
+        # ...and app containers sorted by name.
+        out["containerStatuses"] = [self._container_status(c) for c in sorted(self._apps, key=lambda c: c.name)]
+        return out
+
+    def phase(self) -> str:
+        if self.stopping and not any(c.state in LIVE for c in self._by_name.values()):
+            return self._final_phase()
+        return self._natural_phase()
+
+    def _natural_phase(self) -> str:
+        """Kubernetes' phase rules: Pending until initialized and every app container has
+        started once; Running while one runs or will be restarted; then Succeeded if all
+        exited 0, else Failed. An init container that failed for good fails the pod."""
+        for c in self._inits:
+            if c.completed:
+                continue
+            return "Failed" if c.finished else "Pending"
+        apps = self._apps
+        if any(c.last is None and c.state not in (CState.RUNNING, CState.KILLING) for c in apps):
+            return "Pending"
+        if any(not c.finished for c in apps):
+            return "Running"
+        return "Succeeded" if all(c.last.exit_code == 0 for c in apps) else "Failed"
+
+    def _final_phase(self) -> str:
+        # A stopped pod ends in a terminal phase (the kubelet's podIsTerminal rule): Succeeded
+        # only if every app container ran and exited 0.
+        natural = self._natural_phase()
+        if natural in ("Succeeded", "Failed"):
+            return natural
+        ok = all(c.last is not None and c.last.exit_code == 0 for c in self._apps)
+        return "Succeeded" if ok and self._initialized else "Failed"
+
+    def _container_status(self, c: _Container) -> dict:
+        if c.state in (CState.RUNNING, CState.KILLING):
+            state, last = {"running": {"startedAt": self._time(c.started_at)}}, c.last
+        elif c.finished:
+            state, last = {"terminated": self._terminated_dict(c.last)}, c.prev
+        else:
+            state, last = {"waiting": self._waiting(c)}, c.last
+        out = {
+            "name": c.name,
+            "state": state,
+            "lastState": {"terminated": self._terminated_dict(last)} if last is not None else {},
+            "ready": c.ready,
+            "started": c.started,
+            "restartCount": c.restart_count,
+        }
+        if "image" in c.spec:
+            out["image"] = c.spec["image"]
+        if c.pid is not None:
+            out["containerID"] = f"process://{c.pid}"
+        return out
+
+    def _waiting(self, c: _Container) -> dict:
+        """The kubelet shows the last reason it could not run the container (start error,
+        CrashLoopBackOff); otherwise PodInitializing while init containers are in the way,
+        ContainerCreating once it is being started."""
+        if c.waiting is not None:
+            return {"reason": c.waiting[0], "message": c.waiting[1]}
+        if c.state is CState.WAITING and self._inits:
+            return {"reason": "PodInitializing"}
+        return {"reason": "ContainerCreating"}
+
+    def _terminated_dict(self, end: Termination) -> dict:
+        out: dict = {"exitCode": end.exit_code, "reason": end.reason}
+        if end.signal is not None:
+            out["signal"] = end.signal
+        if end.message:
+            out["message"] = end.message
+        if end.started_at is not None:
+            out["startedAt"] = self._time(end.started_at)
+        if end.finished_at is not None:
+            out["finishedAt"] = self._time(end.finished_at)
+        return out
+
+    def _time(self, ts: float) -> str:
+        return format_time(ts + self.wall_offset)
+
+    # -- conditions ----------------------------------------------------------------------------
+
+    def _condition_values(self) -> dict[str, tuple[bool, str | None, str | None]]:
+        """Condition type -> (status, reason, message), by the kubelet's rules."""
+        if not self._initialized and all(c.completed for c in self._inits):
+            self._initialized = True  # once initialized, a pod stays initialized
+        if self._initialized:
+            initialized = (True, None, None)
+        else:
+            pending = " ".join(c.name for c in self._inits if not c.completed)
+            initialized = (False, "ContainersNotInitialized", f"containers with incomplete status: [{pending}]")
+        unready = [c.name for c in self._apps if not c.ready]
+        if self.phase() in ("Succeeded", "Failed"):
+            ready = (False, "PodCompleted", None)
+        elif unready:
+            ready = (False, "ContainersNotReady", f"containers with unready status: [{' '.join(unready)}]")
+        else:
+            ready = (True, None, None)
+        return {"Initialized": initialized, "Ready": ready, "ContainersReady": ready,
+                "PodScheduled": (True, None, None)}
+
+    def _refresh_conditions(self, now: float) -> None:
+        """Remember when each condition last changed status (lastTransitionTime)."""
+        self._values = self._condition_values()
+        for kind, (value, _reason, _message) in self._values.items():
+            seen = self._transitions.get(kind)
+            if seen is None or seen[0] != value:
+                self._transitions[kind] = (value, now)
+
+    def _condition(self, kind: str) -> dict:
+        value, reason, message = self._values[kind]
+        out = {"type": kind, "status": "True" if value else "False", "lastProbeTime": None,
+               "lastTransitionTime": self._time(self._transitions[kind][1])}
+        if reason:
+            out["reason"] = reason
+        if message:
+            out["message"] = message
+        return out
+
+
+# The kubelet's order of pod conditions.
+CONDITIONS = ("Initialized", "Ready", "ContainersReady", "PodScheduled")
