@@ -1,0 +1,237 @@
+"""The storage under the MVCC state machine: a small sorted byte-key store, in memory or LevelDB.
+
+The interface is the least that `store.mvcc.KVStore` needs, and both implementations behave the
+same (one parametrized test suite checks them against each other):
+
+    get(key) -> bytes | None
+    iterate(start=b"", stop=None, prefix=None, reverse=False) -> iterator of (key, value)
+        keys with start <= key < stop (stop None: no upper bound) that begin with `prefix`,
+        ascending by unsigned byte order, or descending with reverse=True. The iterator reads a
+        snapshot taken when iterate() is called: writes made while it is being consumed are
+        not seen (LevelDB iterators work this way; MemoryBackend copies on write to match).
+    write(puts, deletes, sync=False)
+        applies every delete, then every put (so a key in both ends up put), atomically: after
+        a crash either all of the batch is there or none of it. sync=True also waits for the
+        disk (fsync) before returning.
+    approximate_size() -> int    bytes used, roughly (for status reports)
+    close()
+
+`LevelDBBackend` can share one plyvel database with other users (the Raft log) under its own key
+prefix: pass an open `plyvel.DB` and a prefix; only a backend that opened the database itself
+closes it.
+"""
+from __future__ import annotations
+
+import bisect
+import os
+from typing import Iterable, Iterator
+
+import plyvel
+
+__all__ = ["Backend", "LevelDBBackend", "MemoryBackend", "key_bounds", "next_prefix"]
+
+Pairs = Iterator[tuple[bytes, bytes]]
+
+
+def next_prefix(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key that starts with `prefix` (None: no such key,
+    the prefix is empty or all 0xff)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def key_bounds(start: bytes, stop: bytes | None, prefix: bytes | None) -> tuple[bytes, bytes | None]:
+    """Fold a prefix into [start, stop) bounds; start >= stop means an empty range."""
+    if prefix:
+        start = max(start, prefix)
+        end = next_prefix(prefix)
+        if end is not None:
+            stop = end if stop is None else min(stop, end)
+    return start, stop
+
+
+def _check_key(key) -> bytes:
+    if not isinstance(key, bytes):
+        raise TypeError(f"backend keys are bytes, not {type(key).__name__}")
+    return key
+
+
+def _check_pair(pair) -> tuple[bytes, bytes]:
+    key, value = pair
+    if not isinstance(value, bytes):
+        raise TypeError(f"backend values are bytes, not {type(value).__name__}")
+    return _check_key(key), value
+
+
+class Backend:
+    """The interface (see the module docstring). Subclasses implement every method."""
+
+    def get(self, key: bytes) -> bytes | None:
+        raise NotImplementedError
+
+    def iterate(self, start: bytes = b"", stop: bytes | None = None, prefix: bytes | None = None,
+                reverse: bool = False) -> Pairs:
+        raise NotImplementedError
+
+    def write(self, puts: Iterable[tuple[bytes, bytes]] = (), deletes: Iterable[bytes] = (),
+              sync: bool = False) -> None:
+        raise NotImplementedError
+
+    def approximate_size(self) -> int:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class MemoryBackend(Backend):
+    """A dict plus a sorted key list (bisect). Iterators keep a reference to the current list
+    and dict; a write while any iterator is alive copies both first (copy-on-write), so the
+    iterator keeps seeing its snapshot, as a LevelDB iterator would."""
+
+    def __init__(self) -> None:
+        self._data: dict[bytes, bytes] = {}
+        self._keys: list[bytes] = []
+        self._readers = [0]  # live iterators over the current _data/_keys (a cell they share)
+        self._closed = False
+
+    def get(self, key: bytes) -> bytes | None:
+        self._check_open()
+        return self._data.get(_check_key(key))
+
+    def iterate(self, start: bytes = b"", stop: bytes | None = None, prefix: bytes | None = None,
+                reverse: bool = False) -> Pairs:
+        self._check_open()
+        start, stop = key_bounds(_check_key(start), stop, prefix)
+        lo = bisect.bisect_left(self._keys, start)
+        hi = len(self._keys) if stop is None else bisect.bisect_left(self._keys, stop)
+        gen = self._scan(self._keys, self._data, self._readers, lo, max(lo, hi), reverse)
+        next(gen)  # run up to the first yield, so the reader count is taken now and always released
+        return gen
+
+    @staticmethod
+    def _scan(keys: list[bytes], data: dict[bytes, bytes], readers: list[int], lo: int, hi: int,
+              reverse: bool) -> Pairs:
+        readers[0] += 1
+        try:
+            yield None  # type: ignore[misc]  # priming step, consumed by iterate()
+            positions = range(hi - 1, lo - 1, -1) if reverse else range(lo, hi)
+            for i in positions:
+                key = keys[i]
+                yield key, data[key]
+        finally:
+            readers[0] -= 1
+
+    def write(self, puts: Iterable[tuple[bytes, bytes]] = (), deletes: Iterable[bytes] = (),
+              sync: bool = False) -> None:
+        self._check_open()
+        # Validate everything before changing anything: the batch is all or nothing.
+        deletes = [_check_key(k) for k in deletes]
+        puts = [_check_pair(p) for p in puts]
+        if self._readers[0]:
+            self._data, self._keys, self._readers = dict(self._data), list(self._keys), [0]
+        for key in deletes:
+            if self._data.pop(key, None) is not None:
+                del self._keys[bisect.bisect_left(self._keys, key)]
+        for key, value in puts:
+            if key not in self._data:
+                bisect.insort(self._keys, key)
+            self._data[key] = value
+
+    def approximate_size(self) -> int:
+        self._check_open()
+        return sum(len(k) + len(v) for k, v in self._data.items())
+
+    def close(self) -> None:
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("backend is closed")
+
+
+class LevelDBBackend(Backend):
+    """A plyvel database, or the part of one under `prefix`.
+
+    `path_or_db` is a directory (opened, created if missing, and closed by close()) or an open
+    `plyvel.DB` that the caller owns and closes (so the Raft log and the KV state can live in
+    one database, under different prefixes)."""
+
+    def __init__(self, path_or_db, prefix: bytes = b"") -> None:
+        if isinstance(path_or_db, plyvel.DB):
+            self._db, self._owned = path_or_db, False
+        elif isinstance(path_or_db, (str, bytes, os.PathLike)):
+            self._db, self._owned = plyvel.DB(os.fsdecode(path_or_db), create_if_missing=True), True
+        else:
+            raise TypeError(f"LevelDBBackend needs a path or a plyvel.DB, not {type(path_or_db).__name__}")
+        self._prefix = _check_key(prefix)
+        self._view = self._db.prefixed_db(prefix)
+
+    @property
+    def db(self) -> plyvel.DB:
+        return self._db
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._view.get(_check_key(key))
+
+    def iterate(self, start: bytes = b"", stop: bytes | None = None, prefix: bytes | None = None,
+                reverse: bool = False) -> Pairs:
+        start, stop = key_bounds(_check_key(start), stop, prefix)
+        if stop is not None and stop <= start:
+            return iter(())
+        # plyvel refuses prefix= together with start/stop, hence key_bounds.
+        if not reverse:
+            return self._view.iterator(start=start, stop=stop)
+        return self._reverse(self._db.raw_iterator(), start, stop)  # the snapshot is taken now
+
+    def _reverse(self, it, start: bytes, stop: bytes | None) -> Pairs:
+        """A reverse scan with LevelDB's own seek/prev: plyvel 1.5's reverse iterator drops
+        keys at the low end in some cases (over a prefixed database holding only the key b"",
+        iterator(reverse=True) yields nothing)."""
+        n = len(self._prefix)
+        low = self._prefix + start
+        high = self._prefix + stop if stop is not None else next_prefix(self._prefix)
+        try:
+            if high is None:
+                it.seek_to_last()
+            else:
+                it.seek(high)  # first key >= high, or invalid when there is none
+                if it.valid():
+                    it.prev()
+                else:
+                    it.seek_to_last()
+            while it.valid():
+                key = it.key()
+                if key < low:
+                    break
+                yield key[n:], it.value()
+                it.prev()
+        finally:
+            it.close()
+
+    def write(self, puts: Iterable[tuple[bytes, bytes]] = (), deletes: Iterable[bytes] = (),
+              sync: bool = False) -> None:
+        deletes = [_check_key(k) for k in deletes]
+        puts = [_check_pair(p) for p in puts]
+        # transaction=True: an exception inside the block discards the batch instead of writing half
+        with self._view.write_batch(transaction=True, sync=sync) as batch:  # one WriteBatch: atomic
+            for key in deletes:
+                batch.delete(key)
+            for key, value in puts:
+                batch.put(key, value)
+
+    def approximate_size(self) -> int:
+        end = next_prefix(self._prefix)
+        return self._db.approximate_size(self._prefix, end if end is not None else b"\xff" * 16)
+
+    def close(self) -> None:
+        if self._owned and not self._db.closed:
+            self._db.close()
