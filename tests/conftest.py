@@ -11,6 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from kubemu.statedir import StateDir
+
 # A loaded 2-core CI machine can be slow: deadlines are generous, and only ever upper bounds.
 DEADLINE = float(os.environ.get("KUBEMU_TEST_DEADLINE", "60"))
 
@@ -38,14 +40,7 @@ def alive(pid: int) -> bool:
 
 def marked_processes(marker: str) -> list[psutil.Process]:
     """Live processes whose environment carries KUBEMU_STATE_DIR=marker."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("KUBEMU_STATE_DIR") == marker and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
+    return StateDir(marker).processes()
 
 
 def kill_marked(marker: str) -> list[int]:
