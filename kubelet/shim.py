@@ -1,0 +1,546 @@
+"""python -m kubelet.shim: the shim of one container start (containerd-shim / CRI-O conmon).
+
+    python -m kubelet.shim --dir CONTAINER_DIR --restart-count N [--grace SECONDS]
+                           [--memory-limit BYTES] [--spec FILE] [--lock-fd FD]
+                           [--init-pid PID:START_TICKS] [-- ARGV...]
+
+`--spec FILE` is a JSON object with any of argv, env, cwd, memory_limit, grace; its keys win
+over the flags. Without a spec `env` is the shim's own environment. `--lock-fd FD` is an open
+file holding an exclusive flock(2) that the shim keeps for its whole life: the kubelet takes
+the lock before launching us, so "lock free" means "no shim alive" with no window at all.
+`--init-pid` names the process the shim must die with (the kubelet's parent, init): if it is
+gone by the time the shim has armed its death signal, init died while the shim was being
+launched (a power cut) and the shim exits instead of living on under PID 1.
+
+What the shim does, in order (the files are described in kubelet/runtime.py):
+  1. detach: the launched process forks the real shim and exits at once; the shim calls
+     setsid() (init kills the kubelet's process group when the kubelet dies, and we must
+     survive that) and is re-parented to the nearest subreaper, init. Only then does it set
+     PR_SET_PDEATHSIG=SIGKILL: the death signal fires when the *current* parent dies, so set
+     earlier it would fire when the launcher exits. getppid() is re-checked after the prctl,
+     and --init-pid checked for life.
+  2. become a subreaper itself, like containerd-shim: every process of the container that
+     is orphaned comes back to us, so our descendants are exactly the container's processes
+     (our stand-in for its cgroup) and none of them outlives us.
+  3. start the container: fork + exec (the shim is small, so fork is cheap, and it lets exec
+     errors come back exactly over a close-on-exec pipe and closes the pdeathsig window);
+     its own session, PR_SET_PDEATHSIG=SIGKILL, stdin /dev/null, stdout+stderr appended to
+     <N>.log, the spec's env and cwd, argv executed directly (never a shell). A missing
+     executable writes <N>.exit.json with reason StartError and containerd's message.
+  4. write <N>.state.json, then wait in sigwaitinfo() for SIGCHLD/SIGTERM/SIGINT: nothing is
+     polled, except the memory watch (a --memory-limit samples the RSS of all our
+     descendants every MEMORY_INTERVAL seconds; there are no cgroups to do it for us).
+  5. SIGTERM/SIGINT = graceful stop: SIGTERM to the container's process group, SIGKILL to
+     all of it after the grace period (<N>.stop.json {"grace": S}, if present when the
+     signal arrives, overrides --grace; a second stop can only shorten the deadline).
+  6. on the container's exit: SIGKILL the rest of its process group, write <N>.exit.json,
+     SIGKILL and reap every remaining descendant, exit.
+
+Lean on purpose (one shim per running container): stdlib os/sys/signal/json/time and
+kubemu.prctl only. main() never raises: errors go to stderr (the kubelet points it at the
+container directory's shim.log) and, once a container was asked for, to <N>.exit.json.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+
+from kubemu.prctl import set_child_subreaper, set_pdeathsig
+
+MEMORY_INTERVAL = 0.1  # seconds between RSS samples of a container with a memory limit
+DRAIN_TIMEOUT = 10.0  # how long to wait for the container's last processes to die
+DEFAULT_GRACE = 30.0  # Kubernetes' terminationGracePeriodSeconds
+START_ERROR_EXIT = 128  # what containerd reports for a StartError (kubelet/podworker.py)
+OOM_EXIT = 137  # 128 + SIGKILL, as a runtime reports an OOM kill
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+# The signals the shim handles synchronously with sigwaitinfo(); blocked for its whole life.
+WAITED = (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT)
+# Dispositions a container must not inherit: Python ignores SIGPIPE/SIGXFSZ, a launcher may
+# have been started with others ignored (nohup), and SIG_IGN survives exec.
+RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT,
+                 signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD, signal.SIGTSTP,
+                 signal.SIGTTIN, signal.SIGTTOU)
+
+# --- the file names of one container start (shared with kubelet/runtime.py) -----------------
+
+LOG, SPEC, STATE, EXIT, STOP = "log", "spec.json", "state.json", "exit.json", "stop.json"
+SHIM_LOG = "shim.log"
+
+
+def instance_file(container_dir: str, restart_count: int, kind: str) -> str:
+    """<container dir>/<restartCount>.<kind>, e.g. 3.exit.json or 3.log."""
+    return os.path.join(container_dir, f"{restart_count}.{kind}")
+
+
+def write_json(path: str, record: dict) -> None:
+    """Atomically: readers (and inotify watchers) only ever see a complete file. No fsync:
+    a "power cut" here is a kill -9 of init, not a lost page cache."""
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, f".{name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(record, f)
+    os.replace(tmp, path)
+
+
+def read_json(path: str) -> dict | None:
+    try:
+        with open(path) as f:
+            value = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks) of a process from /proc/<pid>/stat, or None.
+    The start time tells a process from a later one that got the same PID."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2:].split()  # the command name may contain spaces and ")"
+    return fields[0].decode(), int(fields[19])
+
+
+def log(config: "Config | None", message: str) -> None:
+    prefix = f"[{config.restart_count}] " if config else ""
+    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} shim {os.getpid()}: {prefix}{message}",
+          file=sys.stderr, flush=True)
+
+
+# --- configuration ----------------------------------------------------------------------------
+
+class UsageError(Exception):
+    pass
+
+
+class Config:
+    """What one shim runs: the flags, overridden by the spec file's keys."""
+
+    FLAGS = {"--dir": ("dir", str), "--restart-count": ("restart_count", int),
+             "--grace": ("grace", float), "--memory-limit": ("memory_limit", int),
+             "--spec": ("spec", str), "--lock-fd": ("lock_fd", int), "--init-pid": ("init", str)}
+
+    def __init__(self) -> None:
+        self.dir = ""
+        self.restart_count = -1
+        self.grace = DEFAULT_GRACE
+        self.memory_limit: int | None = None
+        self.spec: str | None = None
+        self.lock_fd: int | None = None
+        self.init: str | None = None  # PID:START_TICKS of the process to die with
+        self.argv: list[str] = []
+        self.env: dict[str, str] = dict(os.environ)
+        self.cwd: str | None = None
+
+    @classmethod
+    def parse(cls, args: list[str]) -> "Config":
+        config = cls()
+        config._parse_flags(args)
+        if config.spec:
+            config._apply_spec(config.spec)
+        config._validate()
+        return config
+
+    def _parse_flags(self, args: list[str]) -> None:
+        i = 0
+        while i < len(args):
+            if args[i] == "--":
+                self.argv = args[i + 1:]
+                return
+            if args[i] not in self.FLAGS or i + 1 >= len(args):
+                raise UsageError(f"unknown option or missing value: {args[i]}")
+            attr, kind = self.FLAGS[args[i]]
+            try:
+                setattr(self, attr, kind(args[i + 1]))
+            except ValueError:
+                raise UsageError(f"bad value for {args[i]}: {args[i + 1]!r}") from None
+            i += 2
+
+    def _apply_spec(self, path: str) -> None:
+        spec = read_json(path)
+        if spec is None:
+            raise UsageError(f"cannot read the spec file {path}")
+        for key in ("argv", "env", "cwd", "memory_limit", "grace"):
+            if spec.get(key) is not None:
+                setattr(self, key, spec[key])
+
+    def _validate(self) -> None:
+        if not self.dir or self.restart_count < 0:
+            raise UsageError("--dir and --restart-count are required")
+        if not self.argv or not all(isinstance(a, str) for a in self.argv):
+            raise UsageError("no command: pass -- ARGV... or argv in the spec")
+        self.dir = os.path.abspath(self.dir)  # before anything could change our cwd
+
+    def file(self, kind: str) -> str:
+        return instance_file(self.dir, self.restart_count, kind)
+
+
+# --- 1. detaching from the kubelet --------------------------------------------------------
+
+def detach(config: Config) -> None:
+    """Fork the real shim and let the launched process exit; return in the real shim once it
+    has been re-parented and armed with PR_SET_PDEATHSIG (see the module docstring)."""
+    launcher = os.getpid()
+    rd, wr = os.pipe()
+    if os.fork() != 0:
+        os._exit(0)  # the launcher: its exit closes `wr` and re-parents the shim
+    os.close(wr)
+    os.setsid()
+    os.read(rd, 1)  # EOF: the launcher is exiting (no polling while it finishes)
+    os.close(rd)
+    while os.getppid() == launcher:  # the kernel re-parents just after closing its files
+        time.sleep(0.001)
+    parent = os.getppid()
+    set_pdeathsig(signal.SIGKILL)
+    if os.getppid() != parent:  # that parent (init) died before the prctl: a power cut
+        os._exit(1)
+    if config.init and not _same_process(config.init):
+        log(config, f"init {config.init} died while the shim was launched: not starting")
+        os._exit(1)
+
+
+def _same_process(pid_start: str) -> bool:
+    """Whether PID:START_TICKS names a live process (not a later one with its PID)."""
+    pid, _, start = pid_start.partition(":")
+    stat = proc_stat(int(pid)) if pid.isdigit() else None
+    return stat is not None and stat[0] not in "ZX" and (not start or str(stat[1]) == start)
+
+
+# --- 3. starting the container ------------------------------------------------------------
+
+class StartError(Exception):
+    """The container's process could not be started; the message is containerd's."""
+
+
+def look_path(name: str, env: dict[str, str], cwd: str | None) -> str:
+    """The executable to exec for argv[0], with Go's exec.LookPath rules (as runc)."""
+    base = cwd or os.getcwd()
+    if "/" in name:
+        path = os.path.join(base, name)
+        if not os.path.exists(path):
+            raise StartError(f'exec: "{name}": stat {name}: no such file or directory')
+        if not _executable(path):
+            raise StartError(f'exec: "{name}": permission denied')
+        return path
+    for directory in env.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(base, directory or ".", name)
+        if _executable(path):
+            return path
+    raise StartError(f'exec: "{name}": executable file not found in $PATH')
+
+
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def spawn_container(config: Config, log_fd: int) -> int:
+    """Fork and exec the container; its PID, or StartError with the reason exec failed."""
+    executable = look_path(config.argv[0], config.env, config.cwd)
+    rd, wr = os.pipe2(os.O_CLOEXEC)
+    shim = os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the child: plain system calls until exec, and never unwind into the shim
+        os.close(rd)
+        try:
+            _become_container(config, executable, log_fd, shim)
+        except BaseException as exc:  # noqa: BLE001 - the error goes to the shim, always
+            os.write(wr, str(exc).encode(errors="replace")[:2000])
+        finally:
+            os._exit(127)
+    os.close(wr)
+    with os.fdopen(rd, "rb") as pipe:
+        failure = pipe.read()  # EOF at a successful exec (close-on-exec) or the error text
+    if failure:
+        os.waitpid(pid, 0)
+        raise StartError(failure.decode(errors="replace"))
+    return pid
+
+
+def _become_container(config: Config, executable: str, log_fd: int, shim: int) -> None:
+    os.setsid()
+    set_pdeathsig(signal.SIGKILL)
+    if os.getppid() != shim:  # the shim died before the prctl: nobody would stop us
+        os._exit(1)
+    for sig in RESET_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    if config.cwd:
+        try:
+            os.chdir(config.cwd)
+        except OSError as exc:
+            raise StartError(f'chdir to cwd ("{config.cwd}") set in config.json failed: '
+                             f"{exc.strerror.lower()}") from None
+    try:
+        os.execve(executable, config.argv, config.env)
+    except OSError as exc:
+        raise StartError(f'exec: "{config.argv[0]}": {exc.strerror.lower()}') from None
+
+
+# --- the container's processes ------------------------------------------------------------
+
+def descendants(pid: int) -> list[int]:
+    """Every descendant of `pid`, from /proc/<pid>/task/<tid>/children (threads have their
+    own children lists)."""
+    found: list[int] = []
+    stack = [pid]
+    while stack:
+        parent = stack.pop()
+        for child in _children(parent):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def _children(pid: int) -> list[int]:
+    children: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return children
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                children.extend(int(c) for c in f.read().split())
+        except OSError:
+            continue
+    return children
+
+
+def rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * PAGE_SIZE
+    except (OSError, IndexError, ValueError):
+        return 0  # gone meanwhile
+
+
+def _signal(pid: int, sig: int, group: bool = False) -> None:
+    try:
+        (os.killpg if group else os.kill)(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+# --- 4-6. supervising the container -------------------------------------------------------
+
+class Shim:
+    def __init__(self, config: Config):
+        self.config = config
+        self.pid: int | None = None  # the container's PID; also its process group's ID
+        self.started_at: float | None = None
+        self.kill_at: float | None = None  # monotonic deadline of the graceful stop
+        self.next_sample = 0.0
+        self.oom_message: str | None = None
+        self.exit_written = False
+
+    def run(self) -> int:
+        set_child_subreaper()
+        signal.pthread_sigmask(signal.SIG_BLOCK, WAITED)  # before the fork: no SIGCHLD is lost
+        if self.config.lock_fd is not None:
+            os.set_inheritable(self.config.lock_fd, False)  # the container must not hold it
+        if not self._start():
+            return 0
+        self._write_state()
+        if os.path.exists(self.config.file(STOP)):  # stop() came before our state file did
+            self._begin_stop()
+        status = self._supervise()
+        self._write_exit(self._exit_record(status))
+        self._drain()
+        return 0
+
+    def _start(self) -> bool:
+        log_fd = os.open(self.config.file(LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        try:
+            self.pid = spawn_container(self.config, log_fd)
+        except StartError as exc:
+            log(self.config, f"start failed: {exc}")
+            self._write_exit(self._failure_record(START_ERROR_EXIT, "StartError", str(exc)))
+            return False
+        finally:
+            os.close(log_fd)
+        self.started_at = time.time()
+        return True
+
+    def _write_state(self) -> None:
+        stat = proc_stat(self.pid)
+        write_json(self.config.file(STATE), {
+            "shim_pid": os.getpid(), "pid": self.pid, "pgid": self.pid,
+            "pid_start": stat[1] if stat else None, "started_at": self.started_at,
+            "restart_count": self.config.restart_count, "argv": self.config.argv})
+        log(self.config, f"started container pid {self.pid}: {self.config.argv}")
+
+    def _supervise(self) -> int:
+        """Wait for signals until the container is reaped; its wait status."""
+        while True:
+            timeout = self._timeout()
+            if timeout is None:
+                info = signal.sigwaitinfo(WAITED)
+            else:
+                info = signal.sigtimedwait(WAITED, max(0.0, timeout))
+            if info is not None and info.si_signo == signal.SIGCHLD:
+                status = self._reap()
+                if status is not None:
+                    return status
+            elif info is not None:
+                self._begin_stop()
+            self._on_timer()  # after any wake-up: a stream of SIGCHLDs must not starve it
+
+    def _timeout(self) -> float | None:
+        deadlines = [d for d in (self.kill_at, self.next_sample if self.config.memory_limit else None)
+                     if d is not None]
+        return min(deadlines) - time.monotonic() if deadlines else None
+
+    def _on_timer(self) -> None:
+        """Whatever deadline has come: the end of the grace period, the next RSS sample."""
+        now = time.monotonic()
+        if self.kill_at is not None and now >= self.kill_at:
+            log(self.config, "grace period over: SIGKILL")
+            self.kill_at = None
+            self._kill_all()
+        if self.config.memory_limit and now >= self.next_sample:
+            self.next_sample = now + MEMORY_INTERVAL
+            self._check_memory()
+
+    def _check_memory(self) -> None:
+        rss = sum(rss_bytes(pid) for pid in descendants(os.getpid()))
+        if rss > self.config.memory_limit and self.oom_message is None:
+            self.oom_message = (f"memory limit of {self.config.memory_limit} bytes exceeded "
+                                f"(resident {rss} bytes): killed")
+            log(self.config, self.oom_message)
+            self._kill_all()
+
+    def _begin_stop(self) -> None:
+        stop = read_json(self.config.file(STOP)) or {}
+        grace = stop.get("grace", self.config.grace)
+        grace = float(grace) if isinstance(grace, (int, float)) else self.config.grace
+        deadline = time.monotonic() + max(0.0, grace)
+        self.kill_at = deadline if self.kill_at is None else min(self.kill_at, deadline)
+        log(self.config, f"stopping: SIGTERM, SIGKILL after {grace:g}s")
+        _signal(self.pid, signal.SIGTERM, group=True)
+
+    def _kill_all(self) -> None:
+        """SIGKILL the container's process group and every descendant that left it."""
+        _signal(self.pid, signal.SIGKILL, group=True)
+        for pid in descendants(os.getpid()):
+            _signal(pid, signal.SIGKILL)
+
+    def _reap(self) -> int | None:
+        """Reap every exited child; the container's wait status once it is among them."""
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return None
+            if info is None or info.si_pid == 0:
+                return None
+            if info.si_pid == self.pid:
+                # Its zombie still holds the group ID, so this cannot hit a recycled group.
+                _signal(self.pid, signal.SIGKILL, group=True)
+            _, status = os.waitpid(info.si_pid, 0)
+            if info.si_pid == self.pid:
+                return status
+
+    def _exit_record(self, status: int) -> dict:
+        code = os.waitstatus_to_exitcode(status)
+        exit_code, sig = (None, -code) if code < 0 else (code, None)
+        record = self._failure_record(exit_code, None, None)
+        record.update(signal=sig, pid=self.pid)
+        if self.oom_message and sig == signal.SIGKILL:
+            record.update(exit_code=OOM_EXIT, oom_killed=True, reason="OOMKilled", message=self.oom_message)
+        log(self.config, f"container exited: exit_code={record['exit_code']} signal={sig}")
+        return record
+
+    def _failure_record(self, exit_code: int | None, reason: str | None, message: str | None) -> dict:
+        return {"restart_count": self.config.restart_count, "shim_pid": os.getpid(), "pid": self.pid,
+                "exit_code": exit_code,
+                "signal": None, "oom_killed": False, "started_at": self.started_at,
+                "finished_at": time.time(), "reason": reason, "message": message}
+
+    def _write_exit(self, record: dict) -> None:
+        write_json(self.config.file(EXIT), record)
+        self.exit_written = True
+
+    def _drain(self) -> None:
+        """Kill and reap every process the container left behind (they are all ours: we are
+        their subreaper), so that nothing of it outlives the shim."""
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while True:
+            self._kill_all()
+            if not self._reap_rest():
+                return
+            if time.monotonic() > deadline:
+                log(self.config, f"processes left after {DRAIN_TIMEOUT:g}s: {descendants(os.getpid())}")
+                return
+            signal.sigtimedwait([signal.SIGCHLD], 0.1)
+
+    @staticmethod
+    def _reap_rest() -> bool:
+        """Reap what has exited; whether children remain."""
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return False
+            if pid == 0:
+                return True
+
+    def fail(self, exc: BaseException) -> None:
+        """An internal error: take the container down and say so in the exit file."""
+        if self.pid is not None:
+            self._kill_all()
+        if not self.exit_written:
+            reason = "ContainerStatusUnknown" if self.pid is not None else "StartError"
+            code = None if self.pid is not None else START_ERROR_EXIT
+            self._write_exit(self._failure_record(code, reason, f"shim error: {exc!r}"))
+
+
+# --- entry point --------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        config = Config.parse(sys.argv[1:] if argv is None else argv)
+    except UsageError as exc:
+        print(f"usage: python -m kubelet.shim --dir DIR --restart-count N [--grace S] "
+              f"[--memory-limit BYTES] [--spec FILE] [--lock-fd FD] [--init-pid PID:START] "
+              f"[-- ARGV...]\nerror: {exc}",
+              file=sys.stderr)
+        return 2
+    try:
+        detach(config)
+    except OSError as exc:  # fork() failed (EAGAIN, ENOMEM): nothing was started
+        log(config, f"cannot detach: {exc}")
+        return 1
+    return _run(config)
+
+
+def _run(config: Config) -> int:
+    shim = Shim(config)
+    try:
+        return shim.run()
+    except BaseException as exc:  # noqa: BLE001 - a shim never dies of a traceback
+        _report(config, shim, exc)
+        return 1
+
+
+def _report(config: Config, shim: Shim, exc: BaseException) -> None:
+    import traceback  # only on this path: keeps the shim's start-up lean
+
+    log(config, "internal error:\n" + "".join(traceback.format_exception(exc)))
+    try:
+        shim.fail(exc)
+    except BaseException as again:  # noqa: BLE001 - the directory may be gone
+        log(config, f"cannot report the error: {again!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

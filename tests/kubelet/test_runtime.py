@@ -1,0 +1,214 @@
+"""kubelet/runtime.py with real shims and containers; the test process plays init."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from kubelet.runtime import ContainerSpec, ContainerState, Runtime
+from tests.conftest import DEADLINE, alive, wait_for
+from tests.kubelet.test_shim import HOG, SLEEP, STUBBORN, marker_env, py
+from tests.kubelet.test_shim import node, subreaper  # noqa: F401 - fixtures
+
+POD = "default_web_0123"
+
+
+@pytest.fixture
+def runtime(node):  # noqa: F811 - the fixture imported above
+    rt = Runtime(str(node), env_base=marker_env(node))
+    os.makedirs(rt.pod_dir(POD))
+    return rt
+
+
+def spec(rt: Runtime, argv: list[str], name: str = "c", n: int = 0, **kw) -> ContainerSpec:
+    kw.setdefault("grace", 5.0)
+    return ContainerSpec(pod_dir=rt.pod_dir(POD), name=name, restart_count=n, argv=argv, **kw)
+
+
+def running(rt: Runtime, name: str = "c") -> ContainerState:
+    return wait_for(lambda: (s := rt.state(rt.pod_dir(POD), name)) and s.pid and s, message=f"{name} running")
+
+
+def exited(rt: Runtime, name: str = "c", n: int | None = None) -> ContainerState:
+    return wait_for(lambda: (s := rt.state(rt.pod_dir(POD), name, n)) and s.exited and s,
+                    message=f"{name} exited")
+
+
+def output(rt: Runtime, name: str = "c", n: int = 0) -> str:
+    path = Path(rt.log_path(rt.pod_dir(POD), name, n))
+    return wait_for(lambda: path.exists() and path.read_text(), message="output")
+
+
+def test_start_runs_the_container_and_reads_its_end(runtime):
+    code = ("import os, sys; print(sys.argv[1:], os.getcwd(), os.environ['FOO'], os.environ['KUBEMU_STATE_DIR']); "
+            "sys.exit(3)")
+    runtime.start(spec(runtime, py(code, "a b", "$HOME"), env={"FOO": "bar"}, cwd="/tmp"))
+    state = exited(runtime)
+    assert state.exit_code == 3 and state.signal is None and not state.oom_killed and state.reason is None
+    assert state.pid and state.pgid == state.pid and state.shim_pid and state.started_at <= state.finished_at
+    assert not runtime.is_running(state)
+    marker = runtime.env_base["KUBEMU_STATE_DIR"]
+    assert output(runtime) == f"['a b', '$HOME'] /tmp bar {marker}\n"
+    assert runtime.log_path(runtime.pod_dir(POD), "c", 0) == os.path.join(runtime.pod_dir(POD), "c", "0.log")
+    assert state.as_found()["state"] == "exited" and state.as_found()["exit_code"] == 3
+
+
+def test_a_start_error_is_reported(runtime):
+    runtime.start(spec(runtime, ["kubemu-no-such-program"]))
+    state = exited(runtime)
+    assert state.start_failed and state.exit_code == 128 and state.pid is None
+    assert state.message == 'exec: "kubemu-no-such-program": executable file not found in $PATH'
+
+
+def test_the_same_start_cannot_be_launched_twice(runtime):
+    runtime.start(spec(runtime, py("pass")))
+    with pytest.raises(FileExistsError):
+        runtime.start(spec(runtime, py("pass")))
+    exited(runtime)
+
+
+def test_states_per_restart_count_and_prune(runtime):
+    pod = runtime.pod_dir(POD)
+    for n in range(3):
+        runtime.start(spec(runtime, py(f"import sys; sys.exit({n})"), n=n))
+        exited(runtime, n=n)
+    assert runtime.restart_counts(pod, "c") == [0, 1, 2]
+    assert runtime.state(pod, "c").exit_code == 2 and runtime.state(pod, "c", 0).exit_code == 0
+    assert runtime.state(pod, "c", 7) is None and runtime.state(pod, "nope") is None
+    runtime.prune(pod, "c", keep=2)
+    assert runtime.restart_counts(pod, "c") == [1, 2]
+    assert not os.path.exists(runtime.log_path(pod, "c", 0))
+
+
+@pytest.mark.parametrize("how", ["exits", "killed"])
+def test_containers_survive_the_kubelet(runtime, how):
+    """The kubelet exits (or init kills its process group, -9) right after starting a
+    container: the container runs on, and a new Runtime adopts it with the same PID."""
+    kubelet_code = (
+        "import sys, time\n"
+        "from kubelet.runtime import Runtime, ContainerSpec\n"
+        "Runtime(sys.argv[1]).start(ContainerSpec(sys.argv[2], 'c', 0, sys.argv[3:], {}, None, None, 5.0))\n"
+        "print('started', flush=True)\n"
+        f"{'time.sleep(600)' if how == 'killed' else ''}\n")
+    kubelet = subprocess.Popen(py(kubelet_code, runtime.node_dir, runtime.pod_dir(POD), *py(SLEEP)),
+                               env=runtime.env_base, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                               start_new_session=True, text=True)
+    try:
+        assert kubelet.stdout.readline() == "started\n"
+        if how == "killed":
+            os.killpg(kubelet.pid, signal.SIGKILL)
+        kubelet.wait(DEADLINE)
+    finally:
+        kubelet.kill()
+        kubelet.wait()
+        kubelet.stdout.close()
+
+    adopter = Runtime(runtime.node_dir, env_base=runtime.env_base)
+    assert adopter.list_pod_dirs() == [runtime.pod_dir(POD)]
+    state = running(adopter)
+    assert adopter.is_running(state) and state.as_found()["state"] == "running"
+    assert psutil.Process(state.pid).cmdline()[-1] == SLEEP
+    assert psutil.Process(state.shim_pid).ppid() == os.getpid(), "the shim lives under init"
+    found = adopter.list_containers(runtime.pod_dir(POD))
+    assert list(found) == ["c"] and found["c"].pid == state.pid
+
+    adopter.stop(runtime.pod_dir(POD), "c", grace=5)
+    assert exited(adopter).signal == signal.SIGTERM
+
+
+def test_stop_honours_the_grace_it_is_given(runtime):
+    pod = runtime.pod_dir(POD)
+    runtime.start(spec(runtime, py(STUBBORN), grace=600))
+    state = running(runtime)
+    assert output(runtime) == "ready\n"
+    began = time.monotonic()
+    runtime.stop(pod, "c", grace=0.5)
+    state = exited(runtime)  # within the test deadline: the 600 s of the spec were overridden
+    assert time.monotonic() - began >= 0.5
+    assert state.signal == signal.SIGKILL and state.exit_code is None
+
+
+def test_a_stop_right_after_start_is_not_lost(runtime):
+    runtime.start(spec(runtime, py(SLEEP), grace=600))
+    runtime.stop(runtime.pod_dir(POD), "c", grace=600)  # most likely before state.json exists
+    assert exited(runtime).signal == signal.SIGTERM
+
+
+def test_kill_signals_the_container_directly(runtime):
+    runtime.start(spec(runtime, py(SLEEP)))
+    state = running(runtime)
+    assert runtime.is_running(state)
+    runtime.kill(runtime.pod_dir(POD), "c", signal.SIGKILL)
+    assert exited(runtime).signal == signal.SIGKILL
+    wait_for(lambda: not alive(state.pid))
+    assert not runtime.is_running(state)
+
+
+def test_memory_limit_from_the_spec(runtime):
+    runtime.start(spec(runtime, py(HOG), memory_limit=64 << 20))
+    state = exited(runtime)
+    assert (state.exit_code, state.signal, state.oom_killed, state.reason) == (137, 9, True, "OOMKilled")
+
+
+def test_a_shim_gone_without_a_word_is_status_unknown(runtime):
+    runtime.start(spec(runtime, py(SLEEP)))
+    state = running(runtime)
+    os.kill(state.shim_pid, signal.SIGKILL)
+    wait_for(lambda: not alive(state.pid), message="the container to die with its shim")
+    state = exited(runtime)
+    assert state.reason == "ContainerStatusUnknown" and state.exit_code is None and state.signal is None
+    assert not runtime.is_running(state)
+
+
+def test_remove_pod_only_once_stopped(runtime):
+    pod = runtime.pod_dir(POD)
+    runtime.start(spec(runtime, py(SLEEP)))
+    running(runtime)
+    with pytest.raises(RuntimeError, match="still have a shim"):
+        runtime.remove_pod(pod)
+    runtime.stop(pod, "c", grace=5)
+    shim = exited(runtime).shim_pid
+    wait_for(lambda: not alive(shim), message="the shim to exit")
+    runtime.remove_pod(pod)
+    assert not os.path.exists(pod) and runtime.list_pod_dirs() == []
+    with pytest.raises(ValueError):
+        runtime.remove_pod("/tmp")
+
+
+def test_watch_reports_starts_and_exits(runtime):
+    """One container ended before the watch began (found by its first scan), one starts and
+    ends under the watch (found by inotify, in a pod directory created meanwhile)."""
+    pod = runtime.pod_dir(POD)
+    runtime.start(spec(runtime, py("pass"), name="before"))
+    exited(runtime, "before")
+    later_pod = runtime.pod_dir("default_later_4567")
+    expected = [(pod, "before", 0, "started"), (pod, "before", 0, "exited"),
+                (later_pod, "after", 0, "started"), (later_pod, "after", 0, "exited")]
+
+    async def collect() -> list:
+        seen = []
+        async for event in runtime.watch():
+            seen.append(event)
+            if event[1] == "before" and event[3] == "exited":
+                os.makedirs(later_pod)
+                runtime.start(ContainerSpec(later_pod, "after", 0, py("import sys; sys.exit(1)"), grace=5))
+            if len(seen) == len(expected):
+                return seen
+
+    events = asyncio.run(asyncio.wait_for(collect(), DEADLINE))
+    assert events == expected
+
+
+def test_watch_ends_with_its_stop_event(runtime):
+    async def watch_until_stopped() -> list:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.2, stop.set)
+        return [event async for event in runtime.watch(stop)]
+
+    assert asyncio.run(asyncio.wait_for(watch_until_stopped(), DEADLINE)) == []
