@@ -692,7 +692,8 @@ class Model:
         if kind == "delete":
             return delete_op(op[1], op[2]), self.write([op])
         if kind == "compact":
-            rev = self.compact + 1 + int(op[1] * (self.rev - self.compact - 1))
+            # Always above the compacted revision; beyond the current one when nothing is left.
+            rev = self.compact + 1 + int(op[1] * max(0, self.rev - self.compact - 1))
             if rev > self.rev:
                 return compact_op(rev), FutureRevision
             self.compact = rev
