@@ -10,8 +10,15 @@ from pathlib import Path
 
 import psutil
 import pytest
+from hypothesis import settings
 
 from kubemu.statedir import StateDir
+
+# CI replays the same examples every run (a new random find must not fail an unrelated change);
+# local runs keep exploring and hypothesis's database replays what they found.
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 # A loaded 2-core CI machine can be slow: deadlines are generous, and only ever upper bounds.
 DEADLINE = float(os.environ.get("KUBEMU_TEST_DEADLINE", "60"))
