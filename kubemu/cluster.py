@@ -25,7 +25,7 @@ StartLimitIntervalSec=0
 
 [Service]
 Type=notify
-ExecStart="{python}" -m kubelet --node {node} --node-dir "{node_dir}"
+ExecStart="{python}" -m kubelet --node {node} --node-dir "{node_dir}"{kubelet_args}
 Restart=always
 RestartSec={restart_sec}
 WatchdogSec={watchdog_sec}
@@ -40,7 +40,8 @@ def node_names(count: int) -> list[str]:
     return [f"node-{i}" for i in range(count)]
 
 
-def write_node(state: StateDir, node: str, restart_sec: float = 10, watchdog_sec: float = 30) -> Path:
+def write_node(state: StateDir, node: str, restart_sec: float = 10, watchdog_sec: float = 30,
+               kubelet_args: str = "") -> Path:
     node_dir = state.node_dir(node)
     for sub in ("units", "manifests", "logs"):
         (node_dir / sub).mkdir(parents=True, exist_ok=True)
@@ -48,7 +49,7 @@ def write_node(state: StateDir, node: str, restart_sec: float = 10, watchdog_sec
         os.chmod(path, 0o700)
     (node_dir / "units" / "kubelet.service").write_text(KUBELET_UNIT.format(
         node=node, node_dir=node_dir, python=sys.executable, restart_sec=f"{restart_sec:g}",
-        watchdog_sec=f"{watchdog_sec:g}"))
+        watchdog_sec=f"{watchdog_sec:g}", kubelet_args=f" {kubelet_args}" if kubelet_args else ""))
     return node_dir
 
 

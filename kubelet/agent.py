@@ -1,0 +1,325 @@
+"""The kubelet's shell: static pods from the manifest directory, run through the runtime.
+
+One asyncio loop, woken only by what happens: the manifest directory changing (inotify,
+plus the kubelet's periodic relist every --file-check-frequency), a container start or exit
+(the runtime's inotify watch on the shims' files), a probe finishing, or the earliest
+deadline of any pod worker (one loop timer). Each pod's decisions are its PodWorker's
+(kubelet/podworker.py, pure); this file carries them out and writes what they say:
+`<pod dir>/status.json` (the Pod with its status, for `kubemu ps`) and `<node dir>/events.jsonl`.
+
+A restarted kubelet adopts what it finds: containers keep running under their shims, and
+each pod directory keeps the Pod it was started for (pod.json), so pods whose manifest has
+gone are still stopped gracefully.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from kubemu.api.quantity import memory_bytes
+from kubemu.sdnotify import notify, watchdog_interval
+
+from . import manifests
+from .podworker import KillContainer, PodWorker, RecordEvent, RunProbe, Settings, StartContainer, format_time
+from .prober import run_probe
+from .runtime import ContainerSpec, Runtime
+from .shim import read_json, write_json
+
+log = logging.getLogger("kubelet")
+
+POD_FILE = "pod.json"
+STATUS_FILE = "status.json"
+
+
+def pod_dir_name(pod: dict) -> str:
+    meta = pod["metadata"]
+    return f"{meta['namespace']}_{meta['name']}_{meta['uid']}"
+
+
+def full_name(pod: dict) -> tuple[str, str]:
+    return pod["metadata"]["namespace"], pod["metadata"]["name"]
+
+
+@dataclass
+class Options:
+    node: str
+    node_dir: str
+    manifests_dir: str
+    file_check_frequency: float = 20.0
+    settings: Settings = Settings()
+
+
+class Kubelet:
+    def __init__(self, opts: Options):
+        self.opts = opts
+        self.runtime = Runtime(opts.node_dir)
+        self.workers: dict[str, PodWorker] = {}  # pod dir -> worker
+        self.launched: dict[tuple[str, str], int] = {}  # (pod dir, container) -> restart count we expect
+        self.desired: dict[str, dict] = {}  # pod dir -> Pod, from the manifests
+        self.bad_manifests: dict[str, str] = {}  # path -> the error already reported
+        self.dirty: set[str] = set()
+        self.events_path = os.path.join(opts.node_dir, "events.jsonl")
+        self.wall_offset = time.time() - time.monotonic()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._stop = asyncio.Event()
+
+    def now(self) -> float:
+        return self.loop.time()
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.loop.add_signal_handler(sig, self._stop.set)
+        self._adopt()
+        self._spawn(self._watch_containers())
+        self.sync_manifests()
+        notify(f"READY=1\nSTATUS=running {len(self.desired)} static pod(s)")
+        log.info("kubelet for %s ready: %d static pod(s), %d adopted", self.opts.node, len(self.desired),
+                 len(self.workers))
+        self._spawn(self._watch_manifests())
+        self._spawn(self._relist_periodically())
+        if (interval := watchdog_interval()) is not None:
+            self._spawn(self._watchdog(interval))
+        await self._stop.wait()
+        # A kubelet that stops leaves its pods running, as the real one does: init's stop of
+        # kubelet.service must not take the control plane down with it.
+        notify("STOPPING=1")
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        log.info("kubelet stopped; %d pod(s) left running under their shims", len(self.workers))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("kubelet task failed", exc_info=task.exception())
+            self._stop.set()  # let init restart us rather than limp on
+
+    async def _watchdog(self, interval: float) -> None:
+        while True:  # pings stop by themselves if the loop is stuck: that is the point
+            notify("WATCHDOG=1")
+            await asyncio.sleep(interval)
+
+    # -- adoption -----------------------------------------------------------------------
+
+    def _adopt(self) -> None:
+        now = self.now()
+        for pod_dir in self.runtime.list_pod_dirs():
+            pod = read_json(os.path.join(pod_dir, POD_FILE))
+            if pod is None:
+                log.warning("%s: no %s, cannot adopt; leaving it alone", pod_dir, POD_FILE)
+                continue
+            found = {name: self._on_our_clock(st.as_found()) for name, st in self.runtime.list_containers(pod_dir).items()}
+            worker = PodWorker.adopt(pod, self.opts.settings, now, found, wall_offset=self.wall_offset)
+            self.workers[pod_dir] = worker
+            for name, record in found.items():
+                self.launched[(pod_dir, name)] = record["restart_count"]
+            self.dirty.add(pod_dir)
+
+    def _on_our_clock(self, record: dict) -> dict:
+        """The shims record wall-clock times; the pod workers run on the monotonic clock."""
+        for key in ("started_at", "finished_at"):
+            if record.get(key) is not None:
+                record[key] -= self.wall_offset
+        return record
+
+    # -- the manifest source ----------------------------------------------------------------
+
+    async def _watch_manifests(self) -> None:
+        from watchfiles import awatch
+
+        os.makedirs(self.opts.manifests_dir, exist_ok=True)
+        async for _changes in awatch(self.opts.manifests_dir, recursive=False, debounce=50, step=20):
+            self.sync_manifests()
+
+    async def _relist_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.opts.file_check_frequency)
+            self.sync_manifests()
+
+    def sync_manifests(self) -> None:
+        """Level-based: the set of valid manifests is the set of static pods."""
+        desired: dict[str, dict] = {}
+        seen_errors: dict[str, str] = {}
+        for path in manifests.list_manifest_files(self.opts.manifests_dir):
+            m = manifests.load_manifest(self.opts.node, path)
+            if not m.ok:
+                seen_errors[path] = m.error
+                if self.bad_manifests.get(path) != m.error:  # one message per bad file, not per relist
+                    log.error("%s", m.error)
+                    self._event(None, "FailedToLoadManifest", m.error, "Warning")
+                continue
+            desired[os.path.join(self.runtime.pods_dir, pod_dir_name(m.pod))] = m.pod
+        self.bad_manifests = seen_errors
+        self.desired = desired
+        self._reconcile()
+
+    def _reconcile(self) -> None:
+        now = self.now()
+        for pod_dir, worker in list(self.workers.items()):
+            if pod_dir not in self.desired and not worker.stopping:
+                log.info("pod %s/%s is no longer desired: stopping it", worker.namespace, worker.name)
+                self._execute(pod_dir, worker.stop(now))
+        running_names = {full_name(w.pod): d for d, w in self.workers.items()}
+        for pod_dir, pod in self.desired.items():
+            if pod_dir in self.workers:
+                continue
+            # A changed manifest is a new pod (new uid) with the same name: like the kubelet,
+            # start it only once its predecessor has terminated.
+            if full_name(pod) in running_names:
+                continue
+            pod = dict(pod, metadata=dict(pod["metadata"], annotations={
+                **pod["metadata"].get("annotations", {}), manifests.CONFIG_SEEN: format_time(time.time())}))
+            os.makedirs(pod_dir, exist_ok=True)
+            write_json(os.path.join(pod_dir, POD_FILE), pod)
+            worker = PodWorker(pod, self.opts.settings, now, wall_offset=self.wall_offset)
+            self.workers[pod_dir] = worker
+            log.info("pod %s/%s: started syncing (uid %s)", worker.namespace, worker.name, worker.uid)
+            self._execute(pod_dir, worker.sync(now))
+        self._after_event()
+
+    # -- carrying out the pod workers' decisions --------------------------------------------
+
+    def _execute(self, pod_dir: str, actions: list) -> None:
+        worker = self.workers[pod_dir]
+        self.dirty.add(pod_dir)
+        for action in actions:
+            if isinstance(action, StartContainer):
+                self._start_container(pod_dir, worker, action)
+            elif isinstance(action, KillContainer):
+                self.runtime.stop(pod_dir, action.container, action.grace)
+                log.info("pod %s/%s: %s", worker.namespace, worker.name, action.reason)
+            elif isinstance(action, RunProbe):
+                self._spawn(self._probe(pod_dir, worker, action))
+            elif isinstance(action, RecordEvent):
+                self._event(worker, action.reason, action.message, action.type, action.container)
+
+    def _start_container(self, pod_dir: str, worker: PodWorker, action: StartContainer) -> None:
+        spec = _container_spec(worker.pod, action.container)
+        self.launched[(pod_dir, action.container)] = action.restart_count
+        try:
+            self.runtime.start(ContainerSpec(
+                pod_dir=pod_dir, name=action.container, restart_count=action.restart_count,
+                argv=list(spec.get("command") or []) + list(spec.get("args") or []),
+                env=_container_env(worker.pod, spec), cwd=spec.get("workingDir") or None,
+                memory_limit=_memory_limit(spec), grace=self.opts.settings.scaled(worker.grace_seconds)))
+        except OSError as exc:
+            self._execute(pod_dir, worker.container_start_failed(
+                action.container, "CreateContainerError", f"failed to start shim: {exc}", self.now()))
+
+    async def _probe(self, pod_dir: str, worker: PodWorker, action: RunProbe) -> None:
+        spec = _container_spec(worker.pod, action.container)
+        env = dict(self.runtime.env_base, **_container_env(worker.pod, spec))
+        restart_count = self.launched.get((pod_dir, action.container))
+        ok, message = await run_probe(action.probe, spec, env, action.timeout)
+        if self.workers.get(pod_dir) is not worker or self.launched.get((pod_dir, action.container)) != restart_count:
+            return  # the result is about a container instance that is gone
+        self._execute(pod_dir, worker.probe_result(action.container, action.kind, ok, message, self.now()))
+        self._after_event()
+
+    # -- container starts and exits (the runtime's watch) ---------------------------------------
+
+    async def _watch_containers(self) -> None:
+        async for pod_dir, name, restart_count, what in self.runtime.watch():
+            worker = self.workers.get(pod_dir)
+            if worker is None or self.launched.get((pod_dir, name)) != restart_count:
+                continue  # an older instance, or a pod we no longer track
+            state = self.runtime.state(pod_dir, name, restart_count)
+            now = self.now()
+            if what == "started":
+                actions = worker.container_started(name, state.pid, now)
+            elif state.start_failed:
+                actions = worker.container_start_failed(name, "CreateContainerError", state.message or "", now)
+            else:
+                actions = worker.container_exited(name, state.exit_code, state.signal, state.oom_killed, now)
+                self.runtime.prune(pod_dir, name)
+            self._execute(pod_dir, actions)
+            self._after_event()
+
+    # -- time, status, cleanup ----------------------------------------------------------------
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        now = self.now()
+        for pod_dir, worker in list(self.workers.items()):
+            deadline = worker.next_deadline()
+            if deadline is not None and deadline <= now:
+                self._execute(pod_dir, worker.sync(now))
+        self._after_event()
+
+    def _after_event(self) -> None:
+        """Collect terminated pods, write changed statuses, re-arm the one timer."""
+        for pod_dir, worker in list(self.workers.items()):
+            if worker.stopping and worker.is_terminated():
+                self._remove(pod_dir, worker)
+        now = self.now()
+        for pod_dir in self.dirty:
+            worker = self.workers.get(pod_dir)
+            if worker is not None:
+                write_json(os.path.join(pod_dir, STATUS_FILE), dict(worker.pod, status=worker.status(now)))
+        self.dirty.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        deadlines = [d for d in (w.next_deadline() for w in self.workers.values()) if d is not None]
+        if deadlines:
+            self._timer = self.loop.call_at(min(deadlines), self._on_timer)
+
+    def _remove(self, pod_dir: str, worker: PodWorker) -> None:
+        try:
+            self.runtime.remove_pod(pod_dir)
+        except RuntimeError:
+            return  # a shim is still finishing; its exit brings us back here
+        del self.workers[pod_dir]
+        for key in [k for k in self.launched if k[0] == pod_dir]:
+            del self.launched[key]
+        self.dirty.discard(pod_dir)
+        log.info("pod %s/%s: terminated and removed", worker.namespace, worker.name)
+        self._reconcile()  # a successor with the same name may be waiting
+
+    def _event(self, worker: PodWorker | None, reason: str, message: str, type_: str = "Normal",
+               container: str | None = None) -> None:
+        record = {"time": format_time(time.time()), "type": type_, "reason": reason, "message": message,
+                  "node": self.opts.node}
+        if worker is not None:
+            record["involvedObject"] = {"kind": "Pod", "namespace": worker.namespace, "name": worker.name,
+                                        "uid": worker.uid}
+            if container:
+                record["involvedObject"]["fieldPath"] = f"spec.containers{{{container}}}"
+        with open(self.events_path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def _container_spec(pod: dict, name: str) -> dict:
+    spec = pod["spec"]
+    for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        if c.get("name") == name:
+            return c
+    raise KeyError(name)
+
+
+def _container_env(pod: dict, spec: dict) -> dict[str, str]:
+    env = {"HOSTNAME": pod["metadata"]["name"], "KUBERNETES_POD_NAME": pod["metadata"]["name"],
+           "KUBERNETES_NAMESPACE": pod["metadata"]["namespace"]}
+    env.update({e["name"]: str(e.get("value", "")) for e in spec.get("env") or []})
+    return env
+
+
+def _memory_limit(spec: dict) -> int | None:
+    limit = ((spec.get("resources") or {}).get("limits") or {}).get("memory")
+    return None if limit is None else memory_bytes(limit)
+

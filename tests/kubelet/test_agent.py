@@ -1,0 +1,183 @@
+"""The kubelet with real processes, started by init as kubelet.service the way `kubemu up` does:
+static pods appear, crash, back off, change, go away; the kubelet dies and its pods do not."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from kubemu import cluster, wire
+from kubemu.statedir import StateDir
+from tests.conftest import alive, spawn_marked, terminate, wait_for
+
+PY = sys.executable
+
+
+class KubeletNode:
+    def __init__(self, state_dir: Path):
+        self.state = StateDir(state_dir)
+        self.dir = cluster.write_node(self.state, "node-0", restart_sec=0.5, watchdog_sec=30,
+                                      kubelet_args="--backoff-initial 0.5 --backoff-max 2 --file-check-frequency 2")
+        self.manifests = self.dir / "manifests"
+        self.init = spawn_marked([PY, "-m", "init", "--node-dir", str(self.dir)], state_dir)
+
+    def kubelet(self) -> dict:
+        with wire.SyncClient(self.state.init_endpoint("node-0"), timeout=30) as client:
+            return client.call("status", {"unit": "kubelet"}, idempotent=True)["units"][0]
+
+    def manifest(self, name: str, containers: list[dict], **spec) -> Path:
+        path = self.manifests / f"{name}.yaml"
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+               "spec": {"containers": containers, **spec}}
+        tmp = path.with_suffix(".tmp")  # written whole, then renamed, as an editor would
+        tmp.write_text(json.dumps(pod))  # JSON is YAML
+        os.rename(tmp, path)
+        return path
+
+    def pod(self, name: str) -> dict | None:
+        for status in (self.dir / "pods").glob(f"default_{name}-node-0_*/status.json"):
+            try:
+                return json.loads(status.read_text())
+            except (OSError, ValueError):
+                return None
+        return None
+
+    def container(self, pod: str, container: str | None = None) -> dict | None:
+        p = self.pod(pod)
+        if not p:
+            return None
+        statuses = p["status"].get("containerStatuses", [])
+        return next((c for c in statuses if container in (None, c["name"])), None)
+
+    def pid(self, pod: str) -> int | None:
+        c = self.container(pod)
+        cid = (c or {}).get("containerID", "")
+        return int(cid.removeprefix("process://")) if "running" in (c or {}).get("state", {}) and cid else None
+
+    def kubelet_log(self) -> str:
+        path = self.dir / "logs" / "kubelet.log"
+        return path.read_text() if path.exists() else ""
+
+    def stop(self) -> None:
+        terminate(self.init)
+
+
+@pytest.fixture
+def node(state_dir):
+    n = KubeletNode(state_dir)
+    wait_for(lambda: n.state.init_pid("node-0") and _answers(n), message="init")
+    wait_for(lambda: n.kubelet()["active_state"] == "active", message="the kubelet to be ready")
+    yield n
+    n.stop()
+
+
+def _answers(n: KubeletNode) -> bool:
+    try:
+        n.kubelet()
+        return True
+    except wire.WireError:
+        return False
+
+
+def sleeper(name="main", extra: str = "") -> dict:
+    return {"name": name, "command": [PY, "-c", f"import time\n{extra}\ntime.sleep(3600)"]}
+
+
+def test_static_pod_runs_restarts_and_survives_the_kubelet(node):
+    node.manifest("web", [sleeper()])
+    first = wait_for(lambda: node.pid("web"), message="the static pod's process")
+    assert alive(first)
+    pod = node.pod("web")
+    assert pod["metadata"]["annotations"]["kubernetes.io/config.source"] == "file"
+    assert pod["spec"]["nodeName"] == "node-0" and pod["status"]["phase"] == "Running"
+
+    os.kill(first, signal.SIGKILL)
+    second = wait_for(lambda: (p := node.pid("web")) and p != first and p, message="the restart")
+    c = node.container("web")
+    assert c["restartCount"] == 1
+    assert c["lastState"]["terminated"]["signal"] == 9
+
+    kubelet = node.kubelet()["main_pid"]
+    os.kill(kubelet, signal.SIGKILL)
+    wait_for(lambda: (k := node.kubelet())["main_pid"] not in (None, kubelet) and k["active_state"] == "active",
+             message="init to restart the kubelet")
+    # The restarted kubelet adopted the container: same PID, restart count carried on.
+    wait_for(lambda: "1 adopted" in node.kubelet_log(), message="adoption")
+    assert alive(second) and node.pid("web") == second
+    assert node.container("web")["restartCount"] == 1
+
+
+def test_crash_loop_backs_off_with_growing_delays(node):
+    node.manifest("crashy", [{"name": "main", "command": [PY, "-c", "raise SystemExit(1)"]}])
+    messages = set()
+
+    def capped():
+        c = node.container("crashy")
+        waiting = (c or {}).get("state", {}).get("waiting", {})
+        if waiting.get("reason") == "CrashLoopBackOff":
+            messages.add(waiting["message"].split(" restarting")[0])
+        return "back-off 2s" in messages
+    wait_for(capped, interval=0.01, message="the back-off to reach its 2 s cap")
+    assert {"back-off 500ms", "back-off 1s"} <= messages  # it grew 0.5 s -> 1 s -> 2 s
+    assert node.container("crashy")["restartCount"] >= 3
+
+
+def test_edit_and_delete_manifest(node):
+    path = node.manifest("svc", [sleeper(extra="# v1")])
+    old = wait_for(lambda: node.pid("svc"), message="v1")
+    old_uid = node.pod("svc")["metadata"]["uid"]
+    path.write_text(path.read_text())  # identical content: nothing happens
+    node.manifest("svc", [sleeper(extra="# v2")])
+    new = wait_for(lambda: (p := node.pid("svc")) and p != old and p, message="v2")
+    pod = node.pod("svc")
+    assert pod["metadata"]["uid"] != old_uid and "# v2" in pod["spec"]["containers"][0]["command"][2]
+    assert not alive(old)  # stopped gracefully before its successor started
+    path.unlink()
+    wait_for(lambda: not alive(new) and node.pod("svc") is None, message="the pod to be stopped and removed")
+
+
+def test_invalid_manifest_is_skipped_and_others_run(node):
+    (node.manifests / "broken.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: broken}\n"
+                                                "spec:\n  containers:\n  - name: x\n")
+    (node.manifests / "garbage.yaml").write_text("{{{ not yaml")
+    node.manifest("fine", [sleeper()])
+    wait_for(lambda: node.pid("fine"), message="the valid pod")
+    log = wait_for(lambda: (l := node.kubelet_log()) and "garbage.yaml" in l and "broken.yaml" in l and l,
+                   message="the errors to be logged")
+    assert "spec.containers[0].command: Required value" in log
+    events = [json.loads(line) for line in (node.dir / "events.jsonl").read_text().splitlines()]
+    assert {e["reason"] for e in events} >= {"FailedToLoadManifest"}
+    assert node.pod("broken") is None
+
+
+def test_sigterm_ignoring_container_is_killed_after_its_grace(node, tmp_path):
+    armed = tmp_path / "armed"
+    path = node.manifest("stubborn", [sleeper(extra=f"import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                                                    f"open({str(armed)!r}, 'w').close()")],
+                         terminationGracePeriodSeconds=1)
+    pid = wait_for(lambda: node.pid("stubborn"), message="the pod")
+    wait_for(armed.exists, message="the SIGTERM handler")
+    started = time.monotonic()
+    path.unlink()
+    wait_for(lambda: not alive(pid), message="the kill")
+    assert time.monotonic() - started >= 1.0  # it outlived SIGTERM until the grace period ended
+
+
+def test_liveness_probe_failure_restarts_the_container(node, tmp_path):
+    healthy = tmp_path / "healthy"
+    healthy.touch()
+    probe = {"exec": {"command": ["test", "-f", str(healthy)]}, "periodSeconds": 1, "failureThreshold": 1}
+    node.manifest("probed", [dict(sleeper(), livenessProbe=probe)])
+    first = wait_for(lambda: node.pid("probed"), message="the pod")
+    healthy.unlink()
+    wait_for(lambda: (node.container("probed") or {}).get("restartCount") == 1, message="the liveness restart")
+    healthy.touch()
+    second = wait_for(lambda: (p := node.pid("probed")) and p != first and p, message="the new process")
+    assert alive(second) and not alive(first)
+    events = (node.dir / "events.jsonl").read_text()
+    assert "Unhealthy" in events and "failed liveness probe" in events
