@@ -16,7 +16,8 @@ from rich.console import Console
 from . import cluster, views, wire
 from .statedir import NoCluster, StateDir
 
-console = Console()
+# Piped output (tests, scripts, `| grep`) gets wide tables instead of wrapped cells.
+console = Console() if sys.stdout.isatty() else Console(width=200)
 
 
 class Ctx:
@@ -36,7 +37,8 @@ class Ctx:
 
 
 def fail(message: str, code: int = 1):
-    click.echo(f"error: {message}", err=True)
+    """One line on stderr, kubectl's way: `Error from server (...)` as is, else `error: ...`."""
+    click.echo(message if message.startswith("Error from server") else f"error: {message}", err=True)
     sys.exit(code)
 
 
@@ -115,10 +117,12 @@ def ps(ctx: Ctx, output: str) -> None:
     ctx.running()
     nodes = ctx.state.nodes()
     statuses = {n: cluster.node_status(ctx.state, n) for n in nodes}
+    pods = {n: [pod for _dir, pod in ctx.state.pods(n)] for n in nodes}
     if output == "json":
-        click.echo(json.dumps({"nodes": [{"name": n, "init": statuses[n]} for n in nodes]}, indent=2))
+        click.echo(json.dumps({"nodes": [{"name": n, "init": statuses[n], "pods": pods[n]} for n in nodes]},
+                              indent=2))
     else:
-        console.print(views.ps_table(nodes, statuses))
+        console.print(views.ps_table(nodes, statuses, pods=pods))
 
 
 # --- systemctl / journalctl ----------------------------------------------------------------
@@ -173,6 +177,46 @@ def journalctl(ctx: Ctx, node: str, unit: str, follow: bool, lines: int | None) 
         if lines is not None:
             text = text[-lines:] if lines > 0 else []
         for line in text:
+            click.echo(line)
+        if follow:
+            _follow(f)
+
+
+@main.command()
+@click.argument("pod")
+@click.option("-c", "--container", help="which container (needed when the pod has several)")
+@click.option("-f", "--follow", is_flag=True, help="keep printing new lines")
+@click.option("-p", "--previous", is_flag=True, help="the previous instance of the container")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@click.option("--node", default=None, help="look only on this node")
+@click.option("--tail", type=int, default=-1, help="only the last N lines")
+@pass_ctx
+def logs(ctx: Ctx, pod: str, container: str | None, follow: bool, previous: bool, namespace: str,
+         node: str | None, tail: int) -> None:
+    """Print a container's log, as `kubectl logs` does (read from the node's files)."""
+    nodes = [node] if node else ctx.running()
+    found = [(d, p) for n in nodes for d, p in ctx.state.pods(n)
+             if p["metadata"]["name"] == pod and p["metadata"]["namespace"] == namespace]
+    if not found:
+        fail(f'Error from server (NotFound): pods "{pod}" not found')
+    pod_dir, obj = found[0]
+    statuses = {c["name"]: c for c in obj["status"].get("initContainerStatuses", []) +
+                obj["status"].get("containerStatuses", [])}
+    if container is None:
+        if len(obj["spec"]["containers"]) > 1:
+            names = " ".join(c["name"] for c in obj["spec"]["containers"])
+            fail(f"a container name must be specified for pod {pod}, choose one of: [{names}]")
+        container = obj["spec"]["containers"][0]["name"]
+    if container not in statuses:
+        fail(f'container {container} is not valid for pod {pod}')
+    count = statuses[container].get("restartCount", 0) - (1 if previous else 0)
+    path = pod_dir / container / f"{count}.log"
+    if count < 0 or not path.exists():
+        what = f'previous terminated container "{container}"' if previous else f'container "{container}"'
+        fail(f'{what} in pod "{pod}" not found')
+    with open(path, "rb") as f:
+        lines = f.read().decode(errors="replace").splitlines()
+        for line in lines[-tail:] if tail >= 0 else lines:
             click.echo(line)
         if follow:
             _follow(f)

@@ -5,9 +5,12 @@
       nodes/<node>/manifests/         the kubelet's static pods
       nodes/<node>/logs/              init.log and one <unit>.log per unit
       nodes/<node>/init.sock          init's control socket; notify.sock, init.pid beside it
+      nodes/<node>/pods/<ns>_<name>_<uid>/   a pod: pod.json, status.json (the kubelet's), and per
+                                      container its shims' files and <restartCount>.log
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -53,6 +56,16 @@ class StateDir:
             return pid
         except (OSError, ValueError, psutil.Error):
             return None
+
+    def pods(self, node: str) -> list[tuple[Path, dict]]:
+        """(pod dir, Pod with status) for every pod the node's kubelet reports, by name."""
+        found = []
+        for status in sorted((self.node_dir(node) / "pods").glob("*/status.json")):
+            try:
+                found.append((status.parent, json.loads(status.read_text())))
+            except (OSError, ValueError):
+                continue  # being replaced right now, or gone
+        return found
 
     def running_nodes(self) -> list[str]:
         return [n for n in self.nodes() if self.init_pid(n) is not None]

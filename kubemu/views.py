@@ -1,6 +1,7 @@
 """How the command line shows things: pure functions from status dicts to rich renderables."""
 from __future__ import annotations
 
+import calendar
 import signal
 import time
 
@@ -43,11 +44,70 @@ def last_exit(row: dict) -> str:
     return ""
 
 
-def ps_table(nodes: list[str], statuses: dict[str, dict | None], now: float | None = None) -> Table:
-    """The supervision tree: node -> init -> units, with PIDs, states, restarts, uptime."""
+def parse_time(stamp: str | None) -> float | None:
+    """RFC 3339 UTC as the API writes it (2026-11-21T20:57:40Z) -> epoch seconds."""
+    if not stamp:
+        return None
+    return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
+
+
+def container_state(c: dict) -> tuple[str, str]:
+    """(text, style) for a containerStatus's state, as `kubectl get pods` words it."""
+    state = c.get("state") or {}
+    if "running" in state:
+        return ("running" + ("" if c.get("ready") else ", not ready")), "green" if c.get("ready") else "yellow"
+    if "waiting" in state:
+        return state["waiting"].get("reason", "Waiting"), "yellow" if state["waiting"].get("reason") in (
+            None, "ContainerCreating", "PodInitializing") else "bold red"
+    if "terminated" in state:
+        term = state["terminated"]
+        return term.get("reason", "Terminated"), "dim" if term.get("exitCode") == 0 else "red"
+    return "unknown", ""
+
+
+def termination(term: dict | None) -> str:
+    if not term:
+        return ""
+    if term.get("signal"):
+        return last_exit({"exit_signal": term["signal"]})
+    return f"exit {term.get('exitCode')}"
+
+
+def pod_rows(pods: list[dict], indent: str, now: float | None) -> list[tuple]:
+    """Rows for the kubelet's pods and their containers, indented under the kubelet."""
+    rows = []
+    for i, pod in enumerate(pods):
+        last_pod = i == len(pods) - 1
+        status = pod.get("status") or {}
+        statuses = status.get("initContainerStatuses", []) + status.get("containerStatuses", [])
+        app = status.get("containerStatuses", [])
+        ready = f"{sum(1 for c in app if c.get('ready'))}/{len(app)}"
+        phase = status.get("phase", "Pending")
+        meta = pod["metadata"]
+        rows.append((f"{indent}{'└─' if last_pod else '├─'} pod {meta['namespace']}/{meta['name']}", "",
+                     Text(f"{phase} {ready}", style="green" if phase == "Running" else "yellow"),
+                     str(sum(c.get("restartCount", 0) for c in statuses)), "",
+                     age(parse_time(status.get("startTime")), now)))
+        inner = indent + ("   " if last_pod else "│  ")
+        for j, c in enumerate(statuses):
+            text, style = container_state(c)
+            cid = c.get("containerID", "")
+            running = (c.get("state") or {}).get("running") or {}
+            rows.append((f"{inner}{'└─' if j == len(statuses) - 1 else '├─'} {c['name']}",
+                         cid.removeprefix("process://") or "-", Text(text, style=style), str(c.get("restartCount", 0)),
+                         termination((c.get("lastState") or {}).get("terminated")
+                                     or (c.get("state") or {}).get("terminated")),
+                         age(parse_time(running.get("startedAt")), now)))
+    return rows
+
+
+def ps_table(nodes: list[str], statuses: dict[str, dict | None], now: float | None = None,
+             pods: dict[str, list[dict]] | None = None) -> Table:
+    """The supervision tree: node -> init -> units (-> the kubelet's pods -> containers), with
+    PIDs, states, restarts, last exits and ages."""
     table = Table(box=None, pad_edge=False, header_style="bold")
     for col in ("NAME", "PID", "STATE", "RESTARTS", "LAST EXIT", "AGE"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "NAME")
     for node in nodes:
         st = statuses.get(node)
         if st is None:
@@ -63,6 +123,9 @@ def ps_table(nodes: list[str], statuses: dict[str, dict | None], now: float | No
             table.add_row(f"   {branch} {row['name']}", str(row["main_pid"] or "-"),
                           Text(unit_state(row), style=STATE_STYLE.get(row["active_state"], "")),
                           str(row["n_restarts"]), last_exit(row), age(row["since"], now))
+            if row["name"] == "kubelet.service":
+                for cells in pod_rows((pods or {}).get(node, []), "      " if branch == "└─" else "   │  ", now):
+                    table.add_row(*cells)
     return table
 
 

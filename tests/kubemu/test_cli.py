@@ -25,6 +25,10 @@ def ps_json(state_dir) -> dict:
     return {n["name"]: n["init"] for n in json.loads(kubemu(state_dir, "ps", "-o", "json").stdout)["nodes"]}
 
 
+def ps_json_pods(state_dir, node: str) -> list[dict]:
+    return next(n["pods"] for n in json.loads(kubemu(state_dir, "ps", "-o", "json").stdout)["nodes"] if n["name"] == node)
+
+
 def kubelet_row(init: dict) -> dict:
     return next(u for u in init["units"] if u["name"] == "kubelet.service")
 
@@ -43,7 +47,7 @@ def test_up_kill_kubelet_down(state_dir):
     assert sorted(nodes) == ["node-0", "node-1"]
     for init in nodes.values():
         assert kubelet_row(init)["active_state"] == "active"
-        assert kubelet_row(init)["status_text"].startswith("placeholder agent")
+        assert kubelet_row(init)["status_text"] == "running 0 static pod(s)"
     unit = (state_dir / "nodes" / "node-1" / "units" / "kubelet.service").read_text()
     assert "Restart=always" in unit and "RestartSec=10" in unit and "StartLimitIntervalSec=0" in unit
 
@@ -67,8 +71,18 @@ def test_up_kill_kubelet_down(state_dir):
     kubemu(state_dir, "systemctl", "--node", "node-0", "start", "kubelet")
     assert kubelet_row(ps_json(state_dir)["node-0"])["active_state"] == "active"
 
+    (state_dir / "nodes" / "node-1" / "manifests" / "echo.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: echo}\nspec:\n  containers:\n  - name: echo\n"
+        f"    command: [{sys.executable!r}, -c, \"print('hello from echo', flush=True); import time; time.sleep(3600)\"]\n")
+    pod = wait_for(lambda: next((p for p in ps_json_pods(state_dir, "node-1") if p["metadata"]["name"] == "echo-node-1"
+                                 and p["status"]["phase"] == "Running"), None), message="the static pod")
+    assert "echo-node-1" in kubemu(state_dir, "ps").stdout
+    wait_for(lambda: "hello from echo" in kubemu(state_dir, "logs", "echo-node-1").stdout, message="its log")
+    assert kubemu(state_dir, "logs", "nope", check=False).stderr.strip() == 'Error from server (NotFound): pods "nope" not found'
+
     pids = [p.pid for p in marked_processes(str(state_dir))]
-    assert len(pids) >= 4  # two inits, two kubelets
+    assert len(pids) >= 6  # two inits, two kubelets, a shim and its container
+    assert int(pod["status"]["containerStatuses"][0]["containerID"].removeprefix("process://")) in pids
     kubemu(state_dir, "down")
     assert marked_processes(str(state_dir)) == []
     assert not any(alive(p) for p in pids)
