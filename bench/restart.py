@@ -6,10 +6,14 @@ and stops the clock when the replacement reports in. Supervisors measured side b
 
 - floor: a bare os.waitpid loop re-spawning the child (bench/floor.py), the least possible;
 - kubemu init: a unit with Restart=always, RestartSec=0, StartLimitIntervalSec=0;
+- kubemu kubelet: a static pod's container (restartPolicy Always), the kubelet started with
+  --backoff-initial 0 so every restart is a "first restart" (CrashLoopBackOff's first
+  restart is immediate; later ones wait 10 s, 20 s, ... by design);
 - supervisord: autorestart=true, startsecs=0 (installed with pip only for the benchmark).
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -94,6 +98,23 @@ def kubemu_init(child: list[str], workdir: Path):
         _stop(proc)
 
 
+@contextmanager
+def kubelet_static_pod(child: list[str], workdir: Path):
+    from kubemu import cluster
+    from kubemu.statedir import StateDir
+
+    node_dir = cluster.write_node(StateDir(workdir / "cluster"), "node-0", restart_sec=0,
+                                  kubelet_args="--backoff-initial 0 --backoff-max 0")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "child"},
+           "spec": {"containers": [{"name": "child", "command": child}]}}
+    (node_dir / "manifests" / "child.yaml").write_text(json.dumps(pod))
+    proc = _popen([sys.executable, "-m", "init", "--node-dir", str(node_dir)], workdir)
+    try:
+        yield
+    finally:
+        _stop(proc)
+
+
 def supervisord_path(install: bool) -> str:
     found = shutil.which("supervisord", path=str(Path(sys.executable).parent)) or shutil.which("supervisord")
     if found or not install:
@@ -144,7 +165,8 @@ def measure(supervisor, kills: int, workdir: Path, progress=None) -> list[float]
     return samples
 
 
-SUPERVISORS = {"floor (bare waitpid loop)": floor, "kubemu init": kubemu_init, "supervisord": supervisord}
+SUPERVISORS = {"floor (bare waitpid loop)": floor, "kubemu init": kubemu_init,
+               "kubemu kubelet (static pod)": kubelet_static_pod, "supervisord": supervisord}
 
 
 def run(kills: int = 30, progress_factory=None) -> dict:

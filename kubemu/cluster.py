@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -34,6 +35,38 @@ TimeoutStopSec=30
 [Install]
 WantedBy=multi-user.target
 """
+
+
+# Until the control plane's programs exist, node-0 gets an example static pod: a web server
+# with readiness and liveness probes, so `kubemu ps`, `kill -9` and `kubemu logs` have
+# something to show. Written once, into an empty manifest directory only.
+EXAMPLE_POD = """\
+# An example static pod written by `kubemu up` (delete it freely; the kubelet stops the pod).
+apiVersion: v1
+kind: Pod
+metadata:
+  name: hello
+  labels: {{app: hello}}
+spec:
+  containers:
+  - name: web
+    command: ["{python}", "-m", "http.server", "{port}", "--bind", "127.0.0.1"]
+    ports: [{{containerPort: {port}, name: http}}]
+    readinessProbe: {{httpGet: {{path: /, port: http}}, periodSeconds: 5}}
+    livenessProbe: {{tcpSocket: {{port: http}}, periodSeconds: 10}}
+    resources: {{limits: {{memory: 200Mi}}}}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_example_pod(manifests: Path) -> None:
+    if not any(manifests.iterdir()):
+        (manifests / "hello.yaml").write_text(EXAMPLE_POD.format(python=sys.executable, port=free_port()))
 
 
 def node_names(count: int) -> list[str]:
@@ -97,6 +130,7 @@ def up(state: StateDir, count: int, restart_sec: float = 10, watchdog_sec: float
     nodes = node_names(count)
     for node in nodes:
         write_node(state, node, restart_sec, watchdog_sec)
+    write_example_pod(state.node_dir(nodes[0]) / "manifests")
     for node in nodes:
         start_init(state, node)
     return nodes
