@@ -1,0 +1,486 @@
+"""The wire's asyncio `Client` (one DEALER socket) and its server-push `Stream`."""
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import logging
+import os
+
+import zmq
+import zmq.asyncio
+
+from ._wire_codec import (ERROR, REPLY, STREAM_END, STREAM_ITEM, STREAM_START, _describe, decode_reply,
+                          encode_call, encode_cancel, encode_stream)
+from ._wire_endpoints import _check_connect_endpoint
+from ._wire_errors import BadRequest, Cancelled, OutcomeUnknown, TooLarge, Unavailable, WireError
+from ._wire_limits import CLIENT_LINGER_MS, DEFAULT_MAX_FRAME, HWM, MAXMSGSIZE_FACTOR
+from ._wire_pump import _NOBLOCK, _Pump, _wake
+
+log = logging.getLogger("kubemu.wire")
+
+IDEMPOTENT_ATTEMPTS = 4
+STREAM_BUFFER = 100_000  # items a client buffers for one unread stream before giving up on it
+
+
+def _expire_call(fut: asyncio.Future, method: str, timeout: float) -> None:
+    if not fut.done():
+        fut.set_exception(OutcomeUnknown(
+            f"no reply to {method!r} within {timeout:g}s; the server may or may not have acted on it",
+            {"method": method, "timeout": timeout}))
+
+
+def _expire_stream(fut: asyncio.Future, method: str, timeout: float) -> None:
+    if not fut.done():
+        fut.set_exception(OutcomeUnknown(
+            f"stream {method!r} was not accepted within {timeout:g}s",
+            {"method": method, "timeout": timeout}))
+
+
+_STOP = object()  # the normal end of a stream (a sentinel: re-raising one instance grows its traceback)
+_NEW, _OPENING, _OPEN, _DONE = range(4)
+
+
+class Stream:
+    """A server-push stream: ``async for item in stream``, or ``async with stream``.
+
+    The client's timeout applies only to the server accepting the stream; items may then
+    arrive at any pace. A server-side error ends the stream by raising its WireError from
+    ``__anext__``; ``aclose()`` cancels it on the server (its generator is closed)."""
+
+    def __init__(self, client: Client, method: str, params: dict | None, timeout: float | None):
+        self._client = client
+        self.method = method
+        self._params = params
+        self._timeout = client.timeout if timeout is None else timeout
+        self.id: int | None = None
+        self._state = _NEW
+        self._items: collections.deque = collections.deque()
+        self._end: object = None  # _STOP or the WireError to raise once the items are consumed
+        self._started: asyncio.Future | None = None
+        self._waiter: asyncio.Future | None = None
+
+    def __aiter__(self) -> Stream:
+        return self
+
+    async def __aenter__(self) -> Stream:
+        await self._open()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    async def _open(self) -> None:
+        if self._state != _NEW:
+            return
+        self._state = _OPENING
+        client = self._client
+        try:
+            client._ensure()
+            loop = client._loop
+            deadline = loop.time() + self._timeout
+            rid = self.id = client._new_id()
+            payload = client._encode(encode_stream, rid, self.method, self._params)
+        except BaseException:
+            self._state = _DONE
+            raise
+        started = self._started = loop.create_future()
+        client._streams[rid] = self
+        sent = False
+        try:
+            if not client._try_send(payload):
+                await client._send_wait(rid, payload, deadline, self.method)
+            sent = True
+            timer = loop.call_at(deadline, _expire_stream, started, self.method, self._timeout)
+            try:
+                await started
+            finally:
+                timer.cancel()
+        except BaseException:
+            self._state = _DONE
+            client._streams.pop(rid, None)
+            if sent:  # also when aclose() came first: its CANCEL may have overtaken the request
+                client._send_nowait(encode_cancel(rid))
+            if started.done() and not started.cancelled():
+                started.exception()  # consumed here, or asyncio complains it never was
+            raise
+        if self._state == _OPENING:
+            self._state = _OPEN
+
+    async def __anext__(self):
+        if self._state == _NEW:
+            await self._open()
+        while True:
+            if self._items:
+                return self._items.popleft()
+            end = self._end
+            if end is not None:
+                self._state = _DONE
+                if end is _STOP:
+                    raise StopAsyncIteration
+                self._end = _STOP  # an error is raised once, then the stream is just exhausted
+                raise end
+            if self._state == _DONE:
+                raise StopAsyncIteration
+            waiter = self._waiter = self._client._loop.create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+
+    async def aclose(self) -> None:
+        if self.id is not None and self._client._streams.pop(self.id, None) is not None:
+            self._client._send_nowait(encode_cancel(self.id))
+        if self._started is not None and not self._started.done():
+            self._started.set_exception(Cancelled("stream closed"))
+        self._state = _DONE
+        self._items.clear()
+        self._end = _STOP
+        self._wake()
+
+    # called by the client's receive path
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _on_start(self) -> None:
+        if not self._started.done():
+            self._started.set_result(None)
+
+    def _on_item(self, item) -> None:
+        self._items.append(item)
+        if len(self._items) > STREAM_BUFFER:
+            self._client._send_nowait(encode_cancel(self.id))
+            self._finish(Unavailable(f"stream {self.method!r} cancelled: the consumer fell "
+                                     f"{STREAM_BUFFER} items behind"))
+        self._wake()
+
+    def _finish(self, end) -> None:
+        """The stream ended (`_STOP`) or failed (a WireError); no more messages for it."""
+        self._client._streams.pop(self.id, None)
+        started = self._started
+        if started is not None and not started.done():
+            if end is _STOP:
+                started.set_result(None)
+            else:
+                started.set_exception(end)
+                return
+        if self._end is None:
+            self._end = end
+        self._wake()
+
+
+class Client:
+    """An asyncio RPC client on one DEALER socket; any number of calls and streams at once.
+
+    Create it anywhere; its socket is made on first use, in the event loop that uses it, and
+    belongs to that loop."""
+
+    def __init__(self, endpoint: str, *, timeout: float = 10.0, max_frame: int = DEFAULT_MAX_FRAME,
+                 context: zmq.Context | None = None):
+        self._ipv6 = _check_connect_endpoint(endpoint)
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.max_frame = max_frame
+        self._context = context
+        self._sock: zmq.Socket | None = None
+        self._pump: _Pump | None = None
+        self._monitor: zmq.Socket | None = None
+        self._monitor_pump: _Pump | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._calls: dict[int, asyncio.Future] = {}
+        self._streams: dict[int, Stream] = {}
+        self._unsent: set[int] = set()  # ids waiting for a connection, so not lost with one
+        self._send_backlog = 0
+        self._next_id = 1
+        self._closed = False
+
+    async def __aenter__(self) -> Client:
+        self._ensure()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    def _ensure(self) -> None:
+        if self._closed:
+            raise RuntimeError("this wire Client is closed")
+        if self._sock is not None:
+            return
+        loop = self._loop = asyncio.get_running_loop()
+        ctx = self._context if self._context is not None else zmq.asyncio.Context.instance()
+        sock = zmq.Socket(ctx, zmq.DEALER)  # a plain socket: _Pump drives it
+        monitor = None
+        try:
+            sock.setsockopt(zmq.LINGER, CLIENT_LINGER_MS)
+            # nothing is queued while there is no connection: an unsent request is
+            # known to be unsent (Unavailable), and a restarted server does not get a
+            # backlog of requests whose callers gave up long ago
+            sock.setsockopt(zmq.IMMEDIATE, 1)
+            sock.setsockopt(zmq.SNDHWM, HWM)
+            sock.setsockopt(zmq.RCVHWM, HWM)
+            sock.setsockopt(zmq.MAXMSGSIZE, MAXMSGSIZE_FACTOR * self.max_frame)
+            sock.setsockopt(zmq.RECONNECT_IVL, 50)
+            sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+            if self._ipv6:
+                sock.setsockopt(zmq.IPV6, 1)
+            address = f"inproc://kubemu-wire-monitor-{os.getpid()}-{next(_monitor_ids)}"
+            sock.monitor(address, zmq.EVENT_DISCONNECTED)
+            monitor = zmq.Socket(ctx, zmq.PAIR)
+            monitor.setsockopt(zmq.LINGER, 0)
+            monitor.connect(address)
+            sock.connect(self.endpoint)
+        except BaseException:
+            if monitor is not None:
+                monitor.close(0)
+            sock.close(0)
+            raise
+        self._sock, self._monitor = sock, monitor
+        self._pump = _Pump(loop, sock, self._dispatch, multipart=False)
+        self._monitor_pump = _Pump(loop, monitor, self._on_monitor_event)
+
+    def _new_id(self) -> int:
+        rid = self._next_id
+        self._next_id = rid + 1
+        return rid
+
+    def _encode(self, encoder, rid, method, params) -> bytes:
+        try:
+            return encoder(rid, method, params, self.max_frame)
+        except TooLarge:
+            raise
+        except Exception as exc:
+            raise BadRequest(f"params of {method!r} are not serializable: {_describe(exc)}") from None
+
+    # -- calls ----------------------------------------------------------------------------
+
+    async def call(self, method: str, params: dict | None = None, *, timeout: float | None = None,
+                   idempotent: bool = False):
+        if idempotent:
+            return await self._call_idempotent(method, params, timeout)
+        self._ensure()
+        loop = self._loop
+        timeout = self.timeout if timeout is None else timeout
+        deadline = loop.time() + timeout
+        rid = self._next_id
+        self._next_id = rid + 1
+        payload = self._encode(encode_call, rid, method, params)
+        fut = loop.create_future()
+        calls = self._calls
+        calls[rid] = fut
+        try:
+            if not self._try_send(payload):
+                await self._send_wait(rid, payload, deadline, method)
+            timer = loop.call_at(deadline, _expire_call, fut, method, timeout)
+            try:
+                return await fut
+            finally:
+                timer.cancel()
+        except (OutcomeUnknown, asyncio.CancelledError):
+            self._send_nowait(encode_cancel(rid))  # best effort: stop work nobody waits for
+            raise
+        finally:
+            del calls[rid]
+
+    async def _call_idempotent(self, method: str, params: dict | None, timeout: float | None):
+        self._ensure()
+        loop = self._loop
+        timeout = self.timeout if timeout is None else timeout
+        deadline = loop.time() + timeout
+        fut = loop.create_future()  # shared: the first reply to any attempt wins
+        ids: list[int] = []
+        attempts = 0
+        try:
+            while attempts < IDEMPOTENT_ATTEMPTS and loop.time() < deadline:
+                rid = self._new_id()
+                payload = self._encode(encode_call, rid, method, params)
+                if fut.done():  # the last attempt died with its connection
+                    fut = loop.create_future()
+                self._calls[rid] = fut
+                ids.append(rid)
+                if not self._try_send(payload):
+                    try:
+                        await self._send_wait(rid, payload, deadline, method)
+                    except Unavailable:
+                        break
+                attempts += 1
+                if attempts == IDEMPOTENT_ATTEMPTS:
+                    budget = deadline - loop.time()
+                else:
+                    budget = timeout * 2 ** (attempts - 1) / (2 ** IDEMPOTENT_ATTEMPTS - 1)
+                await asyncio.wait((fut,), timeout=max(0.0, min(budget, deadline - loop.time())))
+                if fut.done():
+                    exc = fut.exception()
+                    if exc is None:
+                        return fut.result()
+                    if not isinstance(exc, OutcomeUnknown):
+                        raise exc
+        finally:
+            for rid in ids:
+                pending = self._calls.pop(rid, None)
+                if pending is not None and not pending.done():
+                    self._send_nowait(encode_cancel(rid))
+            if not fut.done():
+                fut.cancel()
+            elif not fut.cancelled():
+                fut.exception()  # a lost connection may have failed it while we were not looking
+        if attempts == 0:
+            raise Unavailable(f"could not reach {self.endpoint} within {timeout:g}s; {method!r} was not sent",
+                              {"method": method, "timeout": timeout, "attempts": 0})
+        raise Unavailable(f"no reply to idempotent call {method!r} after {attempts} attempt(s) "
+                          f"within {timeout:g}s", {"method": method, "timeout": timeout, "attempts": attempts})
+
+    def stream(self, method: str, params: dict | None = None, *, timeout: float | None = None) -> Stream:
+        return Stream(self, method, params, timeout)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._sock is None:
+            return
+        for rid, stream in list(self._streams.items()):
+            self._send_nowait(encode_cancel(rid))  # the linger flushes these
+            stream._finish(Cancelled("client closed"))
+        for fut in self._calls.values():
+            if not fut.done():
+                fut.set_exception(OutcomeUnknown("client closed before the reply arrived"))
+        self._pump.close()
+        self._monitor_pump.close()
+        try:
+            self._sock.disable_monitor()
+        except zmq.ZMQError:
+            pass
+        self._monitor.close(0)
+        self._sock.close(CLIENT_LINGER_MS)
+
+    # -- sending --------------------------------------------------------------------------
+
+    def _try_send(self, payload: bytes) -> bool:
+        if self._send_backlog:
+            return False  # keep order behind sends that are waiting for the connection
+        try:
+            self._sock.send(payload, _NOBLOCK)
+        except zmq.Again:
+            return False
+        except zmq.ZMQError as exc:
+            raise Unavailable(f"cannot send to {self.endpoint}: {exc}") from None
+        finally:
+            self._pump.kick()
+        return True
+
+    async def _send_wait(self, rid: int, payload: bytes, deadline: float, method: str) -> None:
+        """Send once a connection exists; Unavailable (nothing sent) if none comes by `deadline`."""
+        self._send_backlog += 1
+        self._unsent.add(rid)
+        loop = self._loop
+        try:
+            while True:
+                try:
+                    self._sock.send(payload, _NOBLOCK)
+                    return
+                except zmq.Again:
+                    pass
+                except zmq.ZMQError as exc:
+                    raise Unavailable(f"cannot send to {self.endpoint}: {exc}") from None
+                finally:
+                    self._pump.kick()
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise Unavailable(f"could not reach {self.endpoint}; {method!r} was not sent",
+                                      {"method": method})
+                waiter = self._pump.writable()
+                # also re-try on a timer: correctness must not hinge on one FD notification
+                timer = loop.call_later(min(remaining, 0.25), _wake, waiter)
+                try:
+                    await waiter
+                finally:
+                    timer.cancel()
+        finally:
+            self._send_backlog -= 1
+            self._unsent.discard(rid)
+
+    def _send_nowait(self, payload: bytes) -> None:
+        if self._sock is None or self._sock.closed:
+            return
+        try:
+            self._sock.send(payload, _NOBLOCK)
+        except zmq.ZMQError:
+            pass  # best effort: no connection means nothing on the server to cancel either
+        finally:
+            self._pump.kick()
+
+    # -- receiving ------------------------------------------------------------------------
+
+    def _dispatch(self, frames: list[bytes]) -> None:
+        try:
+            kind, rid, value = decode_reply(frames, self.max_frame)
+        except WireError as err:
+            if not self._fail(err.request_id, err):
+                log.warning("dropped a bad message from %s: %s", self.endpoint, err)
+            return
+        if kind == REPLY:
+            fut = self._calls.get(rid)
+            if fut is not None and not fut.done():
+                fut.set_result(value)
+            else:
+                log.debug("dropped a reply for unknown or abandoned request %s", rid)
+        elif kind == STREAM_ITEM:
+            stream = self._streams.get(rid)
+            if stream is not None:
+                stream._on_item(value)
+            else:
+                log.debug("dropped an item of unknown or closed stream %s", rid)
+        elif kind == ERROR:
+            if not self._fail(rid, value):
+                if rid is None:
+                    log.warning("%s rejected a message: %s", self.endpoint, value)
+                else:
+                    log.debug("dropped an error for unknown or abandoned request %s: %s", rid, value)
+        elif kind == STREAM_START:
+            stream = self._streams.get(rid)
+            if stream is not None:
+                stream._on_start()
+        elif kind == STREAM_END:
+            stream = self._streams.get(rid)
+            if stream is not None:
+                stream._finish(_STOP)
+
+    def _fail(self, rid: int | None, err: WireError) -> bool:
+        if rid is None:
+            return False
+        fut = self._calls.get(rid)
+        if fut is not None:
+            if not fut.done():
+                fut.set_exception(err)
+            return True
+        stream = self._streams.get(rid)
+        if stream is not None:
+            stream._finish(err)
+            return True
+        return False
+
+    def _on_monitor_event(self, frames: list[bytes]) -> None:
+        if int.from_bytes(frames[0][:2], "little") != zmq.EVENT_DISCONNECTED:
+            return
+        # replies that made it before the drop are already queued: hand them out first
+        while True:
+            try:
+                frame = self._sock.recv(_NOBLOCK)
+            except zmq.Again:
+                break
+            self._dispatch([frame])
+        self._pump.kick()
+        for rid, fut in self._calls.items():
+            if rid not in self._unsent and not fut.done():
+                fut.set_exception(OutcomeUnknown(
+                    f"connection to {self.endpoint} lost before the reply arrived; "
+                    f"the server may or may not have acted on it"))
+        for rid, stream in list(self._streams.items()):
+            if rid not in self._unsent:
+                stream._finish(Unavailable(f"connection to {self.endpoint} lost"))
+
+
+_monitor_ids = itertools.count(1)

@@ -1,0 +1,414 @@
+"""The wire's `Server`: one ROUTER socket, handler classification, replies and streams."""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+from typing import Callable, NamedTuple
+
+import zmq
+import zmq.asyncio
+
+from ._wire_codec import (CANCEL, STREAM, _describe, decode_request, encode_error, encode_ping, encode_reply,
+                          encode_stream_end, encode_stream_item, encode_stream_start)
+from ._wire_endpoints import _clear_stale_ipc, _parse_bind_endpoint
+from ._wire_errors import BadRequest, Cancelled, Internal, TooLarge, UnknownMethod, WireError
+from ._wire_limits import DEFAULT_MAX_FRAME, HWM, MAXMSGSIZE_FACTOR
+from ._wire_pump import _NOBLOCK, _SNDMORE_NOBLOCK, _Pump
+
+log = logging.getLogger("kubemu.wire")
+
+SERVER_LINGER_MS = 0
+SLOW_PEER_TIMEOUT = 30.0
+KEEPALIVE = 5.0
+_YIELD_EVERY = 64  # a stream whose generator never waits yields to the event loop this often
+
+_SYNC, _CORO, _GEN = 0, 1, 2
+
+
+class _Handler(NamedTuple):
+    fn: Callable
+    kind: int  # _SYNC, _CORO or _GEN
+    signature: inspect.Signature | None
+    # (accepted names or None for **kwargs, required names): a set test instead of
+    # Signature.bind on every request; bind still words the error
+    names: tuple[frozenset | None, frozenset] | None
+
+
+def _classify(name: str, fn: Callable) -> _Handler:
+    if not isinstance(name, str) or not callable(fn):
+        raise TypeError(f"handler {name!r} must be a callable registered under a str name")
+    call = getattr(fn, "__call__", None)
+    if inspect.isasyncgenfunction(fn) or inspect.isasyncgenfunction(call):
+        kind = _GEN
+    elif inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call):
+        kind = _CORO
+    else:
+        kind = _SYNC
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return _Handler(fn, kind, None, None)  # some builtins: let the call itself complain
+    P = inspect.Parameter
+    keyword = (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)
+    parameters = signature.parameters.values()
+    names = None
+    if not any(p.kind == P.POSITIONAL_ONLY for p in parameters):
+        accepted = frozenset(p.name for p in parameters if p.kind in keyword)
+        required = frozenset(p.name for p in parameters if p.kind in keyword and p.default is P.empty)
+        names = (None if any(p.kind == P.VAR_KEYWORD for p in parameters) else accepted, required)
+    return _Handler(fn, kind, signature, names)
+
+
+class _PeerGone(Exception):
+    pass
+
+
+class Server:
+    """An asyncio RPC server on one ROUTER socket. See the module docstring for the protocol.
+
+    `handlers` maps method names to ``async def f(**params) -> result`` (or a quick plain
+    ``def``), or to an async generator function, which makes the method a stream. Handlers raise
+    WireError subclasses for typed errors."""
+
+    def __init__(self, endpoint: str, handlers: dict[str, Callable], *, max_frame: int = DEFAULT_MAX_FRAME,
+                 allow_public: bool = False, name: str = "server",
+                 context: zmq.Context | None = None, keepalive: float | None = KEEPALIVE):
+        self._spec = _parse_bind_endpoint(endpoint, allow_public)
+        self.endpoint = endpoint
+        self.name = name
+        self.max_frame = max_frame
+        self.keepalive = keepalive
+        self._handlers = {method: _classify(method, fn) for method, fn in handlers.items()}
+        self._context = context
+        self._sock: zmq.Socket | None = None
+        self._pump: _Pump | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: dict[tuple[bytes, int], asyncio.Task] = {}
+        self._streams: dict[bytes, dict[int, asyncio.Task]] = {}  # per peer, for peer loss
+        self._aux: set[asyncio.Task] = set()
+        self._background: list[asyncio.Task] = []
+        self._ipc_ino: int | None = None
+        self._started = False
+        self._closed: asyncio.Event | None = None
+
+    async def __aenter__(self) -> Server:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        if self._started:
+            raise RuntimeError(f"{self.name}: already started")
+        self._loop = asyncio.get_running_loop()
+        self._closed = asyncio.Event()
+        spec = self._spec
+        ctx = self._context if self._context is not None else zmq.asyncio.Context.instance()
+        sock = zmq.Socket(ctx, zmq.ROUTER)  # a plain socket: _Pump drives it
+        try:
+            sock.setsockopt(zmq.LINGER, SERVER_LINGER_MS)
+            sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+            sock.setsockopt(zmq.SNDHWM, HWM)
+            sock.setsockopt(zmq.RCVHWM, HWM)
+            sock.setsockopt(zmq.MAXMSGSIZE, MAXMSGSIZE_FACTOR * self.max_frame)
+            if spec.ipv6:
+                sock.setsockopt(zmq.IPV6, 1)
+            if spec.ipc_path is not None:
+                os.makedirs(os.path.dirname(spec.ipc_path) or ".", mode=0o700, exist_ok=True)
+                _clear_stale_ipc(spec.ipc_path)
+            sock.bind(spec.endpoint)
+            if spec.ipc_path is not None:
+                self._ipc_ino = os.stat(spec.ipc_path).st_ino
+            if spec.endpoint.startswith("tcp://"):
+                self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        except BaseException:
+            sock.close(0)
+            raise
+        self._sock = sock
+        self._pump = _Pump(self._loop, sock, self._on_message)
+        self._started = True
+        if self.keepalive:
+            self._background.append(self._loop.create_task(self._keepalive_loop(), name=f"{self.name}-wire-ping"))
+
+    async def serve_forever(self) -> None:
+        if not self._started:
+            await self.start()
+        await self._closed.wait()
+
+    async def close(self) -> None:
+        if not self._started or self._closed.is_set():
+            return
+        self._closed.set()
+        self._pump.close()  # no new requests while the old ones are cancelled
+        for task in self._background:
+            task.cancel()
+        pending = set(self._background) | set(self._tasks.values()) | self._aux
+        for task in pending:
+            if not task.done() and not task.cancelling():
+                task.cancel()
+        if pending:
+            _, stuck = await asyncio.wait(pending, timeout=10.0)
+            if stuck:
+                log.warning("%s: %d handler(s) ignored cancellation at close", self.name, len(stuck))
+        self._tasks.clear()
+        self._streams.clear()
+        self._aux.clear()
+        self._sock.close(SERVER_LINGER_MS)
+        path = self._spec.ipc_path
+        if path is not None:
+            try:
+                if os.stat(path).st_ino == self._ipc_ino:  # not a successor's socket
+                    os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    # -- receiving ----------------------------------------------------------------------
+
+    def _on_message(self, frames: list[bytes]) -> None:
+        ident = frames[0]
+        try:
+            kind, rid, method, params = decode_request(frames[1:], self.max_frame)
+        except WireError as err:
+            self._reject(ident, err.request_id, err)
+            return
+        except Exception:  # a bug here must not kill the receive loop
+            log.exception("%s: error decoding a message from %s", self.name, ident.hex())
+            return
+        key = (ident, rid)
+        if kind == CANCEL:
+            task = self._tasks.pop(key, None)
+            if task is not None:
+                self._forget_stream(ident, rid)
+                if not task.cancelling():
+                    task.cancel()
+            return
+        handler = self._handlers.get(method)
+        if handler is None:
+            shown = method if len(method) <= 100 else method[:100] + "..."  # it may be megabytes
+            self._reject(ident, rid, UnknownMethod(f"unknown method {shown!r}", {"method": shown}))
+            return
+        if (handler.kind == _GEN) != (kind == STREAM):
+            if kind == STREAM:
+                self._reject(ident, rid, BadRequest(f"{method!r} is not a stream; use call()"))
+            else:
+                self._reject(ident, rid, BadRequest(f"{method!r} is a stream; use stream()"))
+            return
+        names = handler.names
+        if names is None or not ((names[0] is None or params.keys() <= names[0]) and names[1] <= params.keys()):
+            if handler.signature is not None:
+                try:
+                    handler.signature.bind(**params)
+                except TypeError as exc:
+                    self._reject(ident, rid, BadRequest(f"bad params for {method!r}: {exc}", {"method": method}))
+                    return
+        if key in self._tasks:
+            self._reject(ident, rid, BadRequest(f"request id {rid} is already in flight"))
+            return
+        if handler.kind == _SYNC:
+            self._run_inline(ident, rid, method, handler.fn, params)
+        elif handler.kind == _CORO:
+            self._tasks[key] = self._loop.create_task(self._run_call(ident, rid, method, handler.fn, params))
+        else:
+            task = self._loop.create_task(self._run_stream(ident, rid, method, handler.fn, params))
+            self._tasks[key] = task
+            self._streams.setdefault(ident, {})[rid] = task
+
+    def _reject(self, ident: bytes, rid: int | None, err: WireError) -> None:
+        log.warning("%s: rejected a message from peer %s: %s", self.name, ident.hex(), err)
+        self._send(ident, encode_error(rid, err, self.max_frame))
+
+    # -- running handlers -----------------------------------------------------------------
+
+    def _run_inline(self, ident, rid, method, fn, params) -> None:
+        try:
+            result = fn(**params)
+        except WireError as err:
+            payload = encode_error(rid, err, self.max_frame)
+        except Exception as exc:
+            payload = self._internal(rid, method, exc)
+        except asyncio.CancelledError:  # must not escape into the receive path
+            payload = encode_error(rid, Cancelled(f"{method!r} was cancelled"))
+        else:
+            if inspect.isawaitable(result):
+                # a plain function (a lambda, a partial) that hands back a coroutine
+                self._tasks[(ident, rid)] = self._loop.create_task(
+                    self._run_call(ident, rid, method, lambda: result, {}))
+                return
+            payload = self._reply_payload(rid, method, result)
+        self._send(ident, payload)
+
+    async def _run_call(self, ident, rid, method, fn, params) -> None:
+        try:
+            try:
+                result = fn(**params)
+                if inspect.isawaitable(result):
+                    result = await result
+            except WireError as err:
+                payload = encode_error(rid, err, self.max_frame)
+            except asyncio.CancelledError:
+                if asyncio.current_task().cancelling():
+                    raise  # the client or close() cancelled it: nobody wants a reply
+                payload = encode_error(rid, Cancelled(f"{method!r} was cancelled"))
+            except Exception as exc:
+                payload = self._internal(rid, method, exc)
+            else:
+                payload = self._reply_payload(rid, method, result)
+            self._send(ident, payload)
+        finally:
+            self._tasks.pop((ident, rid), None)
+
+    async def _run_stream(self, ident, rid, method, fn, params) -> None:
+        agen = None
+        final = None
+        try:
+            try:
+                agen = fn(**params)
+                await self._stream_send(ident, encode_stream_start(rid))
+                sent = 0
+                async for item in agen:
+                    try:
+                        payload = encode_stream_item(rid, item, self.max_frame)
+                    except TooLarge as err:
+                        log.warning("%s: stream %r: %s", self.name, method, err)
+                        final = encode_error(rid, err)
+                        break
+                    except Exception as exc:
+                        final = self._internal(rid, method, exc, "stream item is not serializable")
+                        break
+                    await self._stream_send(ident, payload)
+                    sent += 1
+                    if not sent % _YIELD_EVERY:
+                        await asyncio.sleep(0)
+                else:
+                    final = encode_stream_end(rid)
+            except WireError as err:
+                final = encode_error(rid, err, self.max_frame)
+            except asyncio.CancelledError:
+                if asyncio.current_task().cancelling():
+                    raise
+                final = encode_error(rid, Cancelled(f"stream {method!r} was cancelled"))
+            except Exception as exc:
+                final = self._internal(rid, method, exc)
+            await self._stream_send(ident, final)
+        except _PeerGone:
+            pass
+        finally:
+            self._tasks.pop((ident, rid), None)
+            self._forget_stream(ident, rid)
+            if agen is not None:
+                try:
+                    await agen.aclose()
+                except Exception:
+                    log.error("%s: stream %r failed while closing", self.name, method, exc_info=True)
+
+    def _forget_stream(self, ident: bytes, rid: int) -> None:
+        streams = self._streams.get(ident)
+        if streams is not None:
+            streams.pop(rid, None)
+            if not streams:
+                del self._streams[ident]
+
+    def _internal(self, rid, method, exc: Exception, what: str = "failed") -> bytes:
+        log.error("%s: handler %r %s", self.name, method, what, exc_info=exc)
+        return encode_error(rid, Internal(f"{method!r} {what}: {_describe(exc, 500)}", {"method": method}))
+
+    def _reply_payload(self, rid, method, result) -> bytes:
+        try:
+            return encode_reply(rid, result, self.max_frame)
+        except TooLarge as err:
+            log.warning("%s: reply to %r: %s", self.name, method, err)
+            return encode_error(rid, err)
+        except Exception as exc:
+            return self._internal(rid, method, exc, "returned a result that is not serializable")
+
+    # -- sending --------------------------------------------------------------------------
+
+    def _send_now(self, ident: bytes, payload: bytes) -> None:
+        # With ROUTER_MANDATORY both EAGAIN and EHOSTUNREACH come from the routing-id frame,
+        # so a message is never half sent.
+        sock = self._sock
+        sock.send(ident, _SNDMORE_NOBLOCK)
+        sock.send(payload, _NOBLOCK)
+
+    def _send(self, ident: bytes, payload: bytes) -> None:
+        """Fire-and-forget send of a reply; a slow peer gets a patient background send."""
+        try:
+            self._send_now(ident, payload)
+        except zmq.Again:
+            task = self._loop.create_task(self._send_patiently(ident, payload))
+            self._aux.add(task)
+            task.add_done_callback(self._aux.discard)
+        except zmq.ZMQError as exc:
+            self._send_failed(ident, exc)
+        finally:
+            self._pump.kick()
+
+    async def _send_patiently(self, ident: bytes, payload: bytes) -> bool:
+        """Retry a send to a peer whose queue is full; False if it is gone or too slow."""
+        delay, waited = 0.001, 0.0
+        while True:
+            await asyncio.sleep(delay)
+            waited += delay
+            try:
+                self._send_now(ident, payload)
+                return True
+            except zmq.Again:
+                if waited >= SLOW_PEER_TIMEOUT:
+                    self._peer_gone(ident, f"unable to take messages for {SLOW_PEER_TIMEOUT:g}s")
+                    return False
+                delay = min(delay * 2, 0.05)
+            except zmq.ZMQError as exc:
+                self._send_failed(ident, exc)
+                return False
+            finally:
+                self._pump.kick()
+
+    async def _stream_send(self, ident: bytes, payload: bytes) -> None:
+        """Send in order, waiting while the peer's queue is full; _PeerGone if it never drains."""
+        try:
+            self._send_now(ident, payload)
+        except zmq.Again:
+            if not await self._send_patiently(ident, payload):
+                raise _PeerGone() from None
+        except zmq.ZMQError as exc:
+            self._send_failed(ident, exc)
+            raise _PeerGone() from None
+        finally:
+            self._pump.kick()
+
+    def _send_failed(self, ident: bytes, exc: zmq.ZMQError) -> None:
+        if exc.errno == zmq.EHOSTUNREACH:
+            self._peer_gone(ident, "disconnected")
+        elif not self._closed.is_set():
+            log.warning("%s: send to %s failed: %s", self.name, ident.hex(), exc)
+
+    def _peer_gone(self, ident: bytes, why: str) -> None:
+        streams = self._streams.pop(ident, None)
+        if not streams:
+            log.debug("%s: peer %s %s", self.name, ident.hex(), why)
+            return
+        log.warning("%s: peer %s %s; cancelling its %d stream(s)", self.name, ident.hex(), why, len(streams))
+        current = asyncio.current_task()
+        for rid, task in streams.items():
+            self._tasks.pop((ident, rid), None)
+            # the current task is already on its way out; a second cancel could cut short its
+            # generator's cleanup
+            if task is not current and not task.done() and not task.cancelling():
+                task.cancel()
+
+    async def _keepalive_loop(self) -> None:
+        ping = encode_ping()
+        while True:
+            await asyncio.sleep(self.keepalive)
+            for ident in list(self._streams):
+                try:
+                    self._send_now(ident, ping)
+                except zmq.Again:
+                    pass  # busy, hence not idle: the stream's own sends will tell
+                except zmq.ZMQError as exc:
+                    if exc.errno == zmq.EHOSTUNREACH:
+                        self._peer_gone(ident, "disconnected")
+            self._pump.kick()
