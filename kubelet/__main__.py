@@ -29,7 +29,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s kubelet[%(process)d] %(levelname)s: %(message)s")
-    logging.getLogger("watchfiles").setLevel(logging.WARNING)  # it reports every change at INFO
     node_dir = os.path.abspath(args.node_dir)
     opts = Options(node=args.node, node_dir=node_dir,
                    manifests_dir=os.path.abspath(args.manifests or os.path.join(node_dir, "manifests")),

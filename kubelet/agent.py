@@ -140,11 +140,16 @@ class Kubelet:
     # -- the manifest source ----------------------------------------------------------------
 
     async def _watch_manifests(self) -> None:
-        from watchfiles import awatch
+        """Any change in the manifest directory (not below it) relists it: sync_manifests is
+        level-based, so what changed, and a lost event ("rescan"), do not matter. A watch
+        ends when the directory is deleted: it is made again and watched anew."""
+        from kubemu.dirwatch import DirWatch  # after READY=1: not in the kubelet's start-up path
 
-        os.makedirs(self.opts.manifests_dir, exist_ok=True)
-        async for _changes in awatch(self.opts.manifests_dir, recursive=False, debounce=50, step=20):
-            self.sync_manifests()
+        while True:
+            async with DirWatch(self.opts.manifests_dir, create=True) as changes:
+                self.sync_manifests()  # the watch is in place: catch what changed before it
+                async for _batch in changes:
+                    self.sync_manifests()
 
     async def _relist_periodically(self) -> None:
         while True:

@@ -36,7 +36,8 @@ SIGKILLs them all above the limit, so a fast allocator can overshoot by one inte
 
 Every JSON file is written to a temporary name and renamed, so a reader or a watcher only
 ever sees complete files, and each appears exactly once. `watch` reports N.state.json as
-"started" and N.exit.json as "exited" (inotify through watchfiles, recursive on the pods dir).
+"started" and N.exit.json as "exited" (inotify through kubemu.dirwatch, on the pods dir down to
+the container directories: an exit is seen on the loop's next turn, and log writes wake nobody).
 
 What a start looks like from the files (`state`): spec only, lock held = starting; state.json
 = running; exit.json = exited; no exit.json and the lock free = the shim died without saying
@@ -68,21 +69,21 @@ import sys
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from init.spawn import DEFAULT_SIGNALS
 
 from .shim import (EXIT, LOG, SHIM_LOG, SPEC, STATE, STOP, instance_file, proc_stat, read_json,
                    write_json)
 
+if TYPE_CHECKING:
+    from kubemu.dirwatch import DirWatch
+
 # What init gives the kubelet for itself (sd_notify, the watchdog, socket activation): a
 # container or a shim that inherited it could speak to init in the kubelet's name.
 SUPERVISOR_VARS = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID",
                    "LISTEN_FDNAMES")
 LOCK_FD = 3  # where the shim finds the spec's locked file
-# watchfiles groups the changes of one burst: it returns once nothing changed for STEP ms,
-# and after DEBOUNCE ms at the latest (a chatty container's log never pauses).
-WATCH_STEP_MS = 50
-WATCH_DEBOUNCE_MS = 300
 _SEEN_LIMIT = 10_000
 _INSTANCE_FILE = re.compile(r"(\d+)\.(spec|state|exit|stop)\.json|(\d+)\.log")
 _EVENT_FILE = re.compile(r"(\d+)\.(state|exit)\.json")
@@ -311,46 +312,35 @@ class Runtime:
     async def watch(self, stop_event: asyncio.Event | None = None) -> AsyncIterator[Event]:
         """(pod dir, container, restart count, "started"|"exited") for every N.state.json and
         N.exit.json: first those already there, then each new one as inotify reports it
-        (watchfiles), in order for one container start, each once. Starting a watch and
-        then listing therefore misses nothing. Ends when `stop_event` is set."""
-        from watchfiles import Change, awatch  # the Rust extension loads only for a watch
+        (kubemu.dirwatch, on the next turn of the loop), in order for one container start,
+        each once. Starting a watch and then listing therefore misses nothing. Ends when
+        `stop_event` is set."""
+        from kubemu.dirwatch import DirWatch  # inotify (ctypes) loads only for a watch
 
         seen: dict[Event, None] = {}
-        changes = awatch(self.pods_dir, watch_filter=None, step=WATCH_STEP_MS, debounce=WATCH_DEBOUNCE_MS,
-                         stop_event=stop_event, recursive=True)
-        pending = asyncio.ensure_future(anext(changes))
+        # pods/<pod>/<container>/N.*.json: the pods dir, its pods and their containers are
+        # watched, and only names ending in .json wake the consumer (not the logs, nor the
+        # shims' temporary files). The watches are in place before the scan below.
+        changes = DirWatch(self.pods_dir, recursive=True, max_depth=2, suffixes=(".json",), create=True)
+        stopper = asyncio.ensure_future(_close_when_set(stop_event, changes)) if stop_event else None
         try:
-            # One turn of the loop runs awatch to its first await, after its inotify watches
-            # are in place: what the scan below misses, they catch.
-            await asyncio.sleep(0)
             for event in _unseen(seen, self._scan(self.pods_dir)):
                 yield event
-            while True:
-                try:
-                    batch = await pending
-                except StopAsyncIteration:
-                    return
-                pending = asyncio.ensure_future(anext(changes))
-                for event in _unseen(seen, self._events(batch, Change)):
+            async for batch in changes:
+                for event in _unseen(seen, self._events(batch)):
                     yield event
         finally:
-            pending.cancel()
-            await asyncio.gather(pending, return_exceptions=True)
-            await changes.aclose()
+            changes.close()
+            if stopper is not None:
+                stopper.cancel()
+                await asyncio.gather(stopper, return_exceptions=True)
 
-    def _events(self, batch, change_type) -> list[Event]:
-        events = []
-        for change, path in batch:
-            if change == change_type.deleted:
-                continue
-            event = self._event_of(path)
-            if event is not None:
-                events.append(event)
-            elif change == change_type.added and os.path.isdir(path):
-                # A new pod or container directory: files made before inotify watched it
-                # have no event of their own.
-                events.extend(self._scan(path))
-        return events
+    def _events(self, batch: list[tuple[str, str]]) -> list[Event]:
+        if any(kind == "rescan" for kind, _ in batch):
+            return self._scan(self.pods_dir)  # events were lost: relist (seen drops repeats)
+        # Files found in a new pod or container directory come as "added" too (the watcher
+        # scans it once its watch is in place).
+        return [e for kind, path in batch if kind != "deleted" and (e := self._event_of(path))]
 
     def _event_of(self, path: str) -> Event | None:
         parts = os.path.relpath(path, self.pods_dir).split(os.sep)
@@ -423,6 +413,11 @@ def _unseen(seen: dict[Event, None], events: list[Event]) -> list[Event]:
     while len(seen) > _SEEN_LIMIT:  # bounded memory: files appear once, so old ones can go
         del seen[next(iter(seen))]
     return fresh
+
+
+async def _close_when_set(stop_event: asyncio.Event, changes: DirWatch) -> None:
+    await stop_event.wait()
+    changes.close()  # ends the watch's iteration, even while it waits
 
 
 def _reap_launcher(pid: int) -> None:

@@ -73,6 +73,10 @@ def up(ctx: Ctx, nodes: int, detach: bool, timeout: float) -> None:
     except TimeoutError as exc:
         cluster.down(ctx.state)
         fail(f"{exc}; see {ctx.state.nodes_dir}/*/logs/init.log")
+    except KeyboardInterrupt:  # Ctrl-C while starting: nothing may be left behind
+        console.print("interrupted: stopping...")
+        cluster.down(ctx.state)
+        sys.exit(130)
     console.print(views.ps_table(names, statuses))
     if detach:
         console.print(f"\ncluster up in {ctx.state.root}. Try: kubemu ps; kill -9 <pid>; kubemu ps; kubemu down")
@@ -223,14 +227,19 @@ def logs(ctx: Ctx, pod: str, container: str | None, follow: bool, previous: bool
 
 
 def _follow(f) -> None:
-    from watchfiles import watch  # only `-f` pays for the import
+    """Print what is appended to `f` as it comes, like tail -f: one inotify IN_MODIFY watch
+    on the file, added before the read that catches up, so no write falls in between."""
+    from inotify_simple import INotify, flags  # only `-f` pays for the import
 
     try:
-        for _changes in watch(f.name, rust_timeout=1000, yield_on_timeout=False):
-            chunk = f.read()
-            if chunk:
-                sys.stdout.write(chunk.decode(errors="replace"))
-                sys.stdout.flush()
+        with INotify() as inotify:
+            inotify.add_watch(f.name, flags.MODIFY)
+            while True:
+                chunk = f.read()
+                if chunk:
+                    sys.stdout.write(chunk.decode(errors="replace"))
+                    sys.stdout.flush()
+                inotify.read()  # blocks until the file is written to
     except KeyboardInterrupt:
         pass
 
@@ -248,6 +257,9 @@ def bench(suite: str, quick: bool, kills: int | None, json_path: str | None) -> 
 
     run_suite(suite, quick, json_path, kills)
 
+
+from .store_cli import store  # noqa: E402  (last: store_cli takes fail() from this module)
+main.add_command(store)
 
 if __name__ == "__main__":
     main()
