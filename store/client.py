@@ -1,0 +1,867 @@
+"""The store's client: etcd's clientv3 habits over kubemu's wire.
+
+`StoreClient(endpoints)` (asyncio) and `SyncStoreClient(endpoints)` (blocking, for command-line
+tools) talk to the N replicas of the store. Keys, values and range ends may be given as str
+(encoded as UTF-8) or bytes; responses are the replicas' KVStore dicts (bytes keys and values,
+``header.revision``).
+
+Routing and retries
+-------------------
+* Writes (put, delete, txn, compact, leases, membership, move_leader) go to the leader. The
+  client finds it by asking every endpoint for `status` at once, caches it, and follows a
+  replica's "NotLeader" answer to the endpoint it names (or finds the leader again when the
+  replica does not know one). "NotLeader" and "Unavailable" (nothing sent, or the replica says it
+  did not act: no leader yet, shutting down) mean the write was not executed: it is sent again,
+  after a short growing pause where useful, until the operation's `timeout` runs out; then
+  `Unavailable` (still: not executed).
+* A write that was sent but whose reply never came (the wire's timeout, a lost connection, or a
+  replica passing on an OutcomeUnknown of its own) raises `OutcomeUnknown`: it may or may not
+  have been applied, and it is NEVER sent again behind the caller's back. Exceptions, because
+  repeating them is harmless: `lease_keepalive` and read-only txns.
+* Reads (range/get, status, member_list, lease_leases) are idempotent. They go to the leader
+  when it is known (a linearizable read there needs no forwarding) and otherwise round-robin;
+  an attempt that fails without a definite answer moves on to the next replica at once, and one
+  that is merely slow gets a hedge on the next replica after 1/15, 2/15, 4/15 ... of the
+  timeout while it keeps running (the first answer wins). Out of time: `Unavailable`. A
+  replica that just failed to answer is tried after the others for `SUSPECT_FOR` seconds.
+* A replica that is not reachable at all costs at most `dial_timeout` (etcd's name): a request
+  that cannot even be sent to it within that long fails as not sent (the wire's Unavailable),
+  so a dead cached leader does not eat a write's whole timeout.
+* Definite failures are raised as typed errors and never retried: `Compacted` (a wire `Gone`,
+  with `.compact_revision`), `FutureRevision`, `KeyNotFound`/`LeaseNotFound` (wire `NotFound`),
+  `LeaseExists` (`Conflict`), `InvalidRequest`/`DuplicateKey` (`Invalid`), `TooLarge`, ...
+  Replicas send these as the wire class with the store's code in details["reason"] (see
+  store/errors.py); the client picks the specific class from it (or from a bare store code),
+  and the instance keeps the wire code: catch the wire base class or the specific one.
+
+Watches
+-------
+`watch(...)` returns a `Watch`: ``async for event in watch`` yields `store.mvcc.Event`s (type
+"PUT"/"DELETE", kv, prev_kv; ``event.revision``) in revision order. When the replica serving
+it fails (connection lost, the stream ends, the replica is unavailable) the watch reopens on
+another replica from the revision after the last event it received, and drops anything older
+that a replica sends again: no gaps, no duplicates. This relies on a replica sending all the
+events of one revision in one stream item (etcd does so unless asked to fragment). A resume
+point that has been compacted meanwhile raises `Compacted`. If no replica takes the watch back
+within `resume_timeout` seconds the watch raises `Unavailable`.
+
+Many requests and watches may be in flight at once on one client (one wire connection per
+replica). A StoreClient belongs to the event loop that first uses it.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import functools
+import itertools
+import random
+import weakref
+from typing import AsyncIterator, Iterable, Iterator
+
+import zmq
+
+from kubemu import wire
+from kubemu.wire import (BadRequest, Cancelled, Conflict, Gone, Internal, Invalid, NotFound, TooLarge,
+                         Unavailable, WireError)
+from store.mvcc import Event, prefix_end
+
+__all__ = [
+    "StoreClient", "SyncStoreClient", "Watch", "SyncWatch", "Event",
+    "WireError", "NotFound", "Conflict", "Invalid", "Unavailable", "TooLarge", "BadRequest", "Internal",
+    "Gone", "Cancelled", "OutcomeUnknown", "Compacted", "FutureRevision", "KeyNotFound", "LeaseNotFound",
+    "LeaseExists", "InvalidRequest", "DuplicateKey", "NOT_LEADER",
+    "DEFAULT_TIMEOUT", "DEFAULT_DIAL_TIMEOUT", "DEFAULT_RESUME_TIMEOUT",
+]
+
+DEFAULT_TIMEOUT = 5.0  # etcdctl's --command-timeout
+DEFAULT_DIAL_TIMEOUT = 2.0  # etcdctl's --dial-timeout
+DEFAULT_RESUME_TIMEOUT = 30.0
+SUSPECT_FOR = 2.0  # seconds a replica that did not answer is tried after the others
+NOT_LEADER = "NotLeader"  # the replicas' error code for a write sent to a non-leader
+_HEDGES = 4  # a read's hedge delays: timeout * 1/15, 2/15, 4/15, 8/15 (the wire's idempotent scheme)
+
+
+# ------------------------------------------------------------------------------------- errors
+# None of these sets `code` in its class body, so none registers itself with the wire's code
+# registry: an instance keeps whatever code the replica sent.
+
+class OutcomeUnknown(wire.OutcomeUnknown):
+    """A write was sent but no answer came: it may or may not have been applied. Never retried
+    by the client; the caller decides (read back, or make the write conditional with a txn)."""
+
+
+class Compacted(Gone):
+    """The revision asked for (a read, a watch start or resume, a compaction) is at or below the
+    compact revision (etcd ErrCompacted)."""
+
+    @property
+    def compact_revision(self) -> int | None:
+        return self.details.get("compact_revision")
+
+
+class FutureRevision(Invalid):
+    """The revision asked for is above the current one (etcd ErrFutureRev)."""
+
+
+class KeyNotFound(NotFound):
+    """A put with ignore_value/ignore_lease on a missing key."""
+
+
+class LeaseNotFound(NotFound):
+    """No lease with that id (etcd ErrLeaseNotFound)."""
+
+
+class LeaseExists(Conflict):
+    """A lease with that id exists already (etcd ErrLeaseExist)."""
+
+
+class InvalidRequest(Invalid):
+    """A malformed request; details['field'] names the field."""
+
+
+class DuplicateKey(Invalid):
+    """A txn branch puts one key twice, or puts a key it deletes (etcd ErrDuplicateKey)."""
+
+
+_TRANSLATE: dict[str, type[WireError]] = {
+    "Gone": Compacted, "Compacted": Compacted, "FutureRevision": FutureRevision,
+    "KeyNotFound": KeyNotFound, "LeaseNotFound": LeaseNotFound, "LeaseExists": LeaseExists,
+    "InvalidRequest": InvalidRequest, "DuplicateKey": DuplicateKey, "TooLarge": TooLarge,
+    "OutcomeUnknown": OutcomeUnknown,
+}
+
+
+def _translate(err: WireError) -> WireError:
+    """A replica's error as this module's class for it (the instance keeps the wire code).
+    Replicas send state-machine errors as the wire class (NotFound, Invalid, Gone, ...) with
+    the store's own code in details["reason"]; a bare store code is understood too."""
+    reason = err.details.get("reason") if isinstance(err.details, dict) else None
+    cls = _TRANSLATE.get(reason) if isinstance(reason, str) else None
+    cls = cls or _TRANSLATE.get(err.code)
+    if cls is None or type(err) is cls:
+        return err
+    new = cls(err.message, dict(err.details), code=err.code)
+    new.__cause__ = err.__cause__
+    return new
+
+
+def _consume(task: asyncio.Task) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it as never retrieved
+
+
+def _is_not_leader(err: BaseException) -> bool:
+    return isinstance(err, WireError) and err.code == NOT_LEADER
+
+
+def _retryable_read(err: BaseException) -> bool:
+    """Errors after which an idempotent request may simply be sent again (elsewhere)."""
+    return isinstance(err, (Unavailable, wire.OutcomeUnknown, Cancelled)) or _is_not_leader(err)
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+def _b(value: str | bytes | None, what: str = "key") -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"{what} must be str or bytes, not {type(value).__name__}")
+
+
+def _range_end(key: bytes, range_end, prefix: bool) -> bytes | None:
+    if prefix:
+        if range_end is not None:
+            raise ValueError("give either prefix=True or range_end, not both")
+        return prefix_end(key)
+    return _b(range_end, "range_end")
+
+
+def _split_endpoints(endpoints) -> list[str]:
+    if isinstance(endpoints, str):
+        endpoints = endpoints.split(",")
+    found: list[str] = []
+    for ep in endpoints:
+        ep = ep.strip()
+        if ep and ep not in found:
+            found.append(ep)
+    if not found:
+        raise ValueError("no store endpoints given")
+    return found
+
+
+class _Backoff:
+    """Short, growing, jittered pauses between retries that cannot succeed at once."""
+
+    def __init__(self, first: float = 0.02, cap: float = 0.5):
+        self.delay, self.cap = first, cap
+
+    async def sleep(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        pause = min(self.delay * (0.5 + random.random()), max(0.0, deadline - loop.time()))
+        self.delay = min(self.delay * 2, self.cap)
+        if pause > 0:
+            await asyncio.sleep(pause)
+
+
+class _ReplicaClient(wire.Client):
+    """A wire Client whose requests give up being *sent* after `dial_timeout`: a replica that is
+    not connected fails fast as Unavailable (not sent), while a request that was sent still gets
+    the whole timeout for its reply."""
+
+    def __init__(self, endpoint: str, *, dial_timeout: float, **kwargs):
+        super().__init__(endpoint, **kwargs)
+        self.dial_timeout = dial_timeout
+
+    async def _send_wait(self, rid: int, payload: bytes, deadline: float, method: str) -> None:
+        dial_deadline = self._loop.time() + self.dial_timeout
+        await super()._send_wait(rid, payload, min(deadline, dial_deadline), method)
+
+
+# ------------------------------------------------------------------------------------- client
+
+class StoreClient:
+    """An asyncio client of the store's replicas (see the module docstring)."""
+
+    def __init__(self, endpoints: Iterable[str] | str, *, timeout: float = DEFAULT_TIMEOUT,
+                 dial_timeout: float = DEFAULT_DIAL_TIMEOUT, resume_timeout: float = DEFAULT_RESUME_TIMEOUT,
+                 max_frame: int = wire.DEFAULT_MAX_FRAME, context: zmq.Context | None = None):
+        self.endpoints = _split_endpoints(endpoints)
+        for ep in self.endpoints:
+            wire.Client(ep)  # validates the address now rather than on first use (no socket yet)
+        self.timeout = timeout
+        self.dial_timeout = dial_timeout
+        self.resume_timeout = resume_timeout
+        self.max_frame = max_frame
+        self._context = context
+        self._clients: dict[str, _ReplicaClient] = {}
+        self._leader: str | None = None
+        self._discovery: asyncio.Task | None = None
+        self._watches: weakref.WeakSet[Watch] = weakref.WeakSet()
+        self._rr = itertools.count()
+        self._suspect: dict[str, float] = {}  # endpoint -> loop time until which it goes last
+        self._closed = False
+
+    async def __aenter__(self) -> StoreClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    @property
+    def leader(self) -> str | None:
+        """The endpoint currently believed to be the leader's (None: not known)."""
+        return self._leader
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for watch in list(self._watches):
+            await watch.aclose()
+        if self._discovery is not None and not self._discovery.done():
+            self._discovery.cancel()
+            await asyncio.gather(self._discovery, return_exceptions=True)
+        for client in self._clients.values():
+            await client.close()
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _client(self, endpoint: str) -> _ReplicaClient:
+        if self._closed:
+            raise RuntimeError("this StoreClient is closed")
+        client = self._clients.get(endpoint)
+        if client is None:
+            client = self._clients[endpoint] = _ReplicaClient(
+                endpoint, timeout=self.timeout, dial_timeout=self.dial_timeout, max_frame=self.max_frame,
+                context=self._context)
+        return client
+
+    def _learn(self, endpoint: str) -> None:
+        if endpoint not in self.endpoints:
+            self.endpoints.append(endpoint)  # a member the list did not name (e.g. added later)
+
+    def _forget_leader(self, endpoint: str) -> None:
+        if self._leader == endpoint:
+            self._leader = None
+
+    def _mark_failed(self, endpoint: str) -> None:
+        """`endpoint` did not answer: forget it as leader, and try it last for a while."""
+        self._forget_leader(endpoint)
+        self._suspect[endpoint] = asyncio.get_running_loop().time() + SUSPECT_FOR
+
+    def _order(self, leader_first: bool = True) -> list[str]:
+        """Every endpoint once, round-robin; the leader first if asked and known; endpoints that
+        failed in the last SUSPECT_FOR seconds last."""
+        eps = list(self.endpoints)
+        start = next(self._rr) % len(eps)
+        eps = eps[start:] + eps[:start]
+        head = self._leader if leader_first else None
+        if head is not None:
+            if head in eps:
+                eps.remove(head)
+            eps.insert(0, head)
+        now = asyncio.get_running_loop().time()
+        for ep, until in list(self._suspect.items()):
+            if until <= now:
+                del self._suspect[ep]
+        return sorted(eps, key=lambda ep: ep in self._suspect)  # stable: keeps the order above
+
+    def _deadline(self, timeout: float | None) -> tuple[asyncio.AbstractEventLoop, float, float]:
+        loop = asyncio.get_running_loop()
+        timeout = self.timeout if timeout is None else timeout
+        return loop, timeout, loop.time() + timeout
+
+    # --- leader discovery -------------------------------------------------------------------
+
+    async def _leader_endpoint(self, deadline: float) -> str:
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._leader is not None:
+                return self._leader
+            if self._discovery is None or self._discovery.done():
+                self._discovery = loop.create_task(self._discover(loop.time() + self.timeout))
+                self._discovery.add_done_callback(_consume)
+            task = self._discovery
+            remaining = deadline - loop.time()
+            if remaining > 0:
+                await asyncio.wait((task,), timeout=remaining)  # shared: one caller never cancels it
+            if loop.time() >= deadline and self._leader is None:
+                if task.done() and not task.cancelled() and task.exception() is not None:
+                    raise task.exception()
+                raise Unavailable(f"no leader found among {', '.join(self.endpoints)}",
+                                  {"endpoints": list(self.endpoints)})
+
+    async def _discover(self, deadline: float) -> str:
+        """Ask every endpoint for its status, round after round, until one is (or names) the
+        leader; the first replica that says it leads ends the round."""
+        loop = asyncio.get_running_loop()
+        backoff = _Backoff(0.05)
+        errors: dict[str, str] = {}
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                detail = "; ".join(f"{ep}: {msg}" for ep, msg in errors.items()) or "no replica knows a leader"
+                raise Unavailable(f"no leader found among {', '.join(self.endpoints)} ({detail})",
+                                  {"endpoints": list(self.endpoints)})
+            per_call = min(remaining, max(self.dial_timeout, 0.05))
+            calls = {loop.create_task(self._client(ep).call("status", {}, timeout=per_call)): ep
+                     for ep in list(self.endpoints)}
+            hints: list[tuple[int, str]] = []
+            try:
+                pending = set(calls)
+                while pending:
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    for task in done:
+                        ep = calls[task]
+                        exc = task.exception()
+                        if exc is not None:
+                            if not isinstance(exc, Exception):
+                                raise exc
+                            errors[ep] = str(exc)
+                            self._mark_failed(ep)
+                            continue
+                        res = task.result()
+                        errors.pop(ep, None)
+                        if not isinstance(res, dict):
+                            continue
+                        if res.get("role") == "leader":
+                            self._leader = ep
+                            return ep
+                        if res.get("leader_endpoint"):
+                            hints.append((res.get("term") or 0, res["leader_endpoint"]))
+            finally:
+                for task in calls:
+                    task.cancel()
+                await asyncio.gather(*calls, return_exceptions=True)
+            if hints:
+                # the leader itself did not answer (slow, or unreachable from here): believe the
+                # newest term's word; a wrong guess costs one NotLeader or one dial timeout
+                ep = max(hints)[1]
+                self._learn(ep)
+                self._leader = ep
+                return ep
+            await backoff.sleep(loop, deadline)
+
+    # --- writes -----------------------------------------------------------------------------
+
+    async def _write(self, method: str, params: dict, *, timeout: float | None = None,
+                     idempotent: bool = False):
+        loop, timeout, deadline = self._deadline(timeout)
+        backoff = _Backoff()
+        last: WireError | None = None
+        redirects = 0
+        while True:
+            if loop.time() >= deadline:
+                why = f" (last: {last})" if last is not None else ""
+                raise Unavailable(f"{method!r} was not executed: no leader took it within {timeout:g}s{why}",
+                                  {"method": method, "timeout": timeout})
+            try:
+                ep = await self._leader_endpoint(deadline)
+            except Unavailable as err:
+                if last is None:
+                    raise
+                raise Unavailable(f"{err.message} (last: {last})", dict(err.details)) from None
+            try:
+                return await self._client(ep).call(method, params, timeout=max(0.001, deadline - loop.time()))
+            except WireError as err:
+                if _is_not_leader(err):
+                    last = err
+                    hint = err.details.get("endpoint") if isinstance(err.details, dict) else None
+                    self._forget_leader(ep)
+                    if hint and hint != ep:
+                        self._learn(hint)
+                        self._leader = hint
+                        redirects += 1
+                        if redirects > 2:  # stale hints bouncing between replicas: slow down
+                            await backoff.sleep(loop, deadline)
+                    else:
+                        await backoff.sleep(loop, deadline)  # an election may be under way
+                    continue
+                if isinstance(err, Unavailable):
+                    last = err  # not executed (not sent, or refused): try again shortly
+                    self._mark_failed(ep)
+                    await backoff.sleep(loop, deadline)
+                    continue
+                if isinstance(err, (wire.OutcomeUnknown, Cancelled)):
+                    self._mark_failed(ep)  # it may have died: find the leader afresh next time
+                    if idempotent:
+                        last = err
+                        continue
+                    raise OutcomeUnknown(f"{method!r} sent to {ep}: {err.message or err.code}",
+                                         {**err.details, "method": method, "endpoint": ep}) from err
+                raise _translate(err) from None
+
+    # --- reads ------------------------------------------------------------------------------
+
+    async def _read(self, method: str, params: dict, *, timeout: float | None = None):
+        loop, timeout, deadline = self._deadline(timeout)
+        order = self._order()
+        pending: dict[asyncio.Task, str] = {}
+        backoff = _Backoff()
+        last: BaseException | None = None
+        launched = 0
+        hedge_at = loop.time()
+        try:
+            while True:
+                now = loop.time()
+                if now >= deadline:
+                    break
+                busy = set(pending.values())
+                if now >= hedge_at and len(busy) < len(order):
+                    ep = order[launched % len(order)]
+                    if ep in busy:
+                        ep = next(e for e in order if e not in busy)
+                    task = loop.create_task(self._client(ep).call(method, params, timeout=deadline - now))
+                    pending[task] = ep
+                    launched += 1
+                    hedge_at = now + timeout * 2 ** min(launched - 1, _HEDGES - 1) / (2 ** _HEDGES - 1)
+                wake = hedge_at if len(pending) < len(order) else deadline
+                done, _ = await asyncio.wait(pending, timeout=max(0.0, min(wake, deadline) - loop.time()),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    ep = pending.pop(task)
+                    exc = task.exception()
+                    if exc is None:
+                        return task.result()
+                    if not _retryable_read(exc):
+                        raise _translate(exc) if isinstance(exc, WireError) else exc
+                    last = exc
+                    if _is_not_leader(exc):
+                        self._forget_leader(ep)
+                    else:
+                        self._mark_failed(ep)
+                if done and not pending:
+                    await backoff.sleep(loop, deadline)
+                    hedge_at = loop.time()  # every attempt failed: the next replica, now
+        finally:
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+        why = f" (last: {last})" if last is not None else ""
+        raise Unavailable(f"no replica answered {method!r} within {timeout:g}s{why}",
+                          {"method": method, "timeout": timeout, "endpoints": list(self.endpoints)})
+
+    # --- key-value API ----------------------------------------------------------------------
+
+    async def put(self, key: str | bytes, value: str | bytes, *, lease: int = 0, prev_kv: bool = False,
+                  timeout: float | None = None) -> dict:
+        params = {"key": _b(key), "value": _b(value, "value"), "lease": lease, "prev_kv": prev_kv}
+        return await self._write("put", params, timeout=timeout)
+
+    async def range(self, key: str | bytes, range_end: str | bytes | None = None, *, prefix: bool = False,
+                    revision: int = 0, limit: int = 0, count_only: bool = False, keys_only: bool = False,
+                    serializable: bool = False, timeout: float | None = None) -> dict:
+        key = _b(key)
+        params = {"key": key, "range_end": _range_end(key, range_end, prefix), "revision": revision,
+                  "limit": limit, "count_only": count_only, "keys_only": keys_only, "serializable": serializable}
+        return await self._read("range", params, timeout=timeout)
+
+    async def get(self, key: str | bytes, *, revision: int = 0, serializable: bool = False,
+                  timeout: float | None = None) -> dict | None:
+        """The key's kv dict at `revision` (0: now), or None if it does not exist."""
+        resp = await self.range(key, revision=revision, serializable=serializable, timeout=timeout)
+        kvs = resp.get("kvs") or []
+        return kvs[0] if kvs else None
+
+    async def delete(self, key: str | bytes, *, prefix: bool = False, range_end: str | bytes | None = None,
+                     prev_kv: bool = False, timeout: float | None = None) -> dict:
+        key = _b(key)
+        params = {"key": key, "range_end": _range_end(key, range_end, prefix), "prev_kv": prev_kv}
+        return await self._write("delete_range", params, timeout=timeout)
+
+    async def txn(self, compare: Iterable[dict] = (), success: Iterable[dict] = (), failure: Iterable[dict] = (),
+                  *, timeout: float | None = None) -> dict:
+        """etcd's Txn: build the parts with store.mvcc's compare, put_op, range_op, delete_op."""
+        compare, success, failure = list(compare), list(success), list(failure)
+        read_only = all(op.get("op") == "range" for op in success + failure)
+        return await self._write("txn", {"compare": compare, "success": success, "failure": failure},
+                                 timeout=timeout, idempotent=read_only)
+
+    async def compact(self, revision: int, *, timeout: float | None = None) -> dict:
+        return await self._write("compact", {"revision": revision}, timeout=timeout)
+
+    def watch(self, key: str | bytes, *, prefix: bool = False, range_end: str | bytes | None = None,
+              start_revision: int = 0, prev_kv: bool = False, resume_timeout: float | None = None) -> Watch:
+        """Events on the key (or range) from `start_revision` (0: from now on); see `Watch`."""
+        key = _b(key)
+        watch = Watch(self, key, _range_end(key, range_end, prefix), start_revision, prev_kv,
+                      self.resume_timeout if resume_timeout is None else resume_timeout)
+        self._watches.add(watch)
+        return watch
+
+    # --- leases -----------------------------------------------------------------------------
+
+    async def lease_grant(self, ttl: int, *, id: int = 0, timeout: float | None = None) -> dict:
+        return await self._write("lease_grant", {"ttl": ttl, "id": id}, timeout=timeout)
+
+    async def lease_revoke(self, id: int, *, timeout: float | None = None) -> dict:
+        return await self._write("lease_revoke", {"id": id}, timeout=timeout)
+
+    async def lease_keepalive(self, id: int, *, timeout: float | None = None) -> dict:
+        # refreshing a TTL twice is harmless: retried even when the outcome is unknown
+        return await self._write("lease_keepalive", {"id": id}, timeout=timeout, idempotent=True)
+
+    async def lease_leases(self, *, timeout: float | None = None):
+        return await self._read("lease_leases", {}, timeout=timeout)
+
+    # --- cluster ----------------------------------------------------------------------------
+
+    async def status(self, endpoint: str | None = None, *, timeout: float | None = None) -> dict:
+        """One replica's status: `endpoint`'s, or any replica's (the leader's when known)."""
+        if endpoint is None:
+            return await self._read("status", {}, timeout=timeout)
+        try:
+            return await self._client(endpoint).call("status", {}, timeout=timeout, idempotent=True)
+        except WireError as err:
+            raise _translate(err) from None
+
+    async def status_all(self, *, timeout: float | None = None) -> list[dict]:
+        """Every endpoint's status, in order; an unreachable one as {"endpoint", "error"}."""
+        eps = list(self.endpoints)
+        results = await asyncio.gather(*(self.status(ep, timeout=timeout) for ep in eps), return_exceptions=True)
+        out = []
+        for ep, res in zip(eps, results):
+            if isinstance(res, WireError):
+                out.append({"endpoint": ep, "error": str(res)})
+            elif isinstance(res, BaseException):
+                raise res
+            else:
+                if res.get("role") == "leader":
+                    self._leader = ep
+                out.append({**res, "endpoint": res.get("endpoint") or ep})
+        return out
+
+    async def member_list(self, *, timeout: float | None = None) -> list[dict]:
+        return await self._read("member_list", {}, timeout=timeout)
+
+    async def member_add(self, name: str, endpoint: str, *, timeout: float | None = None):
+        return await self._write("member_add", {"name": name, "endpoint": endpoint}, timeout=timeout)
+
+    async def member_remove(self, name: str, *, timeout: float | None = None):
+        return await self._write("member_remove", {"name": name}, timeout=timeout)
+
+    async def move_leader(self, to: str, *, timeout: float | None = None):
+        try:
+            return await self._write("move_leader", {"to": to}, timeout=timeout)
+        finally:
+            self._leader = None  # whatever happened, the leader may have changed
+
+
+# -------------------------------------------------------------------------------------- watch
+
+class Watch:
+    """A resuming watch: an async iterator of `Event`s and an async context manager.
+
+    ``async with client.watch(k) as w`` returns once a replica has created the watch (a put
+    made after that is seen). `created_revision` is the store revision when it was first
+    created; `next_revision` the revision it would resume from."""
+
+    def __init__(self, client: StoreClient, key: bytes, range_end: bytes | None, start_revision: int,
+                 prev_kv: bool, resume_timeout: float):
+        if type(start_revision) is not int or start_revision < 0:
+            raise ValueError(f"start_revision must be an int >= 0, not {start_revision!r}")
+        self._client = client
+        self.key, self.range_end, self.prev_kv = key, range_end, prev_kv
+        self.start_revision = start_revision
+        self.resume_timeout = resume_timeout
+        self.next_revision = start_revision  # 0 until created "from now"
+        self.created_revision: int | None = None
+        self.endpoint: str | None = None  # the replica serving it now
+        self.resumes = 0  # how many times it was reopened after a failure
+        self.last_error: str | None = None  # why it last had to be reopened
+        self._stream: wire.Stream | None = None
+        self._events: collections.deque[Event] = collections.deque()
+        self._failed_endpoint: str | None = None  # the replica that just failed, tried last on reopening
+        self._loss_backoff = _Backoff()  # a replica that keeps ending the stream is not hammered
+        self._closed = False
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self
+
+    async def __aenter__(self) -> Watch:
+        if self._stream is None and not self._closed:
+            await self._open()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        self._events.clear()
+        await self._drop_stream()
+
+    async def _drop_stream(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            try:
+                await stream.aclose()
+            except Exception:
+                pass
+
+    async def __anext__(self) -> Event:
+        while True:
+            if self._events:
+                return self._events.popleft()
+            if self._closed:
+                raise StopAsyncIteration
+            if self._stream is None:
+                await self._open()
+                continue
+            try:
+                item = await self._stream.__anext__()
+            except StopAsyncIteration:
+                await self._lost("the stream ended")
+                continue
+            except WireError as err:
+                if _retryable_read(err):
+                    await self._lost(str(err))
+                    continue
+                await self.aclose()
+                raise _translate(err) from None
+            self._take(item)
+
+    def _take(self, item) -> None:
+        if not isinstance(item, dict):
+            return
+        if item.get("created"):
+            if self.next_revision == 0:  # "from now": the events after the creation revision
+                self.next_revision = item.get("header", {}).get("revision", 0) + 1
+            if self.created_revision is None:
+                self.created_revision = item.get("header", {}).get("revision")
+            return
+        for obj in item.get("events") or ():
+            event = Event.from_wire(obj)
+            if event.revision < self.next_revision:
+                continue  # sent again by the replica we resumed on
+            self._events.append(event)
+            self._loss_backoff = _Backoff()
+            # events received are delivered even if the stream fails now: resume after them
+            self.next_revision = event.revision + 1
+
+    async def _lost(self, why: str) -> None:
+        self._failed_endpoint = self.endpoint
+        if self._failed_endpoint is not None:
+            self._client._mark_failed(self._failed_endpoint)
+        await self._drop_stream()
+        self.resumes += 1
+        self.last_error = why
+        loop = asyncio.get_running_loop()
+        await self._loss_backoff.sleep(loop, loop.time() + 1.0)
+
+    async def _open(self) -> None:
+        """(Re)open the watch on some replica: the one after the failed one first."""
+        client = self._client
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.resume_timeout if self.created_revision is not None else client.timeout)
+        failed = self._failed_endpoint
+        order = client._order(leader_first=False)  # watches need no leader: spread them out
+        if failed in order and len(order) > 1:
+            i = order.index(failed)
+            order = order[i + 1:] + order[:i]  # the failed one is tried last
+            order.append(failed)
+        backoff = _Backoff()
+        errors: dict[str, str] = {}
+        for attempt in itertools.count():
+            if self._closed:
+                return
+            if loop.time() >= deadline:
+                self._closed = True
+                detail = "; ".join(f"{ep}: {msg}" for ep, msg in errors.items())
+                raise Unavailable(f"no replica took the watch on {self.key!r} from revision "
+                                  f"{self.next_revision}" + (f" ({detail})" if detail else ""),
+                                  {"next_revision": self.next_revision})
+            ep = order[attempt % len(order)]
+            params = {"key": self.key, "range_end": self.range_end, "start_revision": self.next_revision,
+                      "prev_kv": self.prev_kv}
+            # one replica that accepts but never answers costs at most the client's timeout
+            budget = max(0.001, min(deadline - loop.time(), client.timeout))
+            stream = client._client(ep).stream("watch", params, timeout=budget)
+            try:
+                first = await asyncio.wait_for(stream.__anext__(), budget)
+            except (WireError, StopAsyncIteration, asyncio.TimeoutError) as err:
+                await _aclose_quietly(stream)
+                if isinstance(err, WireError) and not _retryable_read(err):
+                    self._closed = True
+                    raise _translate(err) from None
+                errors[ep] = str(err) or type(err).__name__
+                client._mark_failed(ep)
+                if attempt % len(order) == len(order) - 1:
+                    await backoff.sleep(loop, deadline)
+                continue
+            except BaseException:
+                await _aclose_quietly(stream)
+                raise
+            if self._closed:  # closed while opening
+                await _aclose_quietly(stream)
+                return
+            self._stream, self.endpoint = stream, ep
+            self._take(first)
+            return
+
+
+async def _aclose_quietly(stream: wire.Stream) -> None:
+    try:
+        await stream.aclose()
+    except Exception:
+        pass
+
+
+# --------------------------------------------------------------------------------------- sync
+
+class SyncWatch:
+    """A blocking `Watch`: iterate it; use it as a context manager so it gets closed."""
+
+    def __init__(self, owner: SyncStoreClient, watch: Watch):
+        self._owner = owner
+        self._watch = watch
+
+    def __getattr__(self, name):  # created_revision, next_revision, endpoint, resumes ...
+        return getattr(self._watch, name)
+
+    def __iter__(self) -> Iterator[Event]:
+        return self
+
+    def __next__(self) -> Event:
+        try:
+            return self._owner._run(self._watch.__anext__())
+        except StopAsyncIteration:
+            raise StopIteration from None
+
+    def __enter__(self) -> SyncWatch:
+        self._owner._run(self._watch.__aenter__())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self._owner._closed:
+            self._owner._run(self._watch.aclose())
+
+
+def _blocking(name: str):
+    method = getattr(StoreClient, name)
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        return self._run(getattr(self._client, name)(*args, **kwargs))
+    return run
+
+
+class SyncStoreClient:
+    """`StoreClient` for blocking code: owns a private event loop and ZeroMQ context. The same
+    methods, blocking; `watch` returns a `SyncWatch`. Not for use inside a running loop."""
+
+    def __init__(self, endpoints: Iterable[str] | str, *, timeout: float = DEFAULT_TIMEOUT,
+                 dial_timeout: float = DEFAULT_DIAL_TIMEOUT, resume_timeout: float = DEFAULT_RESUME_TIMEOUT,
+                 max_frame: int = wire.DEFAULT_MAX_FRAME):
+        self._context = zmq.Context()
+        try:
+            self._client = StoreClient(endpoints, timeout=timeout, dial_timeout=dial_timeout,
+                                       resume_timeout=resume_timeout, max_frame=max_frame, context=self._context)
+        except BaseException:
+            self._context.destroy(linger=0)
+            raise
+        self._loop = asyncio.new_event_loop()
+        self._closed = False
+
+    @property
+    def endpoints(self) -> list[str]:
+        return self._client.endpoints
+
+    @property
+    def leader(self) -> str | None:
+        return self._client.leader
+
+    def __enter__(self) -> SyncStoreClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _run(self, coro):
+        if self._closed:
+            coro.close()
+            raise RuntimeError("this SyncStoreClient is closed")
+        return self._loop.run_until_complete(coro)
+
+    put = _blocking("put")
+    range = _blocking("range")
+    get = _blocking("get")
+    delete = _blocking("delete")
+    txn = _blocking("txn")
+    compact = _blocking("compact")
+    lease_grant = _blocking("lease_grant")
+    lease_revoke = _blocking("lease_revoke")
+    lease_keepalive = _blocking("lease_keepalive")
+    lease_leases = _blocking("lease_leases")
+    status = _blocking("status")
+    status_all = _blocking("status_all")
+    member_list = _blocking("member_list")
+    member_add = _blocking("member_add")
+    member_remove = _blocking("member_remove")
+    move_leader = _blocking("move_leader")
+
+    def watch(self, key: str | bytes, **kwargs) -> SyncWatch:
+        return SyncWatch(self, self._client.watch(key, **kwargs))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        loop = self._loop
+        try:
+            loop.run_until_complete(self._client.close())
+            leftovers = asyncio.all_tasks(loop)
+            for task in leftovers:
+                task.cancel()
+            if leftovers:
+                loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            self._closed = True
+            loop.close()
+            self._context.destroy(linger=wire.CLIENT_LINGER_MS)
