@@ -181,3 +181,20 @@ def test_liveness_probe_failure_restarts_the_container(node, tmp_path):
     assert alive(second) and not alive(first)
     events = (node.dir / "events.jsonl").read_text()
     assert "Unhealthy" in events and "failed liveness probe" in events
+
+
+def test_missing_program_waits_with_a_clear_reason(node):
+    node.manifest("typo", [{"name": "main", "command": ["/no/such/program", "--flag"]}])
+    node.manifest("fine", [sleeper()])
+
+    def waiting():
+        c = node.container("typo")
+        return ((c or {}).get("state") or {}).get("waiting")
+    # The first failure shows CreateContainerError; retries then back off (CrashLoopBackOff),
+    # with containerd's message kept in lastState.
+    first = wait_for(lambda: (w := waiting()) and w.get("reason") in ("CreateContainerError", "CrashLoopBackOff") and w,
+                     message="the typo pod to wait")
+    c = node.container("typo")
+    message = first.get("message", "") + json.dumps(c.get("lastState", {}))
+    assert "/no/such/program" in message
+    assert node.pid("fine") and node.kubelet()["active_state"] == "active"  # nothing else is disturbed
