@@ -211,8 +211,9 @@ def test_daemon_reload_loads_new_and_stops_removed(node):
     (node.units / "old.service").unlink()
     node.unit("new", node.prog("sleep"))
     node.call("daemon-reload")
-    wait_for(lambda: not alive(old_pid), message="the removed unit to stop")
-    assert [r["name"] for r in node.status()["units"]] == ["new.service"]
+    wait_for(lambda: [r["name"] for r in node.status()["units"]] == ["new.service"],
+             message="the removed unit to stop and be forgotten")
+    assert not alive(old_pid)
     assert node.u("new")["active_state"] == "inactive"  # loaded, not started
     node.call("start", unit="new")
     node.wait_unit("new", running)

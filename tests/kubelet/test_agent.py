@@ -197,4 +197,5 @@ def test_missing_program_waits_with_a_clear_reason(node):
     c = node.container("typo")
     message = first.get("message", "") + json.dumps(c.get("lastState", {}))
     assert "/no/such/program" in message
-    assert node.pid("fine") and node.kubelet()["active_state"] == "active"  # nothing else is disturbed
+    wait_for(lambda: node.pid("fine"), message="the other pod")  # nothing else is disturbed
+    assert node.kubelet()["active_state"] == "active"
