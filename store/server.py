@@ -1,0 +1,1386 @@
+"""One replica of the store (the etcd analog): an OS process that drives the pure Raft core
+(`store.raft`) and applies what it commits to the MVCC state machine (`store.mvcc`), both durable
+in the replica's one LevelDB (`store.raftlog`), and serves clients and peers on one wire endpoint.
+
+Shape
+-----
+One asyncio loop. One repeating loop timer ticks Raft every --tick-ms; everything else is driven
+by events: a peer's `raft` call steps messages, a client's request proposes or asks for a read
+index, and each of those sets `_kick`. One task (`_raft_loop`) waits for the kick and processes
+Readys exactly as `store.raft` prescribes, one at a time:
+
+  1. persist the snapshot, entries and hard state in ONE synced LevelDB batch, in a worker
+     thread (a sync write takes milliseconds and plyvel releases the GIL, so the loop keeps
+     stepping messages and taking proposals meanwhile: all of them land in the next Ready, which
+     is the group commit: fsyncs << writes under load). A Ready that only moves the commit
+     index is written inline without an fsync (etcd's MustSync; see store.raftlog);
+  2. then send the messages: all messages for one peer from one Ready go in one `raft` call
+     (split only to stay under the frame size), fired as a task whose reply nobody awaits;
+     InstallSnapshot goes in 1 MiB chunks through `raft_snapshot`, one transfer per peer at a time;
+  3. then restore the KV store from an incoming snapshot, apply the committed entries with one
+     `KVStore.apply_batch` (one backend write), resolve the waiting clients and feed watchers;
+  4. serve the read states; advance().
+
+Entries: msgpack [origin replica, request id, request dict]. The proposing replica resolves the
+waiting client's future when the entry applies (request ids carry a per-process random prefix,
+so an entry proposed by an earlier incarnation never resolves a new request). Conf-change
+entries carry the same triple in ConfChange.context, with the new member's endpoint.
+
+Who serves what
+---------------
+Writes (put, delete_range, txn, compact, lease_grant/revoke/keepalive, member changes,
+move_leader) only on the leader; elsewhere `store.errors.NotLeader` with the leader's name and
+endpoint (definitely not executed). A write is acknowledged only once its entry is committed
+(a majority fsynced it) AND applied here. Linearizable reads (range by default, lease_leases, a
+watch's creation revision) work on every replica with ReadIndex: concurrent reads share one
+read-index request; the reply's index is waited for, then applied >= index, then the read is
+local. serializable=True reads locally at once.
+
+Durability and restart
+----------------------
+Everything lives in ONE LevelDB (<data-dir>/db): the KV state under kv/, the Raft log under
+raft/. The KV store never fsyncs by itself: each synced Raft write also makes every earlier KV
+write durable (one LevelDB WAL), and after kill -9 the replica reopens the KV store at its last
+durable applied index and Raft hands the committed entries after it out again.
+
+Snapshots: every --snapshot-count applied entries the replica takes a KV snapshot (a msgpack
+envelope {"kv": KVStore.snapshot(), "members": {name: endpoint}}). It is *not* compacted into
+the log at once: Raft keeps the entries after the previous compaction point, and the new
+snapshot is installed with `Raft.compact` (and the entries it covers deleted from disk) only
+once min(5000, snapshot-count) more entries have applied. That tail lets a follower that lags a
+little catch up from entries instead of a whole snapshot (etcd's SnapshotCatchUpEntries).
+
+Bootstrap or join (decided once, when the data directory holds no Raft state)
+------------------------------------------------------------------------------
+* Data directory has Raft state: restart from it (flags --peers/--join only supply endpoints).
+* Empty data directory and --join: start with an empty log and no configuration (`Raft(peers=[])`)
+  and learn everything from the leader (entries or a snapshot). Use this for a member added with
+  `member_add`, and for a member whose data directory was wiped (it is still in the
+  configuration; it must never re-bootstrap a log of its own).
+* Empty data directory, no --join: a fresh cluster, so bootstrap with every member of --peers
+  (each bootstrap member writes the same committed configuration entries). As a safety net the
+  replica first asks its peers for their status (briefly); if one of them is past the bootstrap
+  entries (a longer log or a term above 1), the cluster is not fresh and the replica joins
+  instead, with a warning. (A peer holding only the bootstrap entries holds exactly the log this
+  replica would write, so bootstrapping next to it is safe.)
+
+Wire methods (params; keys and values are bytes; answers are the KVStore's etcd-shaped dicts)
+---------------------------------------------------------------------------------------------
+    put {key, value=b"", lease=0, prev_kv=False}            leader only
+    range {key, range_end=None, revision=0, limit=0, count_only=False, keys_only=False,
+           serializable=False}                              any replica
+    delete_range {key, range_end=None, prev_kv=False}       leader only
+    txn {compare=[], success=[], failure=[]}                leader only (ops: store.mvcc builders)
+    compact {revision, physical=False}                      leader only
+    lease_grant {ttl, id=0} -> {id, ttl}                    leader only (id 0: the leader picks one)
+    lease_revoke {id}, lease_keepalive {id} -> {id, ttl}    leader only
+    lease_leases {} -> {leases: [{id, ttl}]}                any replica (linearizable)
+    status {} -> {name, endpoint, role, term, leader, leader_endpoint, commit_index,
+                  applied_index, raft_index, snapshot_index, revision, compact_revision, db_size,
+                  fsyncs, unsynced_writes, proposals, applied_entries, readies, ..., members}
+    member_list {} -> [{name, endpoint}]                    any replica (its current view)
+    member_add {name, endpoint}, member_remove {name} -> {members}   leader only
+    move_leader {to} -> {leader, endpoint}                  leader only; waits for the hand-off
+    watch {key, range_end=None, start_revision=0, prev_kv=False}     stream, any replica
+        first {"created": True, "header": {"revision": R}} (R: a linearizable revision), then
+        {"header": {"revision": H}, "events": [Event.to_wire(), ...]} in revision order, gap-free:
+        stored history from start_revision up to R (items never split a revision; H is the last
+        event's revision), then live batches as they apply (H: the store revision after the
+        batch). start_revision <= compact revision -> Gone {compact_revision}; a watcher more
+        than 1024 batches behind, or on a replica that restores a snapshot, ends with Unavailable.
+    raft {msgs: [Message.to_wire(), ...]}, raft_snapshot {sender, id, seq, last, data}   peers
+
+Leases: the leader keeps a `LeaseClock` (reset with on_become_leader when it takes over),
+answers keepalives, and proposes lease_revoke for expired leases from one loop timer armed at
+the earliest expiry. Auto-compaction (leader only): --auto-compaction-retention 300s keeps five
+minutes of history (the revision seen 300 s ago is compacted; samples every 30 s), a plain
+number N keeps N revisions (checked every 5 s), 0 disables.
+
+Stop: SIGTERM (or SIGINT) on the leader transfers leadership to the most up-to-date follower and
+waits until the new leader is heard from (a bounded wait), then the replica closes; exit 0.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import heapq
+import itertools
+import logging
+import math
+import os
+import random
+import re
+import signal
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable
+
+import msgpack
+import plyvel
+
+from kubemu import wire
+from kubemu.sdnotify import notify, watchdog_interval
+
+from ._mvcc_requests import KeyRange, parse_key_range, parse_request
+from .backend import LevelDBBackend
+from .errors import NotLeader, to_wire_error
+from .mvcc import (Compacted, Event, KVStore, LeaseClock, StoreError, check_request_size, compact_op,
+                   lease_grant_op, lease_revoke_op, put_op, txn_op)
+from .raft import (ConfChange, ConfChangeType, Config, Entry, EntryKind, Message, MessageType, ProposalDropped,
+                   Raft, RaftError, ReadState, Ready, Role, Snapshot, SoftState)
+from .raft import NotLeader as RaftNotLeader
+from .raftlog import RaftStorage
+
+__all__ = ["Options", "Replica", "parse_peers", "parse_retention"]
+
+log = logging.getLogger("store.server")
+
+MT = MessageType
+
+# --- tunables --------------------------------------------------------------------------------
+SNAPSHOT_CATCHUP_ENTRIES = 5000  # etcd's SnapshotCatchUpEntries
+FRAME = wire.DEFAULT_MAX_FRAME  # 2 MiB: a bit above the 1.5 MiB request limit
+PEER_BATCH_BYTES = 1536 * 1024  # split one peer's messages of a Ready into calls of at most this
+PEER_MAX_INFLIGHT = 64  # unanswered `raft` calls per peer before messages are dropped (Raft resends)
+SNAP_CHUNK = 1 << 20
+SNAP_MAX_BYTES = 4 << 30
+WATCH_QUEUE_ITEMS = 1024  # live batches a watcher may fall behind before it is cancelled
+HISTORY_CHUNK_EVENTS = 512
+REVISION_CHECK_S = 5.0
+LEASE_REVOKE_RETRY_S = 2.0
+MAX_MSGS_PER_CALL = 100_000
+MAX_SANE_TERM = 1 << 62  # a term this large is garbage, not an election (it would exhaust the u64)
+PROBE_TIMEOUT_S = 0.5
+MAX_LEASE_ID = 2**63 - 1
+
+
+# --- options ---------------------------------------------------------------------------------
+
+@dataclass
+class Options:
+    name: str
+    data_dir: str
+    listen: str
+    peers: dict[str, str]
+    tick_ms: int = 100
+    election_ticks: int = 10
+    heartbeat_ticks: int = 1
+    snapshot_count: int = 10000
+    retention: tuple[str, float] = ("periodic", 300.0)  # ("periodic", secs) | ("revision", n) | ("off", 0)
+    join: bool = False
+    request_timeout: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.name not in self.peers:
+            raise ValueError(f"--peers must list this replica ({self.name})")
+        if self.peers[self.name] != self.listen:
+            raise ValueError(f"--peers gives {self.name} the endpoint {self.peers[self.name]}, "
+                             f"but --listen is {self.listen}")
+        if self.tick_ms < 1 or self.snapshot_count < 1:
+            raise ValueError("--tick-ms and --snapshot-count must be >= 1")
+        Config(election_ticks=self.election_ticks, heartbeat_ticks=self.heartbeat_ticks)  # validates
+
+    @property
+    def tick_s(self) -> float:
+        return self.tick_ms / 1000.0
+
+    @property
+    def election_s(self) -> float:
+        return self.tick_s * self.election_ticks
+
+
+def parse_peers(text: str) -> dict[str, str]:
+    """'store-0=ipc:///x,store-1=tcp://127.0.0.1:2380' -> {name: endpoint}."""
+    peers: dict[str, str] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, endpoint = item.partition("=")
+        if not sep or not name or not endpoint:
+            raise ValueError(f"bad peer {item!r}: expected NAME=ENDPOINT")
+        if name in peers:
+            raise ValueError(f"peer {name} listed twice")
+        peers[name] = endpoint
+    if not peers:
+        raise ValueError("--peers lists no replica")
+    return peers
+
+
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
+
+
+def parse_retention(text: str) -> tuple[str, float]:
+    """etcd's --auto-compaction-retention: '300s', '5m', '1h' (periodic), '10000' (revisions), '0' (off)."""
+    text = text.strip()
+    if text.isdigit():
+        n = int(text)
+        return ("off", 0.0) if n == 0 else ("revision", float(n))
+    m = _DURATION.match(text)
+    if not m:
+        raise ValueError(f"bad retention {text!r}: expected e.g. 300s, 5m, 1h or a revision count")
+    secs = float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+    return ("off", 0.0) if secs == 0 else ("periodic", secs)
+
+
+# --- small helpers ---------------------------------------------------------------------------
+
+def _msg_size(m: Message) -> int:
+    return 96 + len(m.context) + sum(len(e.data) + 24 for e in m.entries)
+
+
+def _pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def _wrap_snapshot(kv_data: bytes, members: dict[str, str]) -> bytes:
+    return _pack({"kv": kv_data, "members": dict(members)})
+
+
+def _unwrap_snapshot(data: bytes) -> tuple[bytes, dict[str, str]]:
+    """The envelope's parts; ValueError if it is not one of ours."""
+    try:
+        obj = msgpack.unpackb(data, raw=False)
+    except Exception as exc:
+        raise ValueError(f"snapshot envelope is not msgpack: {exc}") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("kv"), bytes) or not isinstance(obj.get("members"), dict):
+        raise ValueError("snapshot envelope: expected {kv: bytes, members: map}")
+    members = obj["members"]
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in members.items()):
+        raise ValueError("snapshot envelope: members must map names to endpoints")
+    try:
+        kv = msgpack.unpackb(obj["kv"], raw=False)
+    except Exception as exc:
+        raise ValueError(f"snapshot state is not msgpack: {exc}") from None
+    if not isinstance(kv, dict) or kv.get("format") != 1 or not isinstance(kv.get("pairs"), list):
+        raise ValueError("snapshot state: not a KVStore snapshot")
+    return obj["kv"], members
+
+
+def _event_wire(ev: Event, prev_kv: bool) -> dict:
+    return {"type": ev.type, "kv": ev.kv, "prev_kv": ev.prev_kv if prev_kv else None}
+
+
+class _Watcher:
+    """One watch stream's live side: a bounded queue of batches filled by the apply path."""
+
+    __slots__ = ("keys", "prev_kv", "start", "items", "wake", "error")
+
+    def __init__(self, keys: KeyRange, prev_kv: bool, start: int):
+        self.keys, self.prev_kv, self.start = keys, prev_kv, start
+        self.items: collections.deque = collections.deque()
+        self.wake = asyncio.Event()
+        self.error: wire.WireError | None = None
+
+    def offer(self, events: list[Event], revision: int) -> None:
+        if self.error is not None:
+            return
+        keys, start = self.keys, self.start
+        mine = [_event_wire(ev, self.prev_kv) for ev in events
+                if ev.kv["mod_revision"] >= start and ev.kv["key"] in keys]
+        if not mine:
+            return
+        if len(self.items) >= WATCH_QUEUE_ITEMS:
+            self.fail(wire.Unavailable(f"watch cancelled: the watcher fell {WATCH_QUEUE_ITEMS} batches "
+                                       f"behind; watch again from the last revision received",
+                                       {"reason": "slow watcher"}))
+            return
+        self.items.append({"header": {"revision": revision}, "events": mine})
+        self.wake.set()
+
+    def fail(self, err: wire.WireError) -> None:
+        if self.error is None:
+            self.error = err
+            self.items.clear()
+            self.wake.set()
+
+    async def next(self) -> dict:
+        while True:
+            if self.error is not None:
+                raise self.error
+            if self.items:
+                return self.items.popleft()
+            self.wake.clear()
+            await self.wake.wait()
+
+
+@dataclass(eq=False)
+class _Peer:
+    name: str
+    endpoint: str
+    client: wire.Client
+    inflight: int = 0
+    snap_task: asyncio.Task | None = None
+
+
+@dataclass(eq=False)
+class _Pending:
+    future: asyncio.Future
+    term: int
+
+
+@dataclass
+class _Metrics:
+    proposals: int = 0
+    applied_entries: int = 0
+    readies: int = 0
+    read_index_requests: int = 0
+    snapshots_taken: int = 0
+    snapshots_installed: int = 0  # local compactions
+    snapshots_restored: int = 0  # received from the leader
+    snapshots_sent: int = 0
+    msgs_sent: int = 0
+    msgs_dropped: int = 0
+    bad_peer_input: int = 0
+    extra_fsyncs: int = 0  # KVStore.restore's own synced write
+    leader_changes: int = 0
+
+
+# --- the replica -------------------------------------------------------------------------------
+
+class Replica:
+    def __init__(self, opts: Options):
+        self.opts = opts
+        self.name = opts.name
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.members: dict[str, str] = dict(opts.peers)
+        self.metrics = _Metrics()
+        self.mode = "?"
+        self.exit_code = 0
+        self._kick: asyncio.Event | None = None
+        self._done: asyncio.Event | None = None
+        self._progress: asyncio.Event | None = None
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-fsync")
+        self._pending: dict[int, _Pending] = {}
+        self._rid_base = random.SystemRandom().getrandbits(30) << 32
+        self._rid = itertools.count(1)
+        self._reads: dict[bytes, tuple[asyncio.Future, float]] = {}
+        self._read_batch: asyncio.Future | None = None
+        self._applied_waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._waiter_seq = itertools.count()
+        self._watchers: set[_Watcher] = set()
+        self._peers: dict[str, _Peer] = {}
+        self._snap_rx: dict[str, list] = {}
+        self._bg: set[asyncio.Task] = set()
+        self._peer_match: dict[str, int] = {}
+        self._is_leader = False
+        self._pending_term_checked = -1
+        self._known_leader: str | None = None
+        self._clock = LeaseClock()
+        self._lease_timer: asyncio.TimerHandle | None = None
+        self._revoking: dict[int, float] = {}
+        self._samples: collections.deque = collections.deque()
+        self._next_sample = 0.0
+        self._next_compact_check = 0.0
+        self._held_snapshot: tuple[int, bytes] | None = None
+        self._last_snapshot_taken = 0
+        self._tick_handle: asyncio.TimerHandle | None = None
+        self._next_tick = 0.0
+        self._watchdog: float | None = watchdog_interval()
+        self._next_watchdog = 0.0
+        self._ready_since: float | None = None
+        self._next_housekeeping = 0.0
+        self._halt = False
+        self._stopping = False
+        self._loop_task: asyncio.Task | None = None
+        self._server: wire.Server | None = None
+        self.db: plyvel.DB | None = None
+
+    # ============================================================================ life cycle
+
+    async def run(self) -> int:
+        self.loop = asyncio.get_running_loop()
+        self._kick, self._done, self._progress = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        self._open_storage()
+        try:
+            self.mode = await self._choose_mode()
+            self._create_raft()
+            self._server = wire.Server(self.opts.listen, self._handlers(), name=self.name, max_frame=FRAME)
+            await self._server.start()
+        except BaseException:
+            await self._close_resources()
+            raise
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.loop.add_signal_handler(sig, self._on_signal, sig)
+        self._loop_task = self.loop.create_task(self._raft_loop(), name="raft-loop")
+        self._loop_task.add_done_callback(self._on_loop_done)
+        self._next_tick = self.loop.time() + self.opts.tick_s
+        self._tick_handle = self.loop.call_at(self._next_tick, self._on_tick)
+        self._kick.set()
+        log.info("%s serving on %s (%s; voters %s; term %d, last index %d, applied %d, revision %d)",
+                 self.name, self.opts.listen, self.mode, ",".join(self.raft.voters) or "-", self.raft.term,
+                 self.raft.last_index, self.kv.applied_index, self.kv.revision)
+        notify(f"READY=1\nSTATUS=serving ({self.mode})")
+        await self._done.wait()
+        return self.exit_code
+
+    def _open_storage(self) -> None:
+        os.makedirs(self.opts.data_dir, mode=0o700, exist_ok=True)
+        self.db = plyvel.DB(os.path.join(self.opts.data_dir, "db"), create_if_missing=True)
+        self.storage = RaftStorage(self.db, prefix=b"raft/")
+        self.kv = KVStore(LevelDBBackend(self.db, prefix=b"kv/"))
+        raw = self.storage.get_meta(b"members")
+        if raw:
+            try:
+                self.members.update(msgpack.unpackb(raw, raw=False))
+            except Exception:
+                log.warning("ignoring undecodable persisted member list")
+        self.members[self.name] = self.opts.listen
+        snap = self.storage.load() if self.storage.snapshot_index > self.kv.applied_index else None
+        if snap is not None and snap.snapshot_data is not None:
+            # The snapshot reached the disk but the KV store restored from it did not (a crash
+            # in between): restore it now, before Raft hands out the entries after it.
+            log.info("restoring the state machine from the persisted snapshot at %d (applied %d)",
+                     snap.snapshot_meta.index, self.kv.applied_index)
+            self._restore_state(snap.snapshot_data)
+        self._last_snapshot_taken = self.storage.snapshot_index
+
+    async def _choose_mode(self) -> str:
+        if not self.storage.is_empty():
+            return "restart"
+        if self.opts.join:
+            return "join"
+        other = await self._probe_initialised_peer()
+        if other is not None:
+            log.warning("data directory is empty but %s is past the bootstrap entries: this is not a "
+                        "fresh cluster, joining instead of bootstrapping (start with --join to say so)", other)
+            return "join"
+        return "bootstrap"
+
+    async def _probe_initialised_peer(self) -> str | None:
+        others = {n: ep for n, ep in self.opts.peers.items() if n != self.name}
+        if not others:
+            return None
+        clients = {n: wire.Client(ep, timeout=PROBE_TIMEOUT_S, max_frame=FRAME) for n, ep in others.items()}
+        try:
+            results = await asyncio.gather(*(c.call("status", {}) for c in clients.values()), return_exceptions=True)
+        finally:
+            for c in clients.values():
+                await c.close()
+        fresh = len(self.opts.peers)  # a fresh member holds just the bootstrap entries, at term <= 1
+        for n, res in zip(clients, results):
+            if isinstance(res, dict) and (res.get("raft_index", 0) > fresh or res.get("term", 0) > 1):
+                return f"{n} (log index {res.get('raft_index')}, term {res.get('term')})"
+        return None
+
+    def _create_raft(self) -> None:
+        cfg = Config(election_ticks=self.opts.election_ticks, heartbeat_ticks=self.opts.heartbeat_ticks)
+        rng = random.Random(int.from_bytes(os.urandom(8), "big"))
+        if self.mode == "restart":
+            state = self.storage.load(applied=self.kv.applied_index)
+            self.raft = Raft(self.name, [], state, cfg, rng)
+        else:
+            peers = sorted(self.opts.peers) if self.mode == "bootstrap" else []
+            self.raft = Raft(self.name, peers, None, cfg, rng)
+
+    def _on_signal(self, sig: int) -> None:
+        log.info("received %s: stopping", signal.Signals(sig).name)
+        if not self._stopping:
+            self._spawn(self.shutdown(graceful=True))
+
+    def _on_loop_done(self, task: asyncio.Task) -> None:
+        if task.cancelled() or self._halt:
+            return
+        exc = task.exception()
+        log.critical("the Raft loop failed; the replica stops", exc_info=exc)
+        self.exit_code = 1
+        self._spawn(self.shutdown(graceful=False))
+
+    async def shutdown(self, graceful: bool = True) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        if graceful:
+            try:
+                await self._hand_off_leadership()
+            except Exception:
+                log.exception("leadership hand-off failed")
+        self._halt = True
+        self._kick.set()
+        if self._loop_task is not None:
+            try:
+                await self._loop_task
+            except BaseException:
+                pass
+        for handle in (self._tick_handle, self._lease_timer):
+            if handle is not None:
+                handle.cancel()
+        self._fail_pending(wire.OutcomeUnknown("the replica is stopping"))
+        for w in list(self._watchers):
+            w.fail(wire.Unavailable("the replica is stopping"))
+        await self._close_resources()
+        log.info("%s stopped", self.name)
+        self._done.set()
+
+    async def _close_resources(self) -> None:
+        if self._server is not None:
+            await self._server.close()
+        for peer in self._peers.values():
+            if peer.snap_task is not None:
+                peer.snap_task.cancel()
+        others = [t for t in self._bg if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        if others:
+            await asyncio.wait(others, timeout=5)
+        for peer in self._peers.values():
+            await peer.client.close()
+        self._io.shutdown(wait=True)  # a persist in flight finishes before the database closes
+        if self.db is not None and not self.db.closed:
+            self.db.close()
+
+    async def _hand_off_leadership(self) -> None:
+        raft = self.raft
+        others = [v for v in raft.voters if v != self.name]
+        if raft.state != Role.LEADER or not others:
+            return
+        target = max(others, key=lambda v: (self._peer_match.get(v, 0), v))
+        log.info("stepping down: transferring leadership to %s (match %d of %d)",
+                 target, self._peer_match.get(target, 0), raft.last_index)
+        try:
+            raft.transfer_leadership(target)
+        except (RaftError, ValueError) as exc:
+            log.warning("cannot transfer leadership to %s: %s", target, exc)
+            return
+        self._kick.set()
+        moved = await self._wait_until(lambda: raft.leader_id not in (None, self.name),
+                                       max(1.0, 3 * self.opts.election_s))
+        if moved:
+            log.info("leadership moved to %s", raft.leader_id)
+        else:
+            log.warning("leadership did not move in time; stopping anyway")
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = self.loop.create_task(coro)
+        self._bg.add(task)
+        task.add_done_callback(self._bg.discard)
+        return task
+
+    # ============================================================================ the Raft loop
+
+    def _on_tick(self) -> None:
+        now = self.loop.time()
+        self._next_tick = max(self._next_tick + self.opts.tick_s, now)
+        self._tick_handle = self.loop.call_at(self._next_tick, self._on_tick)
+        if self._halt:
+            return
+        self.raft.tick()
+        self._kick.set()
+        if self._watchdog is not None and now >= self._next_watchdog:
+            # Only while Readys get through: a persist stuck for two intervals (a hung disk)
+            # stops the pings, and the supervisor restarts us.
+            if self._ready_since is None or now - self._ready_since < 2 * self._watchdog:
+                notify("WATCHDOG=1")
+            self._next_watchdog = now + self._watchdog
+        if now >= self._next_housekeeping:
+            self._next_housekeeping = now + min(1.0, max(self.opts.tick_s, 0.1))
+            self._housekeeping(now)
+
+    async def _raft_loop(self) -> None:
+        raft = self.raft
+        kick = self._kick
+        while not self._halt:
+            await kick.wait()
+            kick.clear()
+            self._flush_reads()
+            while not self._halt and raft.has_ready():
+                await self._handle_ready(raft.ready())
+                self._flush_reads()
+
+    async def _handle_ready(self, rd: Ready) -> None:
+        self.metrics.readies += 1
+        self._ready_since = self.loop.time()
+        # 1. persist (group commit: whatever arrives meanwhile goes in the next Ready)
+        if self.storage.needs_sync(rd):
+            await self.loop.run_in_executor(self._io, self.storage.save, rd)
+        else:
+            self.storage.save(rd)  # nothing, or only the commit index: no fsync, no thread hop
+        if rd.entries:
+            self._note_appended(rd.entries)
+        # 2. send
+        if rd.messages:
+            self._send(rd.messages)
+        # 3. apply
+        if rd.snapshot is not None:
+            self._install_received_snapshot(rd.snapshot)
+        if rd.committed_entries:
+            self._apply(rd.committed_entries)
+        # 4. reads
+        for rs in rd.read_states:
+            self._on_read_state(rs)
+        self.raft.advance(rd)
+        if rd.soft_state is not None:
+            self._on_soft_state(rd.soft_state)
+        self._check_pending()
+        self._wake_applied()
+        await self._maybe_snapshot()
+        self._ready_since = None
+        progress, self._progress = self._progress, asyncio.Event()
+        progress.set()
+
+    def _on_soft_state(self, ss: SoftState) -> None:
+        was_leader = self._is_leader
+        self._is_leader = ss.role == Role.LEADER
+        if ss.leader_id != self._known_leader:
+            self._known_leader = ss.leader_id
+            self.metrics.leader_changes += 1
+            if ss.leader_id is not None:
+                log.info("%s leads term %d%s", ss.leader_id, self.raft.term,
+                         " (this replica)" if ss.leader_id == self.name else "")
+        if self._is_leader and not was_leader:
+            now = self.loop.time()
+            self._peer_match = {}
+            self._samples.clear()
+            self._revoking.clear()
+            self._next_sample = now
+            self._next_compact_check = now + REVISION_CHECK_S
+            self._clock.on_become_leader(now, self.kv.leases())
+            self._rearm_lease_timer()
+        elif was_leader and not self._is_leader:
+            log.info("no longer the leader (term %d, role %s)", self.raft.term, ss.role)
+            if self._lease_timer is not None:
+                self._lease_timer.cancel()
+                self._lease_timer = None
+
+    async def _wait_until(self, cond: Callable[[], bool], timeout: float) -> bool:
+        deadline = self.loop.time() + timeout
+        while not cond():
+            remaining = deadline - self.loop.time()
+            if remaining <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._progress.wait(), min(remaining, 0.05 + self.opts.tick_s))
+            except asyncio.TimeoutError:
+                pass
+        return True
+
+    # ============================================================================ transport
+
+    def _known_sender(self, name: str) -> bool:
+        return name in self.members or name in self.raft.voters
+
+    def _peer(self, name: str) -> _Peer | None:
+        ep = self.members.get(name)
+        if ep is None or name == self.name:
+            return None
+        peer = self._peers.get(name)
+        if peer is None or peer.endpoint != ep:
+            if peer is not None:
+                self._spawn(peer.client.close())
+            peer = self._peers[name] = _Peer(name, ep, wire.Client(ep, timeout=self._peer_timeout(),
+                                                                    max_frame=FRAME))
+        return peer
+
+    def _peer_timeout(self) -> float:
+        return max(1.0, self.opts.election_s)
+
+    def _send(self, msgs: list[Message]) -> None:
+        groups: dict[str, list[Message]] = {}
+        for m in msgs:
+            if m.type == MT.SNAP:
+                self._send_snapshot(m)
+            else:
+                groups.setdefault(m.to, []).append(m)
+        for to, ms in groups.items():
+            peer = self._peer(to)
+            if peer is None:
+                self.metrics.msgs_dropped += len(ms)
+                log.debug("no endpoint for %s: dropped %d message(s)", to, len(ms))
+                continue
+            batch: list[dict] = []
+            size = 0
+            for m in ms:
+                s = _msg_size(m)
+                if batch and size + s > PEER_BATCH_BYTES:
+                    self._fire(peer, batch)
+                    batch, size = [], 0
+                batch.append(m.to_wire())
+                size += s
+            self._fire(peer, batch)
+
+    def _fire(self, peer: _Peer, batch: list[dict]) -> None:
+        if peer.inflight >= PEER_MAX_INFLIGHT:
+            self.metrics.msgs_dropped += len(batch)
+            return
+        peer.inflight += 1
+        self.metrics.msgs_sent += len(batch)
+        self._spawn(self._deliver(peer, batch))
+
+    async def _deliver(self, peer: _Peer, batch: list[dict]) -> None:
+        try:
+            await peer.client.call("raft", {"msgs": batch})
+        except wire.WireError as exc:
+            log.debug("raft call to %s failed: %s", peer.name, exc)
+        except Exception as exc:
+            log.debug("raft call to %s failed: %r", peer.name, exc)
+        finally:
+            peer.inflight -= 1
+
+    def _send_snapshot(self, m: Message) -> None:
+        peer = self._peer(m.to)
+        if peer is None or (peer.snap_task is not None and not peer.snap_task.done()):
+            self.metrics.msgs_dropped += 1
+            return
+        peer.snap_task = self._spawn(self._stream_snapshot(peer, m))
+
+    async def _stream_snapshot(self, peer: _Peer, m: Message) -> None:
+        blob = _pack(m.to_wire())
+        sid = random.getrandbits(62)
+        n = max(1, math.ceil(len(blob) / SNAP_CHUNK))
+        log.info("sending snapshot at index %d (%d bytes, %d chunk(s)) to %s",
+                 m.snapshot.meta.index, len(blob), n, peer.name)
+        try:
+            for seq in range(n):
+                await peer.client.call("raft_snapshot", {
+                    "sender": self.name, "id": sid, "seq": seq, "last": seq == n - 1,
+                    "data": blob[seq * SNAP_CHUNK:(seq + 1) * SNAP_CHUNK]}, timeout=max(5.0, self._peer_timeout()))
+            self.metrics.snapshots_sent += 1
+        except wire.WireError as exc:
+            log.info("sending a snapshot to %s failed: %s (Raft will retry)", peer.name, exc)
+
+    def _bad_input(self, what: str) -> wire.BadRequest:
+        self.metrics.bad_peer_input += 1
+        log.warning("rejected peer input: %s", what)
+        return wire.BadRequest(what)
+
+    def rpc_raft(self, msgs) -> None:
+        """Peer transport: step a batch of Raft messages (validated first: all or none)."""
+        if type(msgs) is not list or len(msgs) > MAX_MSGS_PER_CALL:
+            raise self._bad_input("raft: msgs must be a list of at most %d messages" % MAX_MSGS_PER_CALL)
+        parsed = []
+        for obj in msgs:
+            try:
+                m = Message.from_wire(obj)
+            except ValueError as exc:
+                raise self._bad_input(f"malformed raft message: {exc}") from None
+            problem = self._check_peer_message(m)
+            if problem:
+                raise self._bad_input(problem)
+            if m.type == MT.SNAP:
+                raise self._bad_input(f"snapshot from {m.frm} outside raft_snapshot")
+            parsed.append(m)
+        self._step_all(parsed)
+
+    def _check_peer_message(self, m: Message) -> str | None:
+        if m.to != self.name:
+            return f"raft message for {m.to!r} delivered to {self.name}"
+        if not self._known_sender(m.frm):
+            return f"raft message from unknown sender {m.frm!r}"
+        if m.term > MAX_SANE_TERM:
+            return f"raft message from {m.frm} with absurd term {m.term}"
+        return None
+
+    def _step_all(self, msgs: list[Message]) -> None:
+        if self._halt:
+            return
+        raft = self.raft
+        for m in msgs:
+            if m.type == MT.APP_RESP and not m.reject and raft.state == Role.LEADER:
+                if m.index > self._peer_match.get(m.frm, 0):
+                    self._peer_match[m.frm] = m.index
+            raft.step(m)
+        if msgs:
+            self._kick.set()
+
+    def rpc_raft_snapshot(self, sender, id, seq, last, data) -> None:
+        """Peer transport for InstallSnapshot: the msgpack'd SNAP message in ordered chunks."""
+        if not (isinstance(sender, str) and type(id) is int and type(seq) is int and seq >= 0
+                and type(last) is bool and type(data) is bytes):
+            raise self._bad_input("raft_snapshot: bad parameter types")
+        if not self._known_sender(sender):
+            raise self._bad_input(f"raft_snapshot from unknown sender {sender!r}")
+        rx = self._snap_rx.get(sender)
+        if seq == 0:
+            rx = self._snap_rx[sender] = [id, 0, bytearray()]
+        elif rx is None or rx[0] != id or rx[1] != seq:
+            self._snap_rx.pop(sender, None)
+            raise self._bad_input(f"raft_snapshot from {sender}: chunk {seq} out of order")
+        if len(rx[2]) + len(data) > SNAP_MAX_BYTES:
+            self._snap_rx.pop(sender, None)
+            raise self._bad_input(f"raft_snapshot from {sender}: over {SNAP_MAX_BYTES} bytes")
+        rx[2] += data
+        rx[1] = seq + 1
+        if not last:
+            return
+        del self._snap_rx[sender]
+        try:
+            m = Message.from_wire(msgpack.unpackb(bytes(rx[2]), raw=False))
+        except Exception as exc:
+            raise self._bad_input(f"raft_snapshot from {sender}: malformed message: {type(exc).__name__}: {exc}") from None
+        problem = self._check_peer_message(m)
+        if problem or m.type != MT.SNAP or m.frm != sender:
+            raise self._bad_input(problem or f"raft_snapshot from {sender}: not a snapshot from it")
+        try:
+            _unwrap_snapshot(m.snapshot.data)
+        except ValueError as exc:
+            raise self._bad_input(f"raft_snapshot from {sender}: {exc}") from None
+        self._step_all([m])
+
+    # ============================================================================ apply
+
+    def _note_appended(self, entries: list[Entry]) -> None:
+        """A configuration takes effect when appended: learn a new member's endpoint now."""
+        for e in entries:
+            if e.kind == EntryKind.CONF_CHANGE:
+                cc, _, endpoint = self._decode_conf(e)
+                if cc is not None and cc.type == ConfChangeType.ADD_NODE and endpoint:
+                    self.members[cc.node_id] = endpoint
+
+    @staticmethod
+    def _decode_conf(e: Entry) -> tuple[ConfChange | None, tuple | None, str]:
+        try:
+            cc = ConfChange.decode(e.data)
+        except ValueError:
+            return None, None, ""
+        if not cc.context:
+            return cc, None, ""
+        try:
+            origin, rid, endpoint = msgpack.unpackb(cc.context, raw=False)
+            return cc, (origin, rid), endpoint if isinstance(endpoint, str) else ""
+        except Exception:
+            return cc, None, ""
+
+    def _apply(self, entries: list[Entry]) -> None:
+        batch: list[tuple[int, dict | None]] = []
+        tags: list[tuple[Any, dict | None]] = []
+        conf_done: list[tuple[Any, dict]] = []
+        for e in entries:
+            tag = req = None
+            if e.kind == EntryKind.NORMAL:
+                try:
+                    origin, rid, req = msgpack.unpackb(e.data, raw=False)
+                    tag = (origin, rid)
+                except Exception:
+                    log.error("entry %d is undecodable; applied as a no-op", e.index)
+                    req = None
+            elif e.kind == EntryKind.CONF_CHANGE:
+                ctag = self._apply_conf(e)
+                if ctag is not None:
+                    conf_done.append((ctag, {"members": self.member_list()}))
+            batch.append((e.index, req))
+            tags.append((tag, req))
+        results = self.kv.apply_batch(batch)
+        self.metrics.applied_entries += len(entries)
+        events: list[Event] = []
+        for (tag, req), (res, evs) in zip(tags, results):
+            if evs:
+                events.extend(evs)
+            if req is not None and res is not None:
+                self._lease_bookkeeping(req, res)
+            if tag is not None and tag[0] == self.name:
+                self._resolve(tag[1], res)
+        for ctag, result in conf_done:
+            if ctag[0] == self.name:
+                self._resolve(ctag[1], result)
+        if events and self._watchers:
+            rev = self.kv.revision
+            for w in list(self._watchers):
+                w.offer(events, rev)
+
+    def _apply_conf(self, e: Entry) -> tuple | None:
+        cc, tag, endpoint = self._decode_conf(e)
+        if cc is None:
+            return None
+        if cc.type == ConfChangeType.ADD_NODE:
+            if endpoint:
+                self.members[cc.node_id] = endpoint
+                self._save_members()
+            log.info("member %s added (%s)", cc.node_id, self.members.get(cc.node_id, "endpoint unknown"))
+        else:
+            if cc.node_id != self.name and cc.node_id not in self.opts.peers:
+                self.members.pop(cc.node_id, None)
+                self._save_members()
+            log.info("member %s removed%s", cc.node_id,
+                     ": this replica is no longer a voter" if cc.node_id == self.name else "")
+        return tag
+
+    def _save_members(self) -> None:
+        self.storage.put_meta(b"members", _pack(self.members))
+
+    def _resolve(self, rid: Any, res: Any) -> None:
+        p = self._pending.pop(rid, None) if isinstance(rid, int) else None
+        if p is None or p.future.done():
+            return
+        if isinstance(res, StoreError):
+            p.future.set_exception(to_wire_error(res))
+        elif res is None:
+            p.future.set_exception(wire.OutcomeUnknown("the entry applied without a result"))
+        else:
+            p.future.set_result(res)
+
+    def _check_pending(self) -> None:
+        """Proposals of a term this replica no longer leads have an unknown fate."""
+        raft = self.raft
+        leading = raft.state == Role.LEADER
+        if not self._pending or (leading and raft.term == self._pending_term_checked):
+            return
+        stale = [rid for rid, p in self._pending.items() if not leading or p.term != raft.term]
+        for rid in stale:
+            fut = self._pending.pop(rid).future
+            if not fut.done():
+                fut.set_exception(wire.OutcomeUnknown(
+                    "leadership was lost before the request applied; it may or may not take effect"))
+        self._pending_term_checked = raft.term if leading else -1
+
+    def _fail_pending(self, err: wire.WireError) -> None:
+        pending, self._pending = self._pending, {}
+        for p in pending.values():
+            if not p.future.done():
+                p.future.set_exception(err)
+
+    def _lease_bookkeeping(self, req: dict, res: Any) -> None:
+        op = req.get("op") if isinstance(req, dict) else None
+        if op == "lease_grant" and isinstance(res, dict):
+            if self._is_leader:
+                now = self.loop.time()
+                self._clock.grant(res["id"], res["ttl"], now)
+                self._lease_timer_at(now + res["ttl"])
+        elif op == "lease_revoke":
+            lid = req.get("id")
+            self._clock.revoke(lid)
+            self._revoking.pop(lid, None)
+
+    def _install_received_snapshot(self, snap: Snapshot) -> None:
+        log.info("restoring from the leader's snapshot at index %d (%d bytes)", snap.meta.index, len(snap.data))
+        self._restore_state(snap.data)
+        self.metrics.snapshots_restored += 1
+        self._held_snapshot = None
+        self._last_snapshot_taken = snap.meta.index
+
+    def _restore_state(self, data: bytes) -> None:
+        kv_data, members = _unwrap_snapshot(data)
+        self.kv.restore(kv_data)
+        self.metrics.extra_fsyncs += 1
+        self.members.update(members)
+        self.members[self.name] = self.opts.listen
+        self._save_members()
+        for w in list(self._watchers):
+            w.fail(wire.Unavailable("watch cancelled: the replica restored a snapshot; watch again",
+                                    {"reason": "restored"}))
+
+    # ============================================================================ snapshots
+
+    async def _maybe_snapshot(self) -> None:
+        applied = self.kv.applied_index
+        raft = self.raft
+        held = self._held_snapshot
+        if held is not None:
+            index, data = held
+            if index <= raft.log.snap_index:
+                self._held_snapshot = None  # overtaken by a snapshot from the leader
+            elif applied - index >= min(SNAPSHOT_CATCHUP_ENTRIES, self.opts.snapshot_count):
+                self._held_snapshot = None
+                meta = raft.compact(index, data)
+                deleted = await self.loop.run_in_executor(
+                    self._io, self.storage.compact, meta, data, [(b"members", _pack(self.members))])
+                self.metrics.snapshots_installed += 1
+                log.info("compacted the Raft log up to %d (%d entries deleted, %d bytes of snapshot)",
+                         index, deleted, len(data))
+        if self._held_snapshot is None and applied - self._last_snapshot_taken >= self.opts.snapshot_count:
+            data = _wrap_snapshot(self.kv.snapshot(), self.members)
+            self._last_snapshot_taken = applied
+            self._held_snapshot = (applied, data)
+            self.metrics.snapshots_taken += 1
+            log.debug("took a snapshot at %d (%d bytes)", applied, len(data))
+
+    # ============================================================================ housekeeping
+
+    def _housekeeping(self, now: float) -> None:
+        stale = [ctx for ctx, (_, t) in self._reads.items() if now - t > 2 * self.opts.request_timeout]
+        for ctx in stale:
+            fut = self._reads.pop(ctx)[0]
+            if not fut.done():
+                fut.cancel()
+        if self._is_leader and self.raft.state == Role.LEADER:
+            self._auto_compact(now)
+
+    def _auto_compact(self, now: float) -> None:
+        mode, value = self.opts.retention
+        target = 0
+        if mode == "revision":
+            if now < self._next_compact_check:
+                return
+            self._next_compact_check = now + REVISION_CHECK_S
+            target = self.kv.revision - int(value)
+        elif mode == "periodic":
+            if now >= self._next_sample:
+                self._samples.append((now, self.kv.revision))
+                self._next_sample = now + max(value / 10, 0.05)
+            while self._samples and self._samples[0][0] <= now - value:
+                target = self._samples.popleft()[1]
+        if target > self.kv.compact_revision and target <= self.kv.revision:
+            log.info("auto-compaction: compacting at revision %d", target)
+            self._propose_internal(compact_op(target))
+
+    # ============================================================================ leases
+
+    def _lease_timer_at(self, when: float) -> None:
+        if not self._is_leader:
+            return
+        if self._lease_timer is not None:
+            if self._lease_timer.when() <= when:
+                return
+            self._lease_timer.cancel()
+        self._lease_timer = self.loop.call_at(when, self._on_lease_timer)
+
+    def _rearm_lease_timer(self) -> None:
+        if self._lease_timer is not None:
+            self._lease_timer.cancel()
+            self._lease_timer = None
+        if not self._is_leader:
+            return
+        now = self.loop.time()
+        soonest = None
+        for lid, _, _ in self.kv.leases():
+            if lid not in self._clock:
+                continue
+            at = self._revoking[lid] if lid in self._revoking else now + self._clock.remaining(lid, now)
+            soonest = at if soonest is None else min(soonest, at)
+        if soonest is not None:
+            self._lease_timer = self.loop.call_at(soonest, self._on_lease_timer)
+
+    def _on_lease_timer(self) -> None:
+        self._lease_timer = None
+        if not self._is_leader or self._halt:
+            return
+        now = self.loop.time()
+        for lid in self._clock.expired(now):
+            if self._revoking.get(lid, 0) > now:
+                continue
+            self._revoking[lid] = now + LEASE_REVOKE_RETRY_S
+            log.info("lease %d expired: revoking it", lid)
+            self._propose_internal(lease_revoke_op(lid))
+        self._rearm_lease_timer()
+
+    # ============================================================================ proposals
+
+    def _require_leader(self) -> None:
+        if self.raft.state != Role.LEADER or self._stopping:
+            self._raise_not_leader()
+
+    def _raise_not_leader(self, hint: str | None = None):
+        leader = hint if hint is not None else self.raft.leader_id
+        if leader == self.name:
+            leader = None
+        raise NotLeader.of(leader, self.members.get(leader) if leader else None)
+
+    def _new_rid(self) -> int:
+        return self._rid_base | next(self._rid)
+
+    def _propose_data(self, data: bytes) -> None:
+        try:
+            self.raft.propose(data)
+        except RaftNotLeader as exc:
+            self._raise_not_leader(exc.leader_hint)
+        except ProposalDropped as exc:
+            raise wire.Unavailable(f"proposal dropped: {exc}") from None
+        self.metrics.proposals += 1
+        self._kick.set()
+
+    def _propose_internal(self, req: dict) -> None:
+        """A proposal nobody waits for (lease revocations, auto-compaction)."""
+        try:
+            self._propose_data(_pack([self.name, 0, req]))
+        except wire.WireError as exc:
+            log.info("could not propose %s: %s", req.get("op"), exc)
+
+    async def _propose(self, req: dict) -> dict:
+        self._require_leader()
+        try:
+            parse_request(req)  # fail malformed requests before they cost a log entry
+            rid = self._new_rid()
+            data = _pack([self.name, rid, req])
+            check_request_size(len(data))
+        except StoreError as err:
+            raise to_wire_error(err) from None
+        self._propose_data(data)
+        return await self._await_pending(rid)
+
+    async def _await_pending(self, rid: int) -> dict:
+        fut = self.loop.create_future()
+        self._pending[rid] = _Pending(fut, self.raft.term)
+        try:
+            return await asyncio.wait_for(fut, self.opts.request_timeout)
+        except asyncio.TimeoutError:
+            raise wire.OutcomeUnknown(f"the request did not apply within {self.opts.request_timeout:g}s; "
+                                      f"it may or may not take effect") from None
+        finally:
+            self._pending.pop(rid, None)
+
+    # ============================================================================ reads
+
+    def _flush_reads(self) -> None:
+        fut = self._read_batch
+        if fut is None:
+            return
+        self._read_batch = None
+        ctx = os.urandom(8) + next(self._rid).to_bytes(8, "big")
+        try:
+            self.raft.read_index(ctx)
+        except RaftError:
+            if not fut.done():
+                fut.set_exception(wire.Unavailable("no leader is known right now"))
+            return
+        self.metrics.read_index_requests += 1
+        self._reads[ctx] = (fut, self.loop.time())
+
+    def _on_read_state(self, rs: ReadState) -> None:
+        entry = self._reads.pop(rs.ctx, None)
+        if entry is not None and not entry[0].done():
+            entry[0].set_result(rs.index)
+
+    async def _read_barrier(self) -> None:
+        """Wait until a linearizable read may be served locally (ReadIndex)."""
+        loop = self.loop
+        deadline = loop.time() + self.opts.request_timeout
+        retry = max(0.3, 2 * self.opts.election_s)
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise wire.Unavailable("could not confirm a read index in time (no quorum or no leader)")
+            if self._read_batch is None:
+                self._read_batch = loop.create_future()
+                self._kick.set()
+            fut = self._read_batch
+            try:
+                index = await asyncio.wait_for(asyncio.shield(fut), min(retry, remaining))
+                break
+            except asyncio.TimeoutError:
+                continue
+            except asyncio.CancelledError:
+                if fut.cancelled() and not asyncio.current_task().cancelling():
+                    continue  # a stale read context was dropped: ask again
+                raise
+            except wire.Unavailable:
+                await asyncio.sleep(min(max(0.02, self.opts.election_s / 2), max(0.0, deadline - loop.time())))
+        if self.kv.applied_index >= index:
+            return
+        waiter = loop.create_future()
+        heapq.heappush(self._applied_waiters, (index, next(self._waiter_seq), waiter))
+        try:
+            await asyncio.wait_for(waiter, max(0.001, deadline - loop.time()))
+        except asyncio.TimeoutError:
+            raise wire.Unavailable(f"this replica did not apply up to the read index {index} in time") from None
+
+    def _wake_applied(self) -> None:
+        applied = self.kv.applied_index
+        heap = self._applied_waiters
+        while heap and heap[0][0] <= applied:
+            fut = heapq.heappop(heap)[2]
+            if not fut.done():
+                fut.set_result(None)
+
+    # ============================================================================ the client API
+
+    def _handlers(self) -> dict[str, Callable]:
+        return {
+            "raft": self.rpc_raft, "raft_snapshot": self.rpc_raft_snapshot,
+            "put": self.rpc_put, "range": self.rpc_range, "delete_range": self.rpc_delete_range,
+            "txn": self.rpc_txn, "compact": self.rpc_compact,
+            "lease_grant": self.rpc_lease_grant, "lease_revoke": self.rpc_lease_revoke,
+            "lease_keepalive": self.rpc_lease_keepalive, "lease_leases": self.rpc_lease_leases,
+            "status": self.rpc_status, "member_list": self.member_list, "member_add": self.rpc_member_add,
+            "member_remove": self.rpc_member_remove, "move_leader": self.rpc_move_leader,
+            "watch": self.rpc_watch,
+        }
+
+    async def rpc_put(self, key, value=b"", lease=0, prev_kv=False) -> dict:
+        return await self._propose(put_op(key, value, lease=lease, prev_kv=prev_kv))
+
+    async def rpc_range(self, key, range_end=None, revision=0, limit=0, count_only=False, keys_only=False,
+                        serializable=False) -> dict:
+        if type(serializable) is not bool:
+            raise wire.Invalid("serializable: expected a boolean", {"field": "serializable"})
+        if not serializable:
+            await self._read_barrier()
+        try:
+            return self.kv.range(key, range_end, revision=revision, limit=limit, count_only=count_only,
+                                 keys_only=keys_only)
+        except StoreError as err:
+            raise to_wire_error(err) from None
+
+    async def rpc_delete_range(self, key, range_end=None, prev_kv=False) -> dict:
+        req = {"op": "delete_range", "key": key}
+        if range_end is not None:
+            req["range_end"] = range_end
+        if prev_kv is not False:
+            req["prev_kv"] = prev_kv
+        return await self._propose(req)
+
+    async def rpc_txn(self, compare=(), success=(), failure=()) -> dict:
+        if not all(isinstance(x, (list, tuple)) for x in (compare, success, failure)):
+            raise wire.Invalid("txn: compare, success and failure must be lists")
+        return await self._propose(txn_op(compare, success, failure))
+
+    async def rpc_compact(self, revision, physical=False) -> dict:
+        return await self._propose({"op": "compact", "revision": revision})
+
+    async def rpc_lease_grant(self, ttl, id=0) -> dict:
+        self._require_leader()
+        if type(id) is not int or id < 0 or id > MAX_LEASE_ID:
+            raise wire.Invalid("id: expected a lease id (0: let the leader choose)", {"field": "id"})
+        if id == 0:
+            taken = {lid for lid, _, _ in self.kv.leases()}
+            while id == 0 or id in taken:
+                id = random.randint(1, MAX_LEASE_ID)
+        return await self._propose(lease_grant_op(id, ttl))
+
+    async def rpc_lease_revoke(self, id) -> dict:
+        return await self._propose(lease_revoke_op(id))
+
+    def rpc_lease_keepalive(self, id) -> dict:
+        self._require_leader()
+        if not self._is_leader:  # leading in the core, but the lease clock is not reset yet
+            raise wire.Unavailable("this replica is just taking over as leader; retry")
+        if type(id) is not int:
+            raise wire.Invalid("id: expected an integer", {"field": "id"})
+        if id in self._revoking:
+            raise wire.NotFound("requested lease not found (expired)", {"id": id, "reason": "LeaseNotFound"})
+        try:
+            ttl = self._clock.refresh(id, self.loop.time())
+        except StoreError as err:
+            raise to_wire_error(err) from None
+        return {"id": id, "ttl": ttl, "header": {"revision": self.kv.revision}}
+
+    async def rpc_lease_leases(self) -> dict:
+        await self._read_barrier()
+        return {"header": {"revision": self.kv.revision},
+                "leases": [{"id": lid, "ttl": ttl} for lid, ttl, _ in self.kv.leases()]}
+
+    def rpc_status(self) -> dict:
+        raft, kv, st = self.raft, self.kv, self.storage
+        leader = raft.leader_id
+        m = self.metrics
+        return {
+            "name": self.name, "endpoint": self.opts.listen, "pid": os.getpid(), "mode": self.mode,
+            "role": str(raft.state), "term": raft.term, "leader": leader,
+            "leader_endpoint": self.members.get(leader) if leader else None,
+            "commit_index": raft.commit_index, "applied_index": kv.applied_index, "raft_index": raft.last_index,
+            "snapshot_index": raft.log.snap_index,
+            "revision": kv.revision, "compact_revision": kv.compact_revision,
+            "db_size": self._db_size(),
+            "fsyncs": st.fsyncs + m.extra_fsyncs, "persisted_entries": st.entries_written,
+            "unsynced_writes": st.unsynced_writes,
+            "proposals": m.proposals, "applied_entries": m.applied_entries, "readies": m.readies,
+            "read_index_requests": m.read_index_requests,
+            "snapshots_taken": m.snapshots_taken, "snapshots_installed": m.snapshots_installed,
+            "snapshots_restored": m.snapshots_restored, "snapshots_sent": m.snapshots_sent,
+            "msgs_sent": m.msgs_sent, "msgs_dropped": m.msgs_dropped, "bad_peer_input": m.bad_peer_input,
+            "leader_changes": m.leader_changes, "watchers": len(self._watchers), "leases": len(kv.leases()),
+            "members": self.member_list(),
+        }
+
+    def _db_size(self) -> int:
+        """Bytes of the LevelDB files (etcd's dbSize is the file size too)."""
+        total = 0
+        try:
+            with os.scandir(os.path.join(self.opts.data_dir, "db")) as it:
+                for entry in it:
+                    if entry.is_file():
+                        total += entry.stat().st_size
+        except OSError:
+            pass
+        return total
+
+    def member_list(self) -> list[dict]:
+        return [{"name": v, "endpoint": self.members.get(v)} for v in self.raft.voters]
+
+    async def _conf_change(self, ctype: ConfChangeType, name, endpoint: str = "") -> dict:
+        self._require_leader()
+        if not isinstance(name, str) or not name or len(name) > 256:
+            raise wire.Invalid("name: expected a member name", {"field": "name"})
+        rid = self._new_rid()
+        cc = ConfChange(ctype, name, _pack([self.name, rid, endpoint]))
+        try:
+            self.raft.propose_conf_change(cc)
+        except RaftNotLeader as exc:
+            self._raise_not_leader(exc.leader_hint)
+        except ProposalDropped as exc:
+            raise wire.Unavailable(f"membership change dropped: {exc}") from None
+        except ValueError as exc:
+            raise wire.Conflict(str(exc), {"name": name}) from None
+        if endpoint:
+            self.members[name] = endpoint
+        self.metrics.proposals += 1
+        self._kick.set()
+        return await self._await_pending(rid)
+
+    async def rpc_member_add(self, name, endpoint) -> dict:
+        if not isinstance(endpoint, str) or not endpoint:
+            raise wire.Invalid("endpoint: expected a wire endpoint", {"field": "endpoint"})
+        return await self._conf_change(ConfChangeType.ADD_NODE, name, endpoint)
+
+    async def rpc_member_remove(self, name) -> dict:
+        return await self._conf_change(ConfChangeType.REMOVE_NODE, name)
+
+    async def rpc_move_leader(self, to) -> dict:
+        self._require_leader()
+        if to == self.name:
+            return {"leader": self.name, "endpoint": self.opts.listen}
+        try:
+            self.raft.transfer_leadership(to)
+        except RaftNotLeader as exc:
+            self._raise_not_leader(exc.leader_hint)
+        except (ValueError, TypeError) as exc:
+            raise wire.Invalid(str(exc), {"field": "to"}) from None
+        self._kick.set()
+        raft = self.raft
+        if not await self._wait_until(lambda: raft.leader_id == to, max(1.0, 3 * self.opts.election_s)):
+            raise wire.Unavailable(f"leadership did not move to {to} in time", {"leader": raft.leader_id})
+        return {"leader": to, "endpoint": self.members.get(to)}
+
+    async def rpc_watch(self, key, range_end=None, start_revision=0, prev_kv=False) -> AsyncIterator[dict]:
+        try:
+            keys = parse_key_range(key, range_end)
+        except StoreError as err:
+            raise to_wire_error(err) from None
+        if type(start_revision) is not int or start_revision < 0:
+            raise wire.Invalid("start_revision: expected a non-negative integer", {"field": "start_revision"})
+        if type(prev_kv) is not bool:
+            raise wire.Invalid("prev_kv: expected a boolean", {"field": "prev_kv"})
+        await self._read_barrier()
+        kv = self.kv
+        rev = kv.revision
+        if start_revision and start_revision <= kv.compact_revision:
+            raise to_wire_error(Compacted(kv.compact_revision))
+        w = _Watcher(keys, prev_kv, max(start_revision, rev + 1))
+        self._watchers.add(w)  # no await since the read barrier: nothing after `rev` is missed
+        try:
+            yield {"created": True, "header": {"revision": rev}}
+            if start_revision and start_revision <= rev:
+                async with contextlib.aclosing(self._history(key, range_end, start_revision, rev,
+                                                             prev_kv)) as history:
+                    async for item in history:
+                        yield item
+            while True:
+                yield await w.next()
+        finally:
+            self._watchers.discard(w)
+
+    async def _history(self, key, range_end, start: int, until: int, prev_kv: bool) -> AsyncIterator[dict]:
+        """Stored events from `start` to `until`, in items that never split a revision (so an
+        item's header revision, its last event's, says every event up to it was delivered)."""
+        try:
+            events = self.kv.events(start, key, range_end, prev_kv)
+        except StoreError as err:
+            raise to_wire_error(err) from None
+        chunk: list[dict] = []
+        last = 0
+        try:
+            while True:
+                try:
+                    ev = next(events)
+                except StopIteration:
+                    break
+                except StoreError as err:
+                    raise to_wire_error(err) from None
+                r = ev.kv["mod_revision"]
+                if r > until:
+                    break
+                if len(chunk) >= HISTORY_CHUNK_EVENTS and r != last:
+                    yield {"header": {"revision": last}, "events": chunk}
+                    chunk = []
+                chunk.append(_event_wire(ev, prev_kv))
+                last = r
+        finally:
+            events.close()
+        if chunk:
+            yield {"header": {"revision": last}, "events": chunk}
