@@ -19,16 +19,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 
-from kubemu.prctl import set_pdeathsig
+from kubemu.child import RESET_SIGNALS, become_child
 
 from .unitconfig import OutputTarget, UnitConfig
 
 SETPRIV = shutil.which("setpriv")
-# Python ignores SIGPIPE and SIGXFSZ at start-up and ignored signals survive exec: reset them.
-DEFAULT_SIGNALS = (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGPIPE,
-                   signal.SIGXFSZ, signal.SIGUSR1, signal.SIGUSR2, signal.SIGQUIT)
 
 
 def open_output(target: OutputTarget, default_path: str) -> int:
@@ -82,7 +78,7 @@ def _posix_spawn(config: UnitConfig, executable: str, env: dict[str, str], out_f
         os.chdir(cwd)  # posix_spawn has no chdir action before 3.13; init is single-threaded here
     try:
         return os.posix_spawn(SETPRIV, argv, env, file_actions=actions, setsid=True,
-                              setsigdef=DEFAULT_SIGNALS, setsigmask=())
+                              setsigdef=RESET_SIGNALS, setsigmask=())
     finally:
         if previous:
             os.chdir(previous)
@@ -111,18 +107,7 @@ def _fork_exec(config: UnitConfig, executable: str, env: dict[str, str], out_fd:
 
 def _become_service(config: UnitConfig, executable: str, env: dict[str, str], out_fd: int, err_fd: int,
                     parent: int) -> None:
-    os.setsid()
-    set_pdeathsig(signal.SIGKILL)
-    if os.getppid() != parent:  # init died between fork() and prctl()
-        os._exit(1)
-    signal.set_wakeup_fd(-1)
-    for sig in DEFAULT_SIGNALS:
-        signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(out_fd, 1)
-    os.dup2(err_fd, 2)
+    become_child(parent, out_fd, err_fd)
     if config.working_directory:
         os.chdir(os.path.expanduser(config.working_directory))
     if "WATCHDOG_USEC" in env:

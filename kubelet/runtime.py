@@ -71,7 +71,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from init.spawn import DEFAULT_SIGNALS
+from kubemu.child import RESET_SIGNALS
 
 from .shim import (EXIT, LOG, SHIM_LOG, SPEC, STATE, STOP, instance_file, proc_stat, read_json,
                    write_json)
@@ -212,7 +212,7 @@ class Runtime:
                    (os.POSIX_SPAWN_DUP2, out, 2), (os.POSIX_SPAWN_DUP2, lock_fd, LOCK_FD)]
         try:
             return os.posix_spawn(sys.executable, argv, self.env_base, file_actions=actions, setpgroup=0,
-                                  setsigdef=DEFAULT_SIGNALS, setsigmask=())
+                                  setsigdef=RESET_SIGNALS, setsigmask=())
         finally:
             os.close(out)
 

@@ -48,6 +48,7 @@ import signal
 import sys
 import time
 
+from kubemu.child import become_child
 from kubemu.prctl import set_child_subreaper, set_pdeathsig
 
 MEMORY_INTERVAL = 0.1  # seconds between RSS samples of a container with a memory limit
@@ -59,11 +60,6 @@ PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 # The signals the shim handles synchronously with sigwaitinfo(); blocked for its whole life.
 WAITED = (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT)
-# Dispositions a container must not inherit: Python ignores SIGPIPE/SIGXFSZ, a launcher may
-# have been started with others ignored (nohup), and SIG_IGN survives exec.
-RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT,
-                 signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD, signal.SIGTSTP,
-                 signal.SIGTTIN, signal.SIGTTOU)
 
 # --- the file names of one container start (shared with kubelet/runtime.py) -----------------
 
@@ -263,17 +259,7 @@ def spawn_container(config: Config, log_fd: int) -> int:
 
 
 def _become_container(config: Config, executable: str, log_fd: int, shim: int) -> None:
-    os.setsid()
-    set_pdeathsig(signal.SIGKILL)
-    if os.getppid() != shim:  # the shim died before the prctl: nobody would stop us
-        os._exit(1)
-    for sig in RESET_SIGNALS:
-        signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
+    become_child(shim, log_fd, log_fd)  # if the shim dies, nobody would stop us: die with it
     if config.cwd:
         try:
             os.chdir(config.cwd)

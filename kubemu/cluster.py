@@ -154,11 +154,4 @@ def down(state: StateDir, timeout: float = 150.0) -> list[int]:
     for proc in alive:
         proc.kill()
     # Anything still marked with this state directory was leaked by a layer below: no survivors.
-    stragglers = state.processes()
-    for proc in stragglers:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(stragglers, timeout=5)
-    return [p.pid for p in stragglers]
+    return state.kill_processes()

@@ -89,6 +89,18 @@ class StateDir:
         return mine
 
 
+    def kill_processes(self) -> list[int]:
+        """SIGKILL every process of this state directory; their PIDs, once they are gone."""
+        procs = self.processes()
+        for proc in procs:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(procs, timeout=10)
+        return [p.pid for p in procs]
+
+
 def node_sort_key(name: str):
     prefix, _, num = name.rpartition("-")
     return (prefix, int(num)) if num.isdigit() else (name, -1)

@@ -51,14 +51,7 @@ def marked_processes(marker: str) -> list[psutil.Process]:
 
 
 def kill_marked(marker: str) -> list[int]:
-    procs = marked_processes(marker)
-    for proc in procs:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(procs, timeout=10)
-    return [p.pid for p in procs]
+    return StateDir(marker).kill_processes()
 
 
 @pytest.fixture

@@ -1,0 +1,34 @@
+"""What a supervisor does in a freshly forked child before exec, shared by init (its units)
+and the kubelet's shim (its container). Only plain system calls: it runs between fork() and
+exec(), so it imports nothing heavier than kubemu.prctl."""
+from __future__ import annotations
+
+import os
+import signal
+
+from .prctl import set_pdeathsig
+
+# Dispositions a child must not inherit: Python ignores SIGPIPE and SIGXFSZ at start-up, a
+# supervisor catches others or was itself started with some ignored (nohup), and SIG_IGN
+# survives exec. The child gets them back at their defaults.
+RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT,
+                 signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCHLD, signal.SIGTSTP,
+                 signal.SIGTTIN, signal.SIGTTOU)
+
+
+def become_child(parent: int, stdout_fd: int, stderr_fd: int) -> None:
+    """Own session and process group; killed with SIGKILL when `parent` dies (and exit now
+    if it already has: the race between fork() and prctl()); default signals and an empty
+    mask; stdin from /dev/null, stdout and stderr to the given fds."""
+    os.setsid()
+    set_pdeathsig(signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+    signal.set_wakeup_fd(-1)
+    for sig in RESET_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(stdout_fd, 1)
+    os.dup2(stderr_fd, 2)
