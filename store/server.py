@@ -102,15 +102,12 @@ waits until the new leader is heard from (a bounded wait), then the replica clos
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import heapq
 import itertools
 import logging
-import math
 import os
 import random
-import re
 import signal
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -122,15 +119,27 @@ import plyvel
 from kubemu import wire
 from kubemu.sdnotify import notify, watchdog_interval
 
-from ._mvcc_requests import KeyRange, parse_key_range, parse_request
+from ._auto_compaction import AutoCompaction
+from ._bootstrap import choose_mode, create_raft
+from ._leases import LeaseExpiry
+from ._mvcc_requests import parse_key_range, parse_request
+from ._pending_requests import PendingRequests
+from ._peers import FRAME, PeerSender, SnapshotChunks
+from ._snapshot_envelope import unwrap_snapshot, wrap_snapshot
+from ._watch_hub import WatchHub, history
 from .backend import LevelDBBackend
 from .errors import NotLeader, to_wire_error
-from .mvcc import (Compacted, Event, KVStore, LeaseClock, StoreError, check_request_size, compact_op,
-                   lease_grant_op, lease_revoke_op, put_op, txn_op)
-from .raft import (ConfChange, ConfChangeType, Config, Entry, EntryKind, Message, MessageType, ProposalDropped,
-                   Raft, RaftError, ReadState, Ready, Role, Snapshot, SoftState)
+from .mvcc import (Compacted, Event, KVStore, StoreError, check_request_size, compact_op, lease_grant_op,
+                   lease_revoke_op, put_op, txn_op)
+from .options import Options, parse_peers, parse_retention
+from .raft import (ConfChange, ConfChangeType, Entry, EntryKind, Message, MessageType, ProposalDropped, RaftError,
+                   ReadState, Ready, Role, Snapshot, SoftState)
 from .raft import NotLeader as RaftNotLeader
 from .raftlog import RaftStorage
+
+# Importable from here as before the split into modules:
+from ._mvcc_requests import KeyRange  # noqa: F401
+from ._watch_hub import WATCH_QUEUE_ITEMS, _Watcher  # noqa: F401
 
 __all__ = ["Options", "Replica", "parse_peers", "parse_retention"]
 
@@ -140,181 +149,15 @@ MT = MessageType
 
 # --- tunables --------------------------------------------------------------------------------
 SNAPSHOT_CATCHUP_ENTRIES = 5000  # etcd's SnapshotCatchUpEntries
-FRAME = wire.DEFAULT_MAX_FRAME  # 2 MiB: a bit above the 1.5 MiB request limit
-PEER_BATCH_BYTES = 1536 * 1024  # split one peer's messages of a Ready into calls of at most this
-PEER_MAX_INFLIGHT = 64  # unanswered `raft` calls per peer before messages are dropped (Raft resends)
-SNAP_CHUNK = 1 << 20
-SNAP_MAX_BYTES = 4 << 30
-WATCH_QUEUE_ITEMS = 1024  # live batches a watcher may fall behind before it is cancelled
-HISTORY_CHUNK_EVENTS = 512
-REVISION_CHECK_S = 5.0
-LEASE_REVOKE_RETRY_S = 2.0
 MAX_MSGS_PER_CALL = 100_000
 MAX_SANE_TERM = 1 << 62  # a term this large is garbage, not an election (it would exhaust the u64)
-PROBE_TIMEOUT_S = 0.5
 MAX_LEASE_ID = 2**63 - 1
-
-
-# --- options ---------------------------------------------------------------------------------
-
-@dataclass
-class Options:
-    name: str
-    data_dir: str
-    listen: str
-    peers: dict[str, str]
-    tick_ms: int = 100
-    election_ticks: int = 10
-    heartbeat_ticks: int = 1
-    snapshot_count: int = 10000
-    retention: tuple[str, float] = ("periodic", 300.0)  # ("periodic", secs) | ("revision", n) | ("off", 0)
-    join: bool = False
-    request_timeout: float = 5.0
-
-    def __post_init__(self) -> None:
-        if self.name not in self.peers:
-            raise ValueError(f"--peers must list this replica ({self.name})")
-        if self.peers[self.name] != self.listen:
-            raise ValueError(f"--peers gives {self.name} the endpoint {self.peers[self.name]}, "
-                             f"but --listen is {self.listen}")
-        if self.tick_ms < 1 or self.snapshot_count < 1:
-            raise ValueError("--tick-ms and --snapshot-count must be >= 1")
-        Config(election_ticks=self.election_ticks, heartbeat_ticks=self.heartbeat_ticks)  # validates
-
-    @property
-    def tick_s(self) -> float:
-        return self.tick_ms / 1000.0
-
-    @property
-    def election_s(self) -> float:
-        return self.tick_s * self.election_ticks
-
-
-def parse_peers(text: str) -> dict[str, str]:
-    """'store-0=ipc:///x,store-1=tcp://127.0.0.1:2380' -> {name: endpoint}."""
-    peers: dict[str, str] = {}
-    for item in filter(None, (p.strip() for p in text.split(","))):
-        name, sep, endpoint = item.partition("=")
-        if not sep or not name or not endpoint:
-            raise ValueError(f"bad peer {item!r}: expected NAME=ENDPOINT")
-        if name in peers:
-            raise ValueError(f"peer {name} listed twice")
-        peers[name] = endpoint
-    if not peers:
-        raise ValueError("--peers lists no replica")
-    return peers
-
-
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
-
-
-def parse_retention(text: str) -> tuple[str, float]:
-    """etcd's --auto-compaction-retention: '300s', '5m', '1h' (periodic), '10000' (revisions), '0' (off)."""
-    text = text.strip()
-    if text.isdigit():
-        n = int(text)
-        return ("off", 0.0) if n == 0 else ("revision", float(n))
-    m = _DURATION.match(text)
-    if not m:
-        raise ValueError(f"bad retention {text!r}: expected e.g. 300s, 5m, 1h or a revision count")
-    secs = float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2)]
-    return ("off", 0.0) if secs == 0 else ("periodic", secs)
 
 
 # --- small helpers ---------------------------------------------------------------------------
 
-def _msg_size(m: Message) -> int:
-    return 96 + len(m.context) + sum(len(e.data) + 24 for e in m.entries)
-
-
 def _pack(obj: Any) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
-
-
-def _wrap_snapshot(kv_data: bytes, members: dict[str, str]) -> bytes:
-    return _pack({"kv": kv_data, "members": dict(members)})
-
-
-def _unwrap_snapshot(data: bytes) -> tuple[bytes, dict[str, str]]:
-    """The envelope's parts; ValueError if it is not one of ours."""
-    try:
-        obj = msgpack.unpackb(data, raw=False)
-    except Exception as exc:
-        raise ValueError(f"snapshot envelope is not msgpack: {exc}") from None
-    if not isinstance(obj, dict) or not isinstance(obj.get("kv"), bytes) or not isinstance(obj.get("members"), dict):
-        raise ValueError("snapshot envelope: expected {kv: bytes, members: map}")
-    members = obj["members"]
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in members.items()):
-        raise ValueError("snapshot envelope: members must map names to endpoints")
-    try:
-        kv = msgpack.unpackb(obj["kv"], raw=False)
-    except Exception as exc:
-        raise ValueError(f"snapshot state is not msgpack: {exc}") from None
-    if not isinstance(kv, dict) or kv.get("format") != 1 or not isinstance(kv.get("pairs"), list):
-        raise ValueError("snapshot state: not a KVStore snapshot")
-    return obj["kv"], members
-
-
-def _event_wire(ev: Event, prev_kv: bool) -> dict:
-    return {"type": ev.type, "kv": ev.kv, "prev_kv": ev.prev_kv if prev_kv else None}
-
-
-class _Watcher:
-    """One watch stream's live side: a bounded queue of batches filled by the apply path."""
-
-    __slots__ = ("keys", "prev_kv", "start", "items", "wake", "error")
-
-    def __init__(self, keys: KeyRange, prev_kv: bool, start: int):
-        self.keys, self.prev_kv, self.start = keys, prev_kv, start
-        self.items: collections.deque = collections.deque()
-        self.wake = asyncio.Event()
-        self.error: wire.WireError | None = None
-
-    def offer(self, events: list[Event], revision: int) -> None:
-        if self.error is not None:
-            return
-        keys, start = self.keys, self.start
-        mine = [_event_wire(ev, self.prev_kv) for ev in events
-                if ev.kv["mod_revision"] >= start and ev.kv["key"] in keys]
-        if not mine:
-            return
-        if len(self.items) >= WATCH_QUEUE_ITEMS:
-            self.fail(wire.Unavailable(f"watch cancelled: the watcher fell {WATCH_QUEUE_ITEMS} batches "
-                                       f"behind; watch again from the last revision received",
-                                       {"reason": "slow watcher"}))
-            return
-        self.items.append({"header": {"revision": revision}, "events": mine})
-        self.wake.set()
-
-    def fail(self, err: wire.WireError) -> None:
-        if self.error is None:
-            self.error = err
-            self.items.clear()
-            self.wake.set()
-
-    async def next(self) -> dict:
-        while True:
-            if self.error is not None:
-                raise self.error
-            if self.items:
-                return self.items.popleft()
-            self.wake.clear()
-            await self.wake.wait()
-
-
-@dataclass(eq=False)
-class _Peer:
-    name: str
-    endpoint: str
-    client: wire.Client
-    inflight: int = 0
-    snap_task: asyncio.Task | None = None
-
-
-@dataclass(eq=False)
-class _Pending:
-    future: asyncio.Future
-    term: int
 
 
 @dataclass
@@ -349,27 +192,22 @@ class Replica:
         self._done: asyncio.Event | None = None
         self._progress: asyncio.Event | None = None
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-fsync")
-        self._pending: dict[int, _Pending] = {}
+        self._pending = PendingRequests(opts.request_timeout)
         self._rid_base = random.SystemRandom().getrandbits(30) << 32
         self._rid = itertools.count(1)
         self._reads: dict[bytes, tuple[asyncio.Future, float]] = {}
         self._read_batch: asyncio.Future | None = None
         self._applied_waiters: list[tuple[int, int, asyncio.Future]] = []
         self._waiter_seq = itertools.count()
-        self._watchers: set[_Watcher] = set()
-        self._peers: dict[str, _Peer] = {}
-        self._snap_rx: dict[str, list] = {}
+        self._watches = WatchHub()
+        self._peers = PeerSender(self.name, self.members, self.metrics, max(1.0, opts.election_s), self._spawn)
+        self._snap_rx = SnapshotChunks()
         self._bg: set[asyncio.Task] = set()
         self._peer_match: dict[str, int] = {}
         self._is_leader = False
-        self._pending_term_checked = -1
         self._known_leader: str | None = None
-        self._clock = LeaseClock()
-        self._lease_timer: asyncio.TimerHandle | None = None
-        self._revoking: dict[int, float] = {}
-        self._samples: collections.deque = collections.deque()
-        self._next_sample = 0.0
-        self._next_compact_check = 0.0
+        self._leases: LeaseExpiry  # made in run(), with the loop and the KV store
+        self._compaction = AutoCompaction(opts.retention)
         self._held_snapshot: tuple[int, bytes] | None = None
         self._last_snapshot_taken = 0
         self._tick_handle: asyncio.TimerHandle | None = None
@@ -390,9 +228,11 @@ class Replica:
         self.loop = asyncio.get_running_loop()
         self._kick, self._done, self._progress = asyncio.Event(), asyncio.Event(), asyncio.Event()
         self._open_storage()
+        self._leases = LeaseExpiry(self.loop, self.kv, self._propose_internal, lambda: self._is_leader,
+                                   lambda: self._halt)
         try:
-            self.mode = await self._choose_mode()
-            self._create_raft()
+            self.mode = await choose_mode(self.opts, self.storage)
+            self.raft = create_raft(self.opts, self.mode, self.storage, self.kv.applied_index)
             self._server = wire.Server(self.opts.listen, self._handlers(), name=self.name, max_frame=FRAME)
             await self._server.start()
         except BaseException:
@@ -433,44 +273,6 @@ class Replica:
             self._restore_state(snap.snapshot_data)
         self._last_snapshot_taken = self.storage.snapshot_index
 
-    async def _choose_mode(self) -> str:
-        if not self.storage.is_empty():
-            return "restart"
-        if self.opts.join:
-            return "join"
-        other = await self._probe_initialised_peer()
-        if other is not None:
-            log.warning("data directory is empty but %s is past the bootstrap entries: this is not a "
-                        "fresh cluster, joining instead of bootstrapping (start with --join to say so)", other)
-            return "join"
-        return "bootstrap"
-
-    async def _probe_initialised_peer(self) -> str | None:
-        others = {n: ep for n, ep in self.opts.peers.items() if n != self.name}
-        if not others:
-            return None
-        clients = {n: wire.Client(ep, timeout=PROBE_TIMEOUT_S, max_frame=FRAME) for n, ep in others.items()}
-        try:
-            results = await asyncio.gather(*(c.call("status", {}) for c in clients.values()), return_exceptions=True)
-        finally:
-            for c in clients.values():
-                await c.close()
-        fresh = len(self.opts.peers)  # a fresh member holds just the bootstrap entries, at term <= 1
-        for n, res in zip(clients, results):
-            if isinstance(res, dict) and (res.get("raft_index", 0) > fresh or res.get("term", 0) > 1):
-                return f"{n} (log index {res.get('raft_index')}, term {res.get('term')})"
-        return None
-
-    def _create_raft(self) -> None:
-        cfg = Config(election_ticks=self.opts.election_ticks, heartbeat_ticks=self.opts.heartbeat_ticks)
-        rng = random.Random(int.from_bytes(os.urandom(8), "big"))
-        if self.mode == "restart":
-            state = self.storage.load(applied=self.kv.applied_index)
-            self.raft = Raft(self.name, [], state, cfg, rng)
-        else:
-            peers = sorted(self.opts.peers) if self.mode == "bootstrap" else []
-            self.raft = Raft(self.name, peers, None, cfg, rng)
-
     def _on_signal(self, sig: int) -> None:
         log.info("received %s: stopping", signal.Signals(sig).name)
         if not self._stopping:
@@ -500,12 +302,11 @@ class Replica:
                 await self._loop_task
             except BaseException:
                 pass
-        for handle in (self._tick_handle, self._lease_timer):
-            if handle is not None:
-                handle.cancel()
-        self._fail_pending(wire.OutcomeUnknown("the replica is stopping"))
-        for w in list(self._watchers):
-            w.fail(wire.Unavailable("the replica is stopping"))
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
+        self._leases.cancel()
+        self._pending.fail_all(wire.OutcomeUnknown("the replica is stopping"))
+        self._watches.fail_all(wire.Unavailable("the replica is stopping"))
         await self._close_resources()
         log.info("%s stopped", self.name)
         self._done.set()
@@ -513,16 +314,13 @@ class Replica:
     async def _close_resources(self) -> None:
         if self._server is not None:
             await self._server.close()
-        for peer in self._peers.values():
-            if peer.snap_task is not None:
-                peer.snap_task.cancel()
+        self._peers.cancel_snapshots()
         others = [t for t in self._bg if t is not asyncio.current_task()]
         for task in others:
             task.cancel()
         if others:
             await asyncio.wait(others, timeout=5)
-        for peer in self._peers.values():
-            await peer.client.close()
+        await self._peers.close()
         self._io.shutdown(wait=True)  # a persist in flight finishes before the database closes
         if self.db is not None and not self.db.closed:
             self.db.close()
@@ -597,7 +395,7 @@ class Replica:
             self._note_appended(rd.entries)
         # 2. send
         if rd.messages:
-            self._send(rd.messages)
+            self._peers.send(rd.messages)
         # 3. apply
         if rd.snapshot is not None:
             self._install_received_snapshot(rd.snapshot)
@@ -609,7 +407,7 @@ class Replica:
         self.raft.advance(rd)
         if rd.soft_state is not None:
             self._on_soft_state(rd.soft_state)
-        self._check_pending()
+        self._pending.check(self.raft.state == Role.LEADER, self.raft.term)
         self._wake_applied()
         await self._maybe_snapshot()
         self._ready_since = None
@@ -628,17 +426,11 @@ class Replica:
         if self._is_leader and not was_leader:
             now = self.loop.time()
             self._peer_match = {}
-            self._samples.clear()
-            self._revoking.clear()
-            self._next_sample = now
-            self._next_compact_check = now + REVISION_CHECK_S
-            self._clock.on_become_leader(now, self.kv.leases())
-            self._rearm_lease_timer()
+            self._compaction.restart(now)
+            self._leases.on_become_leader(now)
         elif was_leader and not self._is_leader:
             log.info("no longer the leader (term %d, role %s)", self.raft.term, ss.role)
-            if self._lease_timer is not None:
-                self._lease_timer.cancel()
-                self._lease_timer = None
+            self._leases.on_lose_leadership()
 
     async def _wait_until(self, cond: Callable[[], bool], timeout: float) -> bool:
         deadline = self.loop.time() + timeout
@@ -656,85 +448,6 @@ class Replica:
 
     def _known_sender(self, name: str) -> bool:
         return name in self.members or name in self.raft.voters
-
-    def _peer(self, name: str) -> _Peer | None:
-        ep = self.members.get(name)
-        if ep is None or name == self.name:
-            return None
-        peer = self._peers.get(name)
-        if peer is None or peer.endpoint != ep:
-            if peer is not None:
-                self._spawn(peer.client.close())
-            peer = self._peers[name] = _Peer(name, ep, wire.Client(ep, timeout=self._peer_timeout(),
-                                                                    max_frame=FRAME))
-        return peer
-
-    def _peer_timeout(self) -> float:
-        return max(1.0, self.opts.election_s)
-
-    def _send(self, msgs: list[Message]) -> None:
-        groups: dict[str, list[Message]] = {}
-        for m in msgs:
-            if m.type == MT.SNAP:
-                self._send_snapshot(m)
-            else:
-                groups.setdefault(m.to, []).append(m)
-        for to, ms in groups.items():
-            peer = self._peer(to)
-            if peer is None:
-                self.metrics.msgs_dropped += len(ms)
-                log.debug("no endpoint for %s: dropped %d message(s)", to, len(ms))
-                continue
-            batch: list[dict] = []
-            size = 0
-            for m in ms:
-                s = _msg_size(m)
-                if batch and size + s > PEER_BATCH_BYTES:
-                    self._fire(peer, batch)
-                    batch, size = [], 0
-                batch.append(m.to_wire())
-                size += s
-            self._fire(peer, batch)
-
-    def _fire(self, peer: _Peer, batch: list[dict]) -> None:
-        if peer.inflight >= PEER_MAX_INFLIGHT:
-            self.metrics.msgs_dropped += len(batch)
-            return
-        peer.inflight += 1
-        self.metrics.msgs_sent += len(batch)
-        self._spawn(self._deliver(peer, batch))
-
-    async def _deliver(self, peer: _Peer, batch: list[dict]) -> None:
-        try:
-            await peer.client.call("raft", {"msgs": batch})
-        except wire.WireError as exc:
-            log.debug("raft call to %s failed: %s", peer.name, exc)
-        except Exception as exc:
-            log.debug("raft call to %s failed: %r", peer.name, exc)
-        finally:
-            peer.inflight -= 1
-
-    def _send_snapshot(self, m: Message) -> None:
-        peer = self._peer(m.to)
-        if peer is None or (peer.snap_task is not None and not peer.snap_task.done()):
-            self.metrics.msgs_dropped += 1
-            return
-        peer.snap_task = self._spawn(self._stream_snapshot(peer, m))
-
-    async def _stream_snapshot(self, peer: _Peer, m: Message) -> None:
-        blob = _pack(m.to_wire())
-        sid = random.getrandbits(62)
-        n = max(1, math.ceil(len(blob) / SNAP_CHUNK))
-        log.info("sending snapshot at index %d (%d bytes, %d chunk(s)) to %s",
-                 m.snapshot.meta.index, len(blob), n, peer.name)
-        try:
-            for seq in range(n):
-                await peer.client.call("raft_snapshot", {
-                    "sender": self.name, "id": sid, "seq": seq, "last": seq == n - 1,
-                    "data": blob[seq * SNAP_CHUNK:(seq + 1) * SNAP_CHUNK]}, timeout=max(5.0, self._peer_timeout()))
-            self.metrics.snapshots_sent += 1
-        except wire.WireError as exc:
-            log.info("sending a snapshot to %s failed: %s (Raft will retry)", peer.name, exc)
 
     def _bad_input(self, what: str) -> wire.BadRequest:
         self.metrics.bad_peer_input += 1
@@ -787,29 +500,21 @@ class Replica:
             raise self._bad_input("raft_snapshot: bad parameter types")
         if not self._known_sender(sender):
             raise self._bad_input(f"raft_snapshot from unknown sender {sender!r}")
-        rx = self._snap_rx.get(sender)
-        if seq == 0:
-            rx = self._snap_rx[sender] = [id, 0, bytearray()]
-        elif rx is None or rx[0] != id or rx[1] != seq:
-            self._snap_rx.pop(sender, None)
-            raise self._bad_input(f"raft_snapshot from {sender}: chunk {seq} out of order")
-        if len(rx[2]) + len(data) > SNAP_MAX_BYTES:
-            self._snap_rx.pop(sender, None)
-            raise self._bad_input(f"raft_snapshot from {sender}: over {SNAP_MAX_BYTES} bytes")
-        rx[2] += data
-        rx[1] = seq + 1
-        if not last:
-            return
-        del self._snap_rx[sender]
         try:
-            m = Message.from_wire(msgpack.unpackb(bytes(rx[2]), raw=False))
+            blob = self._snap_rx.add(sender, id, seq, last, data)
+        except ValueError as exc:
+            raise self._bad_input(str(exc)) from None
+        if blob is None:
+            return
+        try:
+            m = Message.from_wire(msgpack.unpackb(blob, raw=False))
         except Exception as exc:
             raise self._bad_input(f"raft_snapshot from {sender}: malformed message: {type(exc).__name__}: {exc}") from None
         problem = self._check_peer_message(m)
         if problem or m.type != MT.SNAP or m.frm != sender:
             raise self._bad_input(problem or f"raft_snapshot from {sender}: not a snapshot from it")
         try:
-            _unwrap_snapshot(m.snapshot.data)
+            unwrap_snapshot(m.snapshot.data)
         except ValueError as exc:
             raise self._bad_input(f"raft_snapshot from {sender}: {exc}") from None
         self._step_all([m])
@@ -864,16 +569,14 @@ class Replica:
             if evs:
                 events.extend(evs)
             if req is not None and res is not None:
-                self._lease_bookkeeping(req, res)
+                self._leases.applied(req, res)
             if tag is not None and tag[0] == self.name:
-                self._resolve(tag[1], res)
+                self._pending.resolve(tag[1], res)
         for ctag, result in conf_done:
             if ctag[0] == self.name:
-                self._resolve(ctag[1], result)
-        if events and self._watchers:
-            rev = self.kv.revision
-            for w in list(self._watchers):
-                w.offer(events, rev)
+                self._pending.resolve(ctag[1], result)
+        if events and self._watches:
+            self._watches.publish(events, self.kv.revision)
 
     def _apply_conf(self, e: Entry) -> tuple | None:
         cc, tag, endpoint = self._decode_conf(e)
@@ -895,49 +598,6 @@ class Replica:
     def _save_members(self) -> None:
         self.storage.put_meta(b"members", _pack(self.members))
 
-    def _resolve(self, rid: Any, res: Any) -> None:
-        p = self._pending.pop(rid, None) if isinstance(rid, int) else None
-        if p is None or p.future.done():
-            return
-        if isinstance(res, StoreError):
-            p.future.set_exception(to_wire_error(res))
-        elif res is None:
-            p.future.set_exception(wire.OutcomeUnknown("the entry applied without a result"))
-        else:
-            p.future.set_result(res)
-
-    def _check_pending(self) -> None:
-        """Proposals of a term this replica no longer leads have an unknown fate."""
-        raft = self.raft
-        leading = raft.state == Role.LEADER
-        if not self._pending or (leading and raft.term == self._pending_term_checked):
-            return
-        stale = [rid for rid, p in self._pending.items() if not leading or p.term != raft.term]
-        for rid in stale:
-            fut = self._pending.pop(rid).future
-            if not fut.done():
-                fut.set_exception(wire.OutcomeUnknown(
-                    "leadership was lost before the request applied; it may or may not take effect"))
-        self._pending_term_checked = raft.term if leading else -1
-
-    def _fail_pending(self, err: wire.WireError) -> None:
-        pending, self._pending = self._pending, {}
-        for p in pending.values():
-            if not p.future.done():
-                p.future.set_exception(err)
-
-    def _lease_bookkeeping(self, req: dict, res: Any) -> None:
-        op = req.get("op") if isinstance(req, dict) else None
-        if op == "lease_grant" and isinstance(res, dict):
-            if self._is_leader:
-                now = self.loop.time()
-                self._clock.grant(res["id"], res["ttl"], now)
-                self._lease_timer_at(now + res["ttl"])
-        elif op == "lease_revoke":
-            lid = req.get("id")
-            self._clock.revoke(lid)
-            self._revoking.pop(lid, None)
-
     def _install_received_snapshot(self, snap: Snapshot) -> None:
         log.info("restoring from the leader's snapshot at index %d (%d bytes)", snap.meta.index, len(snap.data))
         self._restore_state(snap.data)
@@ -946,15 +606,14 @@ class Replica:
         self._last_snapshot_taken = snap.meta.index
 
     def _restore_state(self, data: bytes) -> None:
-        kv_data, members = _unwrap_snapshot(data)
+        kv_data, members = unwrap_snapshot(data)
         self.kv.restore(kv_data)
         self.metrics.extra_fsyncs += 1
         self.members.update(members)
         self.members[self.name] = self.opts.listen
         self._save_members()
-        for w in list(self._watchers):
-            w.fail(wire.Unavailable("watch cancelled: the replica restored a snapshot; watch again",
-                                    {"reason": "restored"}))
+        self._watches.fail_all(wire.Unavailable("watch cancelled: the replica restored a snapshot; watch again",
+                                                {"reason": "restored"}))
 
     # ============================================================================ snapshots
 
@@ -975,7 +634,7 @@ class Replica:
                 log.info("compacted the Raft log up to %d (%d entries deleted, %d bytes of snapshot)",
                          index, deleted, len(data))
         if self._held_snapshot is None and applied - self._last_snapshot_taken >= self.opts.snapshot_count:
-            data = _wrap_snapshot(self.kv.snapshot(), self.members)
+            data = wrap_snapshot(self.kv.snapshot(), self.members)
             self._last_snapshot_taken = applied
             self._held_snapshot = (applied, data)
             self.metrics.snapshots_taken += 1
@@ -993,62 +652,10 @@ class Replica:
             self._auto_compact(now)
 
     def _auto_compact(self, now: float) -> None:
-        mode, value = self.opts.retention
-        target = 0
-        if mode == "revision":
-            if now < self._next_compact_check:
-                return
-            self._next_compact_check = now + REVISION_CHECK_S
-            target = self.kv.revision - int(value)
-        elif mode == "periodic":
-            if now >= self._next_sample:
-                self._samples.append((now, self.kv.revision))
-                self._next_sample = now + max(value / 10, 0.05)
-            while self._samples and self._samples[0][0] <= now - value:
-                target = self._samples.popleft()[1]
+        target = self._compaction.target(now, self.kv.revision)
         if target > self.kv.compact_revision and target <= self.kv.revision:
             log.info("auto-compaction: compacting at revision %d", target)
             self._propose_internal(compact_op(target))
-
-    # ============================================================================ leases
-
-    def _lease_timer_at(self, when: float) -> None:
-        if not self._is_leader:
-            return
-        if self._lease_timer is not None:
-            if self._lease_timer.when() <= when:
-                return
-            self._lease_timer.cancel()
-        self._lease_timer = self.loop.call_at(when, self._on_lease_timer)
-
-    def _rearm_lease_timer(self) -> None:
-        if self._lease_timer is not None:
-            self._lease_timer.cancel()
-            self._lease_timer = None
-        if not self._is_leader:
-            return
-        now = self.loop.time()
-        soonest = None
-        for lid, _, _ in self.kv.leases():
-            if lid not in self._clock:
-                continue
-            at = self._revoking[lid] if lid in self._revoking else now + self._clock.remaining(lid, now)
-            soonest = at if soonest is None else min(soonest, at)
-        if soonest is not None:
-            self._lease_timer = self.loop.call_at(soonest, self._on_lease_timer)
-
-    def _on_lease_timer(self) -> None:
-        self._lease_timer = None
-        if not self._is_leader or self._halt:
-            return
-        now = self.loop.time()
-        for lid in self._clock.expired(now):
-            if self._revoking.get(lid, 0) > now:
-                continue
-            self._revoking[lid] = now + LEASE_REVOKE_RETRY_S
-            log.info("lease %d expired: revoking it", lid)
-            self._propose_internal(lease_revoke_op(lid))
-        self._rearm_lease_timer()
 
     # ============================================================================ proposals
 
@@ -1092,18 +699,7 @@ class Replica:
         except StoreError as err:
             raise to_wire_error(err) from None
         self._propose_data(data)
-        return await self._await_pending(rid)
-
-    async def _await_pending(self, rid: int) -> dict:
-        fut = self.loop.create_future()
-        self._pending[rid] = _Pending(fut, self.raft.term)
-        try:
-            return await asyncio.wait_for(fut, self.opts.request_timeout)
-        except asyncio.TimeoutError:
-            raise wire.OutcomeUnknown(f"the request did not apply within {self.opts.request_timeout:g}s; "
-                                      f"it may or may not take effect") from None
-        finally:
-            self._pending.pop(rid, None)
+        return await self._pending.wait(rid, self.raft.term)
 
     # ============================================================================ reads
 
@@ -1232,12 +828,7 @@ class Replica:
             raise wire.Unavailable("this replica is just taking over as leader; retry")
         if type(id) is not int:
             raise wire.Invalid("id: expected an integer", {"field": "id"})
-        if id in self._revoking:
-            raise wire.NotFound("requested lease not found (expired)", {"id": id, "reason": "LeaseNotFound"})
-        try:
-            ttl = self._clock.refresh(id, self.loop.time())
-        except StoreError as err:
-            raise to_wire_error(err) from None
+        ttl = self._leases.keepalive(id)
         return {"id": id, "ttl": ttl, "header": {"revision": self.kv.revision}}
 
     async def rpc_lease_leases(self) -> dict:
@@ -1264,7 +855,7 @@ class Replica:
             "snapshots_taken": m.snapshots_taken, "snapshots_installed": m.snapshots_installed,
             "snapshots_restored": m.snapshots_restored, "snapshots_sent": m.snapshots_sent,
             "msgs_sent": m.msgs_sent, "msgs_dropped": m.msgs_dropped, "bad_peer_input": m.bad_peer_input,
-            "leader_changes": m.leader_changes, "watchers": len(self._watchers), "leases": len(kv.leases()),
+            "leader_changes": m.leader_changes, "watchers": len(self._watches), "leases": len(kv.leases()),
             "members": self.member_list(),
         }
 
@@ -1301,7 +892,7 @@ class Replica:
             self.members[name] = endpoint
         self.metrics.proposals += 1
         self._kick.set()
-        return await self._await_pending(rid)
+        return await self._pending.wait(rid, self.raft.term)
 
     async def rpc_member_add(self, name, endpoint) -> dict:
         if not isinstance(endpoint, str) or not endpoint:
@@ -1341,46 +932,16 @@ class Replica:
         rev = kv.revision
         if start_revision and start_revision <= kv.compact_revision:
             raise to_wire_error(Compacted(kv.compact_revision))
-        w = _Watcher(keys, prev_kv, max(start_revision, rev + 1))
-        self._watchers.add(w)  # no await since the read barrier: nothing after `rev` is missed
+        # no await since the read barrier: nothing after `rev` is missed
+        w = self._watches.add(keys, prev_kv, max(start_revision, rev + 1))
         try:
             yield {"created": True, "header": {"revision": rev}}
             if start_revision and start_revision <= rev:
-                async with contextlib.aclosing(self._history(key, range_end, start_revision, rev,
-                                                             prev_kv)) as history:
-                    async for item in history:
+                async with contextlib.aclosing(history(kv, key, range_end, start_revision, rev,
+                                                       prev_kv)) as items:
+                    async for item in items:
                         yield item
             while True:
                 yield await w.next()
         finally:
-            self._watchers.discard(w)
-
-    async def _history(self, key, range_end, start: int, until: int, prev_kv: bool) -> AsyncIterator[dict]:
-        """Stored events from `start` to `until`, in items that never split a revision (so an
-        item's header revision, its last event's, says every event up to it was delivered)."""
-        try:
-            events = self.kv.events(start, key, range_end, prev_kv)
-        except StoreError as err:
-            raise to_wire_error(err) from None
-        chunk: list[dict] = []
-        last = 0
-        try:
-            while True:
-                try:
-                    ev = next(events)
-                except StopIteration:
-                    break
-                except StoreError as err:
-                    raise to_wire_error(err) from None
-                r = ev.kv["mod_revision"]
-                if r > until:
-                    break
-                if len(chunk) >= HISTORY_CHUNK_EVENTS and r != last:
-                    yield {"header": {"revision": last}, "events": chunk}
-                    chunk = []
-                chunk.append(_event_wire(ev, prev_kv))
-                last = r
-        finally:
-            events.close()
-        if chunk:
-            yield {"header": {"revision": last}, "events": chunk}
+            self._watches.discard(w)

@@ -1,0 +1,171 @@
+"""Replica-to-replica transport: `PeerSender` sends a Ready's messages to the peers, and
+`SnapshotChunks` reassembles an InstallSnapshot that arrives in `raft_snapshot` chunks.
+
+All messages for one peer from one Ready go in one `raft` call (split only to stay under the
+frame size), fired as a task whose reply nobody awaits; a peer with too many unanswered calls
+loses messages (Raft resends). InstallSnapshot goes as the msgpack'd SNAP message in 1 MiB
+chunks through `raft_snapshot`, one transfer per peer at a time. Validating and stepping what
+peers send is the replica's (`Replica.rpc_raft`, `Replica.rpc_raft_snapshot`)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+import msgpack
+
+from kubemu import wire
+
+from .raft import Message, MessageType
+
+if TYPE_CHECKING:
+    from .server import _Metrics
+
+log = logging.getLogger("store.server")
+
+FRAME = wire.DEFAULT_MAX_FRAME  # 2 MiB: a bit above the 1.5 MiB request limit
+PEER_BATCH_BYTES = 1536 * 1024  # split one peer's messages of a Ready into calls of at most this
+PEER_MAX_INFLIGHT = 64  # unanswered `raft` calls per peer before messages are dropped (Raft resends)
+SNAP_CHUNK = 1 << 20
+SNAP_MAX_BYTES = 4 << 30
+
+
+def _msg_size(m: Message) -> int:
+    return 96 + len(m.context) + sum(len(e.data) + 24 for e in m.entries)
+
+
+@dataclass(eq=False)
+class _Peer:
+    name: str
+    endpoint: str
+    client: wire.Client
+    inflight: int = 0
+    snap_task: asyncio.Task | None = None
+
+
+class PeerSender:
+    """One wire client per peer, made from the replica's member map (shared with the replica,
+    which keeps it current; a changed endpoint gets a new client); calls run as tasks `spawn`
+    starts and the replica cancels when it closes."""
+
+    def __init__(self, name: str, members: dict[str, str], metrics: _Metrics, timeout: float,
+                 spawn: Callable[..., asyncio.Task]):
+        self.name = name
+        self._members = members
+        self._metrics = metrics
+        self._timeout = timeout
+        self._spawn = spawn
+        self._peers: dict[str, _Peer] = {}
+
+    def _peer(self, name: str) -> _Peer | None:
+        ep = self._members.get(name)
+        if ep is None or name == self.name:
+            return None
+        peer = self._peers.get(name)
+        if peer is None or peer.endpoint != ep:
+            if peer is not None:
+                self._spawn(peer.client.close())
+            peer = self._peers[name] = _Peer(name, ep, wire.Client(ep, timeout=self._timeout, max_frame=FRAME))
+        return peer
+
+    def send(self, msgs: list[Message]) -> None:
+        groups: dict[str, list[Message]] = {}
+        for m in msgs:
+            if m.type == MessageType.SNAP:
+                self._send_snapshot(m)
+            else:
+                groups.setdefault(m.to, []).append(m)
+        for to, ms in groups.items():
+            peer = self._peer(to)
+            if peer is None:
+                self._metrics.msgs_dropped += len(ms)
+                log.debug("no endpoint for %s: dropped %d message(s)", to, len(ms))
+                continue
+            batch: list[dict] = []
+            size = 0
+            for m in ms:
+                s = _msg_size(m)
+                if batch and size + s > PEER_BATCH_BYTES:
+                    self._fire(peer, batch)
+                    batch, size = [], 0
+                batch.append(m.to_wire())
+                size += s
+            self._fire(peer, batch)
+
+    def _fire(self, peer: _Peer, batch: list[dict]) -> None:
+        if peer.inflight >= PEER_MAX_INFLIGHT:
+            self._metrics.msgs_dropped += len(batch)
+            return
+        peer.inflight += 1
+        self._metrics.msgs_sent += len(batch)
+        self._spawn(self._deliver(peer, batch))
+
+    async def _deliver(self, peer: _Peer, batch: list[dict]) -> None:
+        try:
+            await peer.client.call("raft", {"msgs": batch})
+        except wire.WireError as exc:
+            log.debug("raft call to %s failed: %s", peer.name, exc)
+        except Exception as exc:
+            log.debug("raft call to %s failed: %r", peer.name, exc)
+        finally:
+            peer.inflight -= 1
+
+    def _send_snapshot(self, m: Message) -> None:
+        peer = self._peer(m.to)
+        if peer is None or (peer.snap_task is not None and not peer.snap_task.done()):
+            self._metrics.msgs_dropped += 1
+            return
+        peer.snap_task = self._spawn(self._stream_snapshot(peer, m))
+
+    async def _stream_snapshot(self, peer: _Peer, m: Message) -> None:
+        blob = msgpack.packb(m.to_wire(), use_bin_type=True)
+        sid = random.getrandbits(62)
+        n = max(1, math.ceil(len(blob) / SNAP_CHUNK))
+        log.info("sending snapshot at index %d (%d bytes, %d chunk(s)) to %s",
+                 m.snapshot.meta.index, len(blob), n, peer.name)
+        try:
+            for seq in range(n):
+                await peer.client.call("raft_snapshot", {
+                    "sender": self.name, "id": sid, "seq": seq, "last": seq == n - 1,
+                    "data": blob[seq * SNAP_CHUNK:(seq + 1) * SNAP_CHUNK]}, timeout=max(5.0, self._timeout))
+            self._metrics.snapshots_sent += 1
+        except wire.WireError as exc:
+            log.info("sending a snapshot to %s failed: %s (Raft will retry)", peer.name, exc)
+
+    def cancel_snapshots(self) -> None:
+        for peer in self._peers.values():
+            if peer.snap_task is not None:
+                peer.snap_task.cancel()
+
+    async def close(self) -> None:
+        for peer in self._peers.values():
+            await peer.client.close()
+
+
+class SnapshotChunks:
+    """The `raft_snapshot` transfers in progress, one per sender: chunks must come in order."""
+
+    def __init__(self) -> None:
+        self._rx: dict[str, list] = {}
+
+    def add(self, sender: str, id: int, seq: int, last: bool, data: bytes) -> bytes | None:
+        """The whole message once its last chunk is in, else None. ValueError (and the transfer
+        is dropped) for a chunk out of order or one that makes it exceed SNAP_MAX_BYTES."""
+        rx = self._rx.get(sender)
+        if seq == 0:
+            rx = self._rx[sender] = [id, 0, bytearray()]
+        elif rx is None or rx[0] != id or rx[1] != seq:
+            self._rx.pop(sender, None)
+            raise ValueError(f"raft_snapshot from {sender}: chunk {seq} out of order")
+        if len(rx[2]) + len(data) > SNAP_MAX_BYTES:
+            self._rx.pop(sender, None)
+            raise ValueError(f"raft_snapshot from {sender}: over {SNAP_MAX_BYTES} bytes")
+        rx[2] += data
+        rx[1] = seq + 1
+        if not last:
+            return None
+        del self._rx[sender]
+        return bytes(rx[2])

@@ -1,0 +1,122 @@
+"""The replica's watch fan-out: one `_Watcher` (a bounded queue of live batches) per watch
+stream, all of them fed by the apply path through the `WatchHub`; and `history`, the stored
+events a watch replays before it goes live. The `watch` handler itself is `Replica.rpc_watch`."""
+from __future__ import annotations
+
+import asyncio
+import collections
+from typing import AsyncIterator
+
+from kubemu import wire
+
+from ._mvcc_requests import KeyRange
+from .errors import to_wire_error
+from .mvcc import Event, KVStore, StoreError
+
+WATCH_QUEUE_ITEMS = 1024  # live batches a watcher may fall behind before it is cancelled
+HISTORY_CHUNK_EVENTS = 512
+
+
+def _event_wire(ev: Event, prev_kv: bool) -> dict:
+    return {"type": ev.type, "kv": ev.kv, "prev_kv": ev.prev_kv if prev_kv else None}
+
+
+class _Watcher:
+    """One watch stream's live side: a bounded queue of batches filled by the apply path."""
+
+    __slots__ = ("keys", "prev_kv", "start", "items", "wake", "error")
+
+    def __init__(self, keys: KeyRange, prev_kv: bool, start: int):
+        self.keys, self.prev_kv, self.start = keys, prev_kv, start
+        self.items: collections.deque = collections.deque()
+        self.wake = asyncio.Event()
+        self.error: wire.WireError | None = None
+
+    def offer(self, events: list[Event], revision: int) -> None:
+        if self.error is not None:
+            return
+        keys, start = self.keys, self.start
+        mine = [_event_wire(ev, self.prev_kv) for ev in events
+                if ev.kv["mod_revision"] >= start and ev.kv["key"] in keys]
+        if not mine:
+            return
+        if len(self.items) >= WATCH_QUEUE_ITEMS:
+            self.fail(wire.Unavailable(f"watch cancelled: the watcher fell {WATCH_QUEUE_ITEMS} batches "
+                                       f"behind; watch again from the last revision received",
+                                       {"reason": "slow watcher"}))
+            return
+        self.items.append({"header": {"revision": revision}, "events": mine})
+        self.wake.set()
+
+    def fail(self, err: wire.WireError) -> None:
+        if self.error is None:
+            self.error = err
+            self.items.clear()
+            self.wake.set()
+
+    async def next(self) -> dict:
+        while True:
+            if self.error is not None:
+                raise self.error
+            if self.items:
+                return self.items.popleft()
+            self.wake.clear()
+            await self.wake.wait()
+
+
+class WatchHub:
+    """The live watchers of one replica."""
+
+    def __init__(self) -> None:
+        self._watchers: set[_Watcher] = set()
+
+    def __len__(self) -> int:
+        return len(self._watchers)
+
+    def add(self, keys: KeyRange, prev_kv: bool, start: int) -> _Watcher:
+        w = _Watcher(keys, prev_kv, start)
+        self._watchers.add(w)
+        return w
+
+    def discard(self, w: _Watcher) -> None:
+        self._watchers.discard(w)
+
+    def publish(self, events: list[Event], revision: int) -> None:
+        """One applied batch's events, with the store revision after it, to every watcher."""
+        for w in list(self._watchers):
+            w.offer(events, revision)
+
+    def fail_all(self, err: wire.WireError) -> None:
+        for w in list(self._watchers):
+            w.fail(err)
+
+
+async def history(kv: KVStore, key, range_end, start: int, until: int, prev_kv: bool) -> AsyncIterator[dict]:
+    """Stored events from `start` to `until`, in items that never split a revision (so an
+    item's header revision, its last event's, says every event up to it was delivered)."""
+    try:
+        events = kv.events(start, key, range_end, prev_kv)
+    except StoreError as err:
+        raise to_wire_error(err) from None
+    chunk: list[dict] = []
+    last = 0
+    try:
+        while True:
+            try:
+                ev = next(events)
+            except StopIteration:
+                break
+            except StoreError as err:
+                raise to_wire_error(err) from None
+            r = ev.kv["mod_revision"]
+            if r > until:
+                break
+            if len(chunk) >= HISTORY_CHUNK_EVENTS and r != last:
+                yield {"header": {"revision": last}, "events": chunk}
+                chunk = []
+            chunk.append(_event_wire(ev, prev_kv))
+            last = r
+    finally:
+        events.close()
+    if chunk:
+        yield {"header": {"revision": last}, "events": chunk}
