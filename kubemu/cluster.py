@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,36 +36,41 @@ WantedBy=multi-user.target
 """
 
 
-# Until the control plane's programs exist, node-0 gets an example static pod: a web server
-# with readiness and liveness probes, so `kubemu ps`, `kill -9` and `kubemu logs` have
-# something to show. Written once, into an empty manifest directory only.
-EXAMPLE_POD = """\
-# An example static pod written by `kubemu up` (delete it freely; the kubelet stops the pod).
+# The control plane boots the way kubeadm boots it: as static pods of node-0's kubelet. Each
+# store replica is one pod (namespace kube-system, like etcd's), its data under node-0's
+# directory, all of them reachable through ipc:// sockets there.
+STORE_REPLICAS = 3
+STORE_POD = """\
+# Written by `kubemu up`: store replica {name} (the etcd of kubemu) as a static pod.
 apiVersion: v1
 kind: Pod
 metadata:
-  name: hello
-  labels: {{app: hello}}
+  name: {name}
+  namespace: kube-system
+  labels: {{component: store, tier: control-plane}}
 spec:
   containers:
-  - name: web
-    command: ["{python}", "-m", "http.server", "{port}", "--bind", "127.0.0.1"]
-    ports: [{{containerPort: {port}, name: http}}]
-    readinessProbe: {{httpGet: {{path: /, port: http}}, periodSeconds: 5}}
-    livenessProbe: {{tcpSocket: {{port: http}}, periodSeconds: 10}}
-    resources: {{limits: {{memory: 200Mi}}}}
+  - name: store
+    command: ["{python}", "-m", "store", "--name", "{name}", "--data-dir", "{data_dir}",
+              "--listen", "{endpoint}", "--peers", "{peers}"]
+  terminationGracePeriodSeconds: 30
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def store_endpoints(state: StateDir, replicas: int = STORE_REPLICAS) -> dict[str, str]:
+    node_dir = state.node_dir(node_names(1)[0])
+    return {f"store-{i}": f"ipc://{node_dir / f'store-{i}.sock'}" for i in range(replicas)}
 
 
-def write_example_pod(manifests: Path) -> None:
-    if not any(manifests.iterdir()):
-        (manifests / "hello.yaml").write_text(EXAMPLE_POD.format(python=sys.executable, port=free_port()))
+def write_control_plane(state: StateDir, replicas: int = STORE_REPLICAS) -> None:
+    """node-0's static pod manifests for the store, and <state>/store-endpoints for clients."""
+    endpoints = store_endpoints(state, replicas)
+    node_dir = state.node_dir(node_names(1)[0])
+    peers = ",".join(f"{name}={ep}" for name, ep in endpoints.items())
+    for name, endpoint in endpoints.items():
+        (node_dir / "manifests" / f"{name}.yaml").write_text(STORE_POD.format(
+            name=name, python=sys.executable, data_dir=node_dir / "data" / name, endpoint=endpoint, peers=peers))
+    (state.root / "store-endpoints").write_text("".join(f"{ep}\n" for ep in endpoints.values()))
 
 
 def node_names(count: int) -> list[str]:
@@ -130,7 +134,7 @@ def up(state: StateDir, count: int, restart_sec: float = 10, watchdog_sec: float
     nodes = node_names(count)
     for node in nodes:
         write_node(state, node, restart_sec, watchdog_sec)
-    write_example_pod(state.node_dir(nodes[0]) / "manifests")
+    write_control_plane(state)
     for node in nodes:
         start_init(state, node)
     return nodes

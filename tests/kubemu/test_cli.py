@@ -48,6 +48,11 @@ def test_up_kill_kubelet_down(state_dir):
     for init in nodes.values():
         assert kubelet_row(init)["active_state"] == "active"
         assert kubelet_row(init)["status_text"].startswith("running ")  # node-0 has the example pod
+    # The control plane's store runs as static pods on node-0, found through the state directory.
+    assert kubemu(state_dir, "store", "put", "greeting", "hello").stdout.strip() == "OK"
+    assert kubemu(state_dir, "store", "get", "greeting").stdout.split() == ["greeting", "hello"]
+    store_pods = [p for p in ps_json_pods(state_dir, "node-0") if p["metadata"]["namespace"] == "kube-system"]
+    assert sorted(p["metadata"]["name"] for p in store_pods) == ["store-0-node-0", "store-1-node-0", "store-2-node-0"]
     unit = (state_dir / "nodes" / "node-1" / "units" / "kubelet.service").read_text()
     assert "Restart=always" in unit and "RestartSec=10" in unit and "StartLimitIntervalSec=0" in unit
 
@@ -81,7 +86,7 @@ def test_up_kill_kubelet_down(state_dir):
     assert kubemu(state_dir, "logs", "nope", check=False).stderr.strip() == 'Error from server (NotFound): pods "nope" not found'
 
     pids = [p.pid for p in marked_processes(str(state_dir))]
-    assert len(pids) >= 6  # two inits, two kubelets, a shim and its container
+    assert len(pids) >= 12  # two inits, two kubelets, four shims and their containers
     assert int(pod["status"]["containerStatuses"][0]["containerID"].removeprefix("process://")) in pids
     kubemu(state_dir, "down")
     assert marked_processes(str(state_dir)) == []
