@@ -1,0 +1,254 @@
+"""Helpers shared by the workload controllers: times, pod readiness/availability, label
+selectors, owner references, the pod-template-hash, and Kubernetes' pod deletion ranking."""
+from __future__ import annotations
+
+import copy
+import datetime
+import json
+from typing import Any, Iterable
+
+# --- time -------------------------------------------------------------------------------------
+
+
+def format_time(ts: float) -> str:
+    """RFC 3339 in UTC with whole seconds, as the API serialises metav1.Time."""
+    return datetime.datetime.fromtimestamp(int(ts // 1), datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: Any) -> float | None:
+    """An RFC 3339 string (or an epoch number) to epoch seconds; None when absent/unparseable."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        text = str(value).replace("Z", "+00:00")
+        parsed = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+    return parsed.timestamp()
+
+
+# --- metadata ---------------------------------------------------------------------------------
+
+
+def meta(obj: dict) -> dict:
+    return obj.get("metadata") or {}
+
+
+def labels_of(obj: dict) -> dict:
+    return meta(obj).get("labels") or {}
+
+
+def is_terminating(obj: dict) -> bool:
+    return bool(meta(obj).get("deletionTimestamp"))
+
+
+def controller_ref(obj: dict) -> dict | None:
+    """The ownerReference with ``controller: true``, if any."""
+    for ref in meta(obj).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return ref
+    return None
+
+
+def owner_reference(owner: dict, kind: str, api_version: str = "apps/v1") -> dict:
+    """A controller ownerReference pointing at ``owner``."""
+    m = meta(owner)
+    return {"apiVersion": owner.get("apiVersion") or api_version, "kind": owner.get("kind") or kind,
+            "name": m.get("name"), "uid": m.get("uid"), "controller": True,
+            "blockOwnerDeletion": True}
+
+
+def object_key(obj: dict) -> str:
+    m = meta(obj)
+    return f"{m.get('namespace') or 'default'}/{m.get('name')}"
+
+
+# --- label selectors --------------------------------------------------------------------------
+
+
+def selector_matches(selector: dict | None, labels: dict | None) -> bool:
+    """metav1.LabelSelector semantics (matchLabels AND matchExpressions). A nil selector matches
+    nothing; an empty one ({}) matches everything (callers refuse empty selectors themselves)."""
+    if selector is None:
+        return False
+    labels = labels or {}
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            return False
+    return True
+
+
+def selector_is_empty(selector: dict | None) -> bool:
+    return not selector or (not selector.get("matchLabels") and not selector.get("matchExpressions"))
+
+
+# --- pods -------------------------------------------------------------------------------------
+
+
+def pod_phase(pod: dict) -> str:
+    return (pod.get("status") or {}).get("phase") or "Pending"
+
+
+def is_pod_active(pod: dict) -> bool:
+    """k8s controller.IsPodActive: not Succeeded, not Failed, not being deleted."""
+    return pod_phase(pod) not in ("Succeeded", "Failed") and not is_terminating(pod)
+
+
+def _ready_condition(pod: dict) -> dict | None:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond
+    return None
+
+
+def is_pod_ready(pod: dict) -> bool:
+    cond = _ready_condition(pod)
+    return bool(cond) and cond.get("status") == "True"
+
+
+def ready_since(pod: dict) -> float | None:
+    """When the pod became ready (the Ready condition's lastTransitionTime), if it is ready."""
+    cond = _ready_condition(pod)
+    if not cond or cond.get("status") != "True":
+        return None
+    return parse_time(cond.get("lastTransitionTime"))
+
+
+def is_pod_available(pod: dict, min_ready_seconds: int, now: float) -> bool:
+    """k8s podutil.IsPodAvailable: ready, and ready for at least minReadySeconds."""
+    if not is_pod_ready(pod):
+        return False
+    if not min_ready_seconds:
+        return True
+    since = ready_since(pod)
+    return since is not None and since + min_ready_seconds <= now
+
+
+def restart_count(pod: dict) -> int:
+    return sum(int(cs.get("restartCount") or 0)
+               for cs in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
+def deletion_rank_key(pod: dict, related_on_node: int = 0):
+    """Sort key: pods that sort first are deleted first (k8s controller.ActivePodsWithRanks.Less):
+
+    1. unassigned < assigned; 2. Pending < Unknown < Running; 3. not ready < ready;
+    4. more related pods on the same node (doubled-up) first; 5. ready for less time first
+    (no ready time first); 6. more container restarts first; 7. newer (later or no
+    creationTimestamp) first."""
+    assigned = 1 if (pod.get("spec") or {}).get("nodeName") else 0
+    phase_rank = {"Pending": 0, "Unknown": 1, "Running": 2}.get(pod_phase(pod), 0)
+    ready = 1 if is_pod_ready(pod) else 0
+    since = ready_since(pod) if ready else None
+    created = parse_time(meta(pod).get("creationTimestamp"))
+    return (assigned, phase_rank, ready, -related_on_node,
+            (0, 0.0) if since is None else (1, -since),
+            -restart_count(pod),
+            (0, 0.0) if created is None else (1, -created))
+
+
+def rank_for_deletion(pods: Iterable[dict], related: Iterable[dict] | None = None) -> list[dict]:
+    """``pods`` ordered deletion-first; ``related`` (default: ``pods``) count the co-located pods."""
+    pods = list(pods)
+    per_node: dict[str, int] = {}
+    for pod in (pods if related is None else related):
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            per_node[node] = per_node.get(node, 0) + 1
+    return sorted(pods, key=lambda p: deletion_rank_key(
+        p, per_node.get((p.get("spec") or {}).get("nodeName") or "", 0)))
+
+
+def pod_from_template(template: dict, namespace: str, owner: dict, owner_kind: str,
+                      name_prefix: str) -> dict:
+    """k8s controller.GetPodFromTemplate: labels, annotations, finalizers and spec from the
+    template, ``generateName`` <prefix>, a controller ownerReference to ``owner``."""
+    tmeta = template.get("metadata") or {}
+    metadata: dict = {"generateName": name_prefix, "namespace": namespace,
+                      "labels": dict(tmeta.get("labels") or {}),
+                      "ownerReferences": [owner_reference(owner, owner_kind)]}
+    if tmeta.get("annotations"):
+        metadata["annotations"] = dict(tmeta["annotations"])
+    if tmeta.get("finalizers"):
+        metadata["finalizers"] = list(tmeta["finalizers"])
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
+            "spec": copy.deepcopy(template.get("spec") or {})}
+
+
+# --- pod-template-hash ------------------------------------------------------------------------
+
+POD_TEMPLATE_HASH = "pod-template-hash"
+_SAFE_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # k8s rand.SafeEncodeString's alphabet
+
+
+def fnv32a(data: bytes) -> int:
+    h = 0x811C9DC5
+    for byte in data:
+        h ^= byte
+        h = (h * 0x01000193) & 0xFFFFFFFF
+    return h
+
+
+def safe_encode(text: str) -> str:
+    """k8s rand.SafeEncodeString: map each byte onto consonants and digits that can't spell
+    words (so names stay inoffensive)."""
+    return "".join(_SAFE_ALPHANUMS[b % len(_SAFE_ALPHANUMS)] for b in text.encode())
+
+
+def compute_hash(template: dict, collision_count: int | None = None) -> str:
+    """The pod-template-hash of a pod template.
+
+    Like k8s controller.ComputeHash: FNV-32a over a deterministic serialisation of the template,
+    then (if a collisionCount is set) its 4 little-endian bytes, and the decimal of the 32-bit
+    sum run through SafeEncodeString. Kubernetes serialises with go-spew; we use canonical JSON
+    (sorted keys, compact separators) of the template *without* any pod-template-hash label, so
+    the value is stable across processes and Python versions but not byte-identical to k8s'."""
+    tmpl = strip_hash_label(template)
+    data = json.dumps(tmpl, sort_keys=True, separators=(",", ":"), default=str).encode()
+    if collision_count is not None:
+        data += int(collision_count & 0xFFFFFFFF).to_bytes(4, "little")
+    return safe_encode(str(fnv32a(data)))
+
+
+def strip_hash_label(template: dict) -> dict:
+    """A copy of a pod template without the pod-template-hash label (and with empty label /
+    annotation maps normalised away), for template equality (k8s EqualIgnoreHash)."""
+    tmpl = copy.deepcopy(template or {})
+    tmeta = tmpl.get("metadata")
+    if isinstance(tmeta, dict):
+        labels = tmeta.get("labels")
+        if isinstance(labels, dict):
+            labels.pop(POD_TEMPLATE_HASH, None)
+        for key in ("labels", "annotations"):
+            if key in tmeta and not tmeta[key]:
+                del tmeta[key]
+        if not tmeta:
+            del tmpl["metadata"]
+    return tmpl
+
+
+def equal_ignore_hash(a: dict, b: dict) -> bool:
+    return strip_hash_label(a) == strip_hash_label(b)
+
+
+def with_label(obj_labels: dict | None, key: str, value: str) -> dict:
+    out = dict(obj_labels or {})
+    out[key] = value
+    return out
