@@ -3,6 +3,12 @@
     default_pod(pod, with_status=False) -> a new, defaulted pod (the input is left untouched)
     validate_pod(pod, strict=True)       -> [FieldError, ...]; empty means valid
 
+and, for objects that embed a pod template (ReplicaSet, Deployment):
+
+    default_pod_spec(spec)                                 (in place)
+    validate_pod_spec(spec, path="spec", strict=True)      -> [FieldError, ...]
+    validate_pod_template(template, path="spec.template", strict=True) -> [FieldError, ...]
+
 Both take the JSON shape (dicts, lists, strings, numbers) straight from YAML or the wire and
 never raise on a malformed object: a wrong type anywhere is an `Invalid value` error at its
 field path, as a decoding error would be in Kubernetes. Messages follow Kubernetes' wording
@@ -153,18 +159,23 @@ def default_pod(pod: dict, *, with_status: bool = False) -> dict:
         for field in ("labels", "annotations"):
             if meta.get(field) is None:
                 meta[field] = {}
-    spec = out.get("spec")
-    if isinstance(spec, dict):
-        _fill(spec, POD_SPEC_DEFAULTS)
-        for field in ("initContainers", "containers"):
-            for ctr in _dicts(spec.get(field)):
-                _default_container(ctr)
+    default_pod_spec(out.get("spec"))
     if with_status:
         if out.get("status") is None or out["status"] == {}:
             out["status"] = {"phase": "Pending"}
         elif isinstance(out["status"], dict):
             _fill(out["status"], {"phase": "Pending"})
     return out
+
+
+def default_pod_spec(spec: Any) -> None:
+    """Default a pod spec in place (a Pod's, or a ReplicaSet's or Deployment's template's).
+    Anything but a dict is left alone for validation to report."""
+    if isinstance(spec, dict):
+        _fill(spec, POD_SPEC_DEFAULTS)
+        for field in ("initContainers", "containers"):
+            for ctr in _dicts(spec.get(field)):
+                _default_container(ctr)
 
 
 def _default_container(ctr: dict) -> None:
@@ -345,6 +356,37 @@ def validate_pod(pod: dict, *, strict: bool = True) -> list[FieldError]:
     else:
         _spec(c, pod["spec"], "spec")
     c.obj(pod.get("status"), "status")
+    return c.errors
+
+
+def validate_pod_spec(spec: Any, path: str = "spec", *, strict: bool = True) -> list[FieldError]:
+    """Every reason `spec` is not a valid pod spec, with paths under `path`."""
+    c = _Checker(strict)
+    _spec(c, {} if spec is None else spec, path)
+    return c.errors
+
+
+def validate_pod_template(template: Any, path: str = "spec.template", *,
+                          strict: bool = True) -> list[FieldError]:
+    """ValidatePodTemplateSpec: a template's labels and annotations, and its pod spec (an
+    absent spec is an empty one: its containers are required). Other metadata is ignored, as
+    Kubernetes ignores it in templates."""
+    c = _Checker(strict)
+    if template is None:
+        template = {}
+    if not isinstance(template, dict):
+        c.invalid(path, template, "must be an object")
+        return c.errors
+    if strict:
+        for field in template:
+            if field not in ("metadata", "spec"):
+                c.add(unknown_field(child(path, field)))
+    meta = c.obj(template.get("metadata"), child(path, "metadata"), "ObjectMeta")
+    if meta is not None:
+        _labels(c, meta.get("labels"), child(child(path, "metadata"), "labels"))
+        _annotations(c, meta.get("annotations"), child(child(path, "metadata"), "annotations"))
+    spec = template.get("spec")
+    _spec(c, {} if spec is None else spec, child(path, "spec"))
     return c.errors
 
 

@@ -1,0 +1,250 @@
+"""The kinds kubemu's apiserver serves, and how it names, finds and stores them.
+
+    resolve("po") / resolve("pods") / resolve("Pod") / resolve("deploy.apps") -> Resource
+    for_kind("apps/v1", "Deployment")                                       -> Resource
+    registry_key("pods", "default", "web")  -> "/registry/pods/default/web"
+    registry_key("nodes", None, "n1")       -> "/registry/nodes/n1"
+    registry_prefix("pods", "default")      -> "/registry/pods/default/"
+    registry_prefix("pods")                 -> "/registry/pods/"
+    field_set(resource, obj)                -> {"metadata.name": "web", ...} (field selectors)
+
+Names resolve the way kubectl resolves them: kind, plural, singular or short name, in any
+case, optionally qualified by group (`deployments.apps`) or version and group
+(`deployments.v1.apps`). An unknown name is an UnknownResourceError worded as kubectl's:
+`the server doesn't have a resource type "foo"`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+REGISTRY_ROOT = "/registry"
+
+_NAME_AND_NAMESPACE = ("metadata.name", "metadata.namespace")
+
+
+@dataclass(frozen=True)
+class Resource:
+    kind: str
+    api_version: str          # "v1", "apps/v1", ...
+    plural: str               # the resource name in URLs and registry keys
+    singular: str
+    short_names: tuple[str, ...] = ()
+    namespaced: bool = True
+    subresources: tuple[str, ...] = ()
+    field_selectors: tuple[str, ...] = _NAME_AND_NAMESPACE
+    # How a selectable field reads when the object does not set it (Go's zero values).
+    field_zero_values: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.rpartition("/")[2]
+
+    @property
+    def list_kind(self) -> str:
+        return self.kind + "List"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name this resource answers to, lower case."""
+        return tuple(dict.fromkeys((self.plural, self.singular, self.kind.lower(),
+                                    *self.short_names)))
+
+    def key(self, namespace: str | None, name: str) -> str:
+        return registry_key(self, namespace, name)
+
+    def prefix(self, namespace: str | None = None) -> str:
+        return registry_prefix(self, namespace)
+
+    def api_path(self, namespace: str | None = None, name: str | None = None,
+                 subresource: str | None = None) -> str:
+        """The REST path: /api/v1/namespaces/default/pods/web/status, /apis/apps/v1/deployments."""
+        base = f"/apis/{self.api_version}" if self.group else f"/api/{self.api_version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+RESOURCES: tuple[Resource, ...] = (
+    Resource("Namespace", "v1", "namespaces", "namespace", ("ns",), namespaced=False,
+             subresources=("status", "finalize"),
+             field_selectors=("metadata.name", "status.phase")),
+    Resource("Pod", "v1", "pods", "pod", ("po",), subresources=("binding", "status", "log"),
+             field_selectors=(*_NAME_AND_NAMESPACE, "spec.nodeName", "status.phase",
+                              "spec.restartPolicy", "spec.schedulerName",
+                              "spec.serviceAccountName", "spec.hostNetwork", "status.podIP",
+                              "status.nominatedNodeName"),
+             field_zero_values={"spec.hostNetwork": "false"}),
+    Resource("Node", "v1", "nodes", "node", ("no",), namespaced=False, subresources=("status",),
+             field_selectors=("metadata.name", "spec.unschedulable"),
+             field_zero_values={"spec.unschedulable": "false"}),
+    Resource("Lease", "coordination.k8s.io/v1", "leases", "lease"),
+    Resource("ReplicaSet", "apps/v1", "replicasets", "replicaset", ("rs",),
+             subresources=("status", "scale"),
+             field_selectors=(*_NAME_AND_NAMESPACE, "status.replicas"),
+             field_zero_values={"status.replicas": "0"}),
+    Resource("Deployment", "apps/v1", "deployments", "deployment", ("deploy",),
+             subresources=("status", "scale")),
+    Resource("Event", "v1", "events", "event", ("ev",),
+             field_selectors=(*_NAME_AND_NAMESPACE, "involvedObject.kind",
+                              "involvedObject.namespace", "involvedObject.name",
+                              "involvedObject.uid", "involvedObject.apiVersion",
+                              "involvedObject.resourceVersion", "involvedObject.fieldPath",
+                              "reason", "reportingComponent", "source", "type")),
+)
+
+BY_KIND: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r in RESOURCES}
+BY_PLURAL: dict[str, Resource] = {r.plural: r for r in RESOURCES}
+
+
+class UnknownResourceError(LookupError):
+    def __init__(self, name: Any):
+        self.name = name
+        super().__init__(f'the server doesn\'t have a resource type "{name}"')
+
+
+class FieldSelectorError(ValueError):
+    """A field selector on a field the resource cannot be selected by."""
+
+    def __init__(self, label: str):
+        self.label = label
+        super().__init__(f"field label not supported: {label}")
+
+
+ResourceRef = Union[Resource, str]
+
+
+def resolve(name: Any) -> Resource:
+    """The resource `name` means: kind, plural, singular or short name, any case, optionally
+    followed by `.group` or `.version.group` (kubectl's `deployments.apps`)."""
+    if isinstance(name, Resource):
+        return name
+    if not isinstance(name, str) or not name:
+        raise UnknownResourceError(name)
+    lowered = name.lower()
+    base, _, qualifier = lowered.partition(".")
+    for r in RESOURCES:
+        if base not in r.names:
+            continue
+        if not qualifier:
+            return r
+        if qualifier in (r.group, f"{r.version}.{r.group}") and r.group:
+            return r
+        if not r.group and qualifier in ("core", f"{r.version}", f"{r.version}.core"):
+            return r
+    raise UnknownResourceError(name)
+
+
+def for_kind(api_version: Any, kind: Any) -> Resource:
+    """The resource serving objects of this apiVersion and kind (exact, as in a manifest)."""
+    r = BY_KIND.get((api_version, kind)) if isinstance(api_version, str) and isinstance(kind, str) \
+        else None
+    if r is None:
+        raise UnknownResourceError(kind if isinstance(kind, str) and kind else api_version)
+    return r
+
+
+def for_object(obj: Any) -> Resource:
+    if not isinstance(obj, dict):
+        raise UnknownResourceError(obj)
+    return for_kind(obj.get("apiVersion"), obj.get("kind"))
+
+
+# --- registry keys, as the apiserver stores objects ------------------------------------------
+
+def _segment(what: str, value: Any) -> str:
+    if not isinstance(value, str) or not value or "/" in value or value in (".", ".."):
+        raise ValueError(f"invalid {what} for a registry key: {value!r}")
+    return value
+
+
+def registry_key(resource: ResourceRef, namespace: str | None, name: str) -> str:
+    """/registry/<resource>/<namespace>/<name>, or /registry/<resource>/<name> for
+    cluster-scoped resources. A namespaced resource needs a namespace; a cluster-scoped one
+    must not be given one (ValueError)."""
+    r = resolve(resource)
+    name = _segment("name", name)
+    if r.namespaced:
+        return f"{REGISTRY_ROOT}/{r.plural}/{_segment('namespace', namespace)}/{name}"
+    if namespace:
+        raise ValueError(f"{r.plural} are cluster-scoped: no namespace in their keys")
+    return f"{REGISTRY_ROOT}/{r.plural}/{name}"
+
+
+def registry_prefix(resource: ResourceRef, namespace: str | None = None) -> str:
+    """The key prefix of every object of `resource` (in `namespace`, if given); ends in "/"
+    so that "pods/default/" never matches "pods/default-2/..."."""
+    r = resolve(resource)
+    if namespace:
+        if not r.namespaced:
+            raise ValueError(f"{r.plural} are cluster-scoped: no namespace in their keys")
+        return f"{REGISTRY_ROOT}/{r.plural}/{_segment('namespace', namespace)}/"
+    return f"{REGISTRY_ROOT}/{r.plural}/"
+
+
+def parse_registry_key(key: str) -> tuple[Resource, str | None, str]:
+    """(resource, namespace or None, name) of a key made by registry_key (ValueError if not)."""
+    parts = key.split("/") if isinstance(key, str) else []
+    if len(parts) < 4 or parts[0] != "" or "/" + parts[1] != REGISTRY_ROOT:
+        raise ValueError(f"not a registry key: {key!r}")
+    r = BY_PLURAL.get(parts[2])
+    expected = 5 if r is not None and r.namespaced else 4
+    if r is None or len(parts) != expected or not all(parts[3:]):
+        raise ValueError(f"not a registry key: {key!r}")
+    return (r, parts[3], parts[4]) if r.namespaced else (r, None, parts[3])
+
+
+# --- field selectors ------------------------------------------------------------------------------
+
+def check_field_label(resource: ResourceRef, label: str) -> None:
+    """Raise FieldSelectorError (`field label not supported: x`) unless `resource` can be
+    selected by `label`."""
+    if label not in resolve(resource).field_selectors:
+        raise FieldSelectorError(label)
+
+
+def field_set(resource: ResourceRef, obj: Any) -> dict[str, str]:
+    """The selectable fields of `obj` as strings (fields.Set): absent fields read as Go's
+    zero value (""; "false" for booleans; "0" for counts)."""
+    r = resolve(resource)
+    return {label: _field_value(r, obj, label) for label in r.field_selectors}
+
+
+def _field_value(r: Resource, obj: Any, label: str) -> str:
+    if label == "source":  # Events: source.component
+        label_path = ("source", "component")
+    elif label == "status.podIP":
+        ips = _get(obj, ("status", "podIPs"))
+        first = ips[0] if isinstance(ips, list) and ips else None
+        value = first.get("ip") if isinstance(first, dict) else _get(obj, ("status", "podIP"))
+        return _string(value, r.field_zero_values.get(label, ""))
+    else:
+        label_path = tuple(label.split("."))
+    return _string(_get(obj, label_path), r.field_zero_values.get(label, ""))
+
+
+def _get(obj: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(part)
+    return obj
+
+
+def _string(value: Any, zero: str) -> str:
+    if value is None:
+        return zero
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, str)):
+        return str(value)
+    return zero
