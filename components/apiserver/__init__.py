@@ -1,0 +1,38 @@
+"""kubemu's apiserver: the only door to the store.
+
+    python -m components.apiserver --listen ENDPOINT --store-endpoints EP1,EP2,EP3 [--audit-log FILE]
+
+Stateless: every object lives in the store at `registry_key(resource, namespace, name)` (msgpack),
+and an object's resourceVersion is its key's mod_revision (a string). Kill it at any time; clients
+reconnect and resume their watches from the last resourceVersion they saw.
+
+Wire methods (params are maps; `resource` is anything `kubemu.api.resources.resolve` accepts;
+every mutating method also takes `user`, recorded in the audit log):
+
+    create        {resource, object, namespace=None}                      -> object
+    get           {resource, name, namespace=None}                        -> object
+    list          {resource, namespace=None, label_selector="", field_selector="", limit=0, continue=""}
+                  -> {apiVersion, kind: <Kind>List, metadata: {resourceVersion, continue?}, items}
+    update        {resource, object, namespace=None}     spec/metadata (status kept) -> object
+    update_status {resource, object, namespace=None}     status/metadata (spec kept) -> object
+    patch         {resource, name, patch, namespace=None, patch_type="merge"|"strategic"|"json",
+                   subresource=None|"status"}                             -> object
+    delete        {resource, name, namespace=None, grace_period_seconds=None,
+                   propagation_policy="Background"|"Foreground"|"Orphan", preconditions=None}
+                  -> the object's final state (with deletionTimestamp if it stays for now)
+    bind          {name, node, namespace=None}           pods/binding     -> pod
+    get_scale     {resource, name, namespace=None}       autoscaling/v1 Scale
+    update_scale  {resource, name, replicas, namespace=None, resource_version=None} -> Scale
+    watch (stream){resource, namespace=None, label_selector="", field_selector="",
+                   resource_version="", allow_bookmarks=False}
+                  -> {"type": ADDED|MODIFIED|DELETED|BOOKMARK, "object": ...}
+    healthz       {}                                                      -> {"ok": True}
+
+Errors (Kubernetes' words): NotFound `pods "web" not found`; Conflict `pods "web" already exists`
+(details.reason AlreadyExists) or `Operation cannot be fulfilled on pods "web": the object has been
+modified; ...` (reason Conflict); Invalid with the ValidationError text and details.causes (field
+paths); Gone reason Expired `too old resource version: 1 (5)`; TooLarge over 1.5 MiB; BadRequest.
+
+Parts: `storage` (objects in the store), `handlers` (the methods), `watchcache` (one store watch
+per resource fanned out to watchers), `audit` (the JSON-lines audit log), `server` (wiring).
+"""

@@ -1,0 +1,208 @@
+"""The watch cache (the apiserver's Cacher): one store watch per resource, fanned out.
+
+A `Cacher` starts lazily on the first watch of its resource: it notes the store revision R and
+watches the resource's prefix from R+1 (with prev_kv). Every event goes into a window of the
+last `WINDOW` events and to each registered watcher's bounded queue. A watch from resourceVersion
+rv >= `floor` (every event after rv is still in the window) is served from the cache; an older
+one is served from the store's own watch history (`store_events`), which fails with Gone
+"Expired" when that history was compacted. A watcher whose queue fills up (too slow) is ended
+with an error, like the apiserver's terminate-slow-watchers; its client re-watches from its
+last resourceVersion. If the store watch itself fails, every watcher is ended (Unavailable) and
+the next watch starts a fresh cacher.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from typing import AsyncIterator, NamedTuple
+
+from kubemu.wire import Gone, Unavailable
+from store.client import Compacted, StoreClient
+
+from .storage import decode
+
+log = logging.getLogger("kubemu.apiserver.watchcache")
+
+WINDOW = 1000        # events kept for resumes
+QUEUE_LIMIT = 1000   # events a watcher may fall behind by before it is ended
+
+
+class CacheEvent(NamedTuple):
+    revision: int
+    type: str            # "PUT" or "DELETE"
+    key: str
+    obj: dict | None     # the new state (None for DELETE)
+    old: dict | None     # the state before (None if the key was absent)
+
+
+def to_cache_event(ev) -> CacheEvent:
+    kv, prev = ev.kv, ev.prev_kv
+    key = kv["key"].decode() if isinstance(kv["key"], bytes) else kv["key"]
+    old = decode(prev["value"], prev["mod_revision"]) if prev else None
+    obj = decode(kv["value"], kv["mod_revision"]) if ev.type == "PUT" else None
+    return CacheEvent(kv["mod_revision"], ev.type, key, obj, old)
+
+
+def expired(rv: int, oldest: int | None) -> Gone:
+    return Gone(f"too old resource version: {rv} ({oldest if oldest is not None else rv + 1})",
+                {"reason": "Expired"}, code="Gone")
+
+
+class Watcher:
+    def __init__(self, start: int):
+        self.start = start
+        self.queue: collections.deque[CacheEvent] = collections.deque()
+        self.wake = asyncio.Event()
+        self.error: Exception | None = None
+
+    def offer(self, ev: CacheEvent) -> None:
+        if self.error is not None:
+            return
+        if len(self.queue) >= QUEUE_LIMIT:
+            self.queue.clear()
+            self.error = Unavailable("the watcher fell too far behind and was terminated; "
+                                     "watch again from the last resourceVersion seen",
+                                     {"reason": "TooSlow"})
+        else:
+            self.queue.append(ev)
+        self.wake.set()
+
+    def fail(self, err: Exception) -> None:
+        if self.error is None:
+            self.error = err
+        self.wake.set()
+
+
+class Cacher:
+    def __init__(self, client: StoreClient, prefix: str):
+        self.client = client
+        self.prefix = prefix
+        self.window: collections.deque[CacheEvent] = collections.deque()
+        self.floor = 0          # every event after `floor` is in the window
+        self.revision = 0       # the latest revision this cache knows of
+        self.watchers: set[Watcher] = set()
+        self._task: asyncio.Task | None = None
+        self._ready: asyncio.Future | None = None
+
+    async def ensure_started(self) -> None:
+        if self._task is None or self._task.done():
+            self._ready = asyncio.get_running_loop().create_future()
+            self._task = asyncio.create_task(self._run(self._ready), name=f"cacher {self.prefix}")
+        await asyncio.shield(self._ready)
+
+    async def _run(self, ready: asyncio.Future) -> None:
+        err: Exception | None = None
+        try:
+            # start where the store is now; the window fills from here
+            start = await _current_revision(self.client, self.prefix)
+            self.window.clear()
+            self.floor = self.revision = start
+            async with self.client.watch(self.prefix, prefix=True, start_revision=start + 1,
+                                         prev_kv=True) as w:
+                if not ready.done():
+                    ready.set_result(None)
+                async for ev in w:
+                    cev = to_cache_event(ev)
+                    self.window.append(cev)
+                    while len(self.window) > WINDOW:
+                        self.floor = max(self.floor, self.window.popleft().revision)
+                    self.revision = max(self.revision, cev.revision)
+                    for watcher in list(self.watchers):
+                        watcher.offer(cev)
+        except asyncio.CancelledError:
+            err = Unavailable("the apiserver is shutting down")
+            raise
+        except Exception as exc:
+            log.warning("store watch on %s failed: %s", self.prefix, exc)
+            err = exc if isinstance(exc, Unavailable) else Unavailable(f"watch cache failed: {exc}")
+        finally:
+            if not ready.done():
+                ready.set_exception(err or Unavailable("watch cache stopped"))
+            for watcher in list(self.watchers):
+                watcher.fail(err or Unavailable("watch cache stopped"))
+            self.watchers.clear()
+
+    def register(self, start: int) -> Watcher | None:
+        """A watcher fed every event after `start`, or None if the window no longer reaches back."""
+        if start < self.floor or self._task is None or self._task.done():
+            return None
+        w = Watcher(start)
+        for ev in self.window:
+            if ev.revision > start:
+                w.queue.append(ev)
+        self.watchers.add(w)
+        return w
+
+    def unregister(self, w: Watcher) -> None:
+        self.watchers.discard(w)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except BaseException:
+                pass
+
+
+async def _current_revision(client: StoreClient, prefix: str) -> int:
+    resp = await client.range(prefix, prefix=True, count_only=True)
+    return resp["header"]["revision"]
+
+
+async def cache_events(cacher: Cacher, w: Watcher) -> AsyncIterator[CacheEvent]:
+    """Events of a cache watcher; raises its error when it is ended."""
+    try:
+        while True:
+            while w.queue:
+                yield w.queue.popleft()
+            if w.error is not None:
+                raise w.error
+            w.wake.clear()
+            await w.wake.wait()
+    finally:
+        cacher.unregister(w)
+
+
+async def store_events(client: StoreClient, prefix: str, start: int) -> AsyncIterator[CacheEvent]:
+    """Events after `start` straight from the store's history (for resumes older than the cache)."""
+    try:
+        watch = client.watch(prefix, prefix=True, start_revision=start + 1, prev_kv=True)
+        async with watch as w:
+            async for ev in w:
+                yield to_cache_event(ev)
+    except Compacted as err:
+        raise expired(start, err.compact_revision) from None
+
+
+class WatchCache:
+    """Cachers by registry prefix (one per resource)."""
+
+    def __init__(self, client: StoreClient):
+        self.client = client
+        self.cachers: dict[str, Cacher] = {}
+
+    def cacher(self, prefix: str) -> Cacher:
+        c = self.cachers.get(prefix)
+        if c is None:
+            c = self.cachers[prefix] = Cacher(self.client, prefix)
+        return c
+
+    async def open(self, prefix: str, start: int) -> tuple[AsyncIterator[CacheEvent], Watcher | None]:
+        """Every event under `prefix` (a resource's prefix) after revision `start`, in order, and the
+        cache watcher behind them (None: served from the store's history)."""
+        cacher = self.cacher(prefix)
+        await cacher.ensure_started()
+        w = cacher.register(start)
+        if w is not None:
+            return cache_events(cacher, w), w
+        return store_events(self.client, prefix, start), None
+
+    def latest(self, prefix: str) -> int:
+        c = self.cachers.get(prefix)
+        return c.revision if c is not None else 0
+
+    async def close(self) -> None:
+        for c in self.cachers.values():
+            await c.close()
