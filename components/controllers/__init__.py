@@ -123,3 +123,45 @@ def merge_patch(target: Any, patch: Any) -> Any:
 __all__ = ["CreatePod", "DeletePod", "Adopt", "Release", "UpdateStatus", "CreateReplicaSet",
            "UpdateReplicaSet", "DeleteReplicaSet", "UpdateDeployment", "RecordEvent", "Action",
            "merge_patch"]
+
+
+# --- actions of the node lifecycle and garbage collector controllers (appended) ----------------
+
+
+@dataclass(frozen=True)
+class UpdateNode:
+    """JSON merge patch (RFC 7386) on a Node object, e.g. ``{"spec": {"taints": [...]}}`` (a list
+    in a merge patch replaces the whole list). Node conditions go through ``UpdateStatus("Node",
+    "", name, status)`` instead."""
+    name: str
+    changes: dict
+
+
+@dataclass(frozen=True)
+class DeleteObject:
+    """DELETE any object with a uid precondition and ``propagationPolicy`` ("Background",
+    "Foreground" or "Orphan"). The shell maps (api_version, kind) to its resource path."""
+    api_version: str
+    kind: str
+    namespace: str | None
+    name: str
+    uid: str
+    propagation_policy: str = "Background"
+
+
+@dataclass(frozen=True)
+class PatchObject:
+    """JSON merge patch on any object (ownerReferences / finalizers edits of the garbage
+    collector), to be sent with a uid precondition and, when given, ``resource_version`` as an
+    optimistic-concurrency precondition (the patch was computed from that version's lists)."""
+    api_version: str
+    kind: str
+    namespace: str | None
+    name: str
+    uid: str
+    changes: dict
+    resource_version: str | None = None
+
+
+Action = Action | UpdateNode | DeleteObject | PatchObject
+__all__ += ["UpdateNode", "DeleteObject", "PatchObject"]
