@@ -8,22 +8,26 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import restart
+from . import restart, store
 
-SUITES = {"restart": restart}
+SUITES = {"restart": restart, "store": store}
 
 
-def run_suite(name: str, quick: bool, json_path: str | None, kills: int | None = None) -> dict:
+def run_suite(name: str, quick: bool, json_path: str | None, kills: int | None = None, **options) -> dict:
+    """`options` go to suites other than restart, which also get `quick` and their own `kills`
+    default, and may bring their own `table(report)`."""
     console = Console()
     suite = SUITES[name]
-    kills = kills or (5 if quick else 30)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as progress:
         def factory(label: str, total: int):
             task = progress.add_task(f"{name}: {label}", total=total)
             return lambda: progress.advance(task)
-        report = suite.run(kills=kills, progress_factory=factory)
-    console.print(table(report))
+        if suite is restart:
+            report = suite.run(kills=kills or (5 if quick else 30), progress_factory=factory)
+        else:
+            report = suite.run(quick=quick, kills=kills, progress_factory=factory, **options)
+    console.print(getattr(suite, "table", table)(report))
     if json_path:
         with open(json_path, "w") as f:
             json.dump(report, f, indent=2)

@@ -246,16 +246,39 @@ def _follow(f) -> None:
 
 # --- bench ---------------------------------------------------------------------------------
 
+def _int_list(ctx, param, value: str | None) -> list[int] | None:
+    try:
+        return [int(v) for v in value.split(",") if v.strip()] if value else None
+    except ValueError:
+        raise click.BadParameter("expected comma-separated numbers, e.g. 1,16,64,256") from None
+
+
 @main.command()
-@click.argument("suite", type=click.Choice(["restart"]))
-@click.option("--quick", is_flag=True, help="fewer trials: finishes in under a minute")
-@click.option("--kills", type=int, default=None, help="trials per supervisor (default 30, 5 with --quick)")
+@click.argument("suite", type=click.Choice(["restart", "store"]))
+@click.option("--quick", is_flag=True, help="fewer trials, shorter levels (restart: under a minute; store: about 3 minutes)")
+@click.option("--kills", type=int, default=None,
+              help="restart: trials per supervisor (default 30, 5 with --quick); "
+                   "store: leader kills for failover (default 20, 10 with --quick)")
+@click.option("--clients", callback=_int_list, help="store: write concurrency levels (default 1,16,64,256)")
+@click.option("--read-clients", callback=_int_list, help="store: read concurrency levels (default 1,64)")
+@click.option("--seconds", type=float, default=None,
+              help="store: measured seconds per level (default 5, 2 with --quick)")
+@click.option("--peers", default="etcd,pysyncobj", show_default=True,
+              help="store: peers to run beside kubemu (installed for the benchmark if missing); 'none' for none")
 @click.option("-o", "--output", "json_path", type=click.Path(dir_okay=False), help="write every figure as JSON")
-def bench(suite: str, quick: bool, kills: int | None, json_path: str | None) -> None:
+def bench(suite: str, quick: bool, kills: int | None, clients, read_clients, seconds: float | None, peers: str,
+          json_path: str | None) -> None:
     """Run a benchmark suite and print its figures beside its floor and peers."""
     from bench.runner import run_suite  # benchmarks load only when asked for
 
-    run_suite(suite, quick, json_path, kills)
+    if suite == "restart":
+        run_suite(suite, quick, json_path, kills)
+        return
+    peer_list = [p.strip() for p in peers.split(",") if p.strip() not in ("", "none")]
+    if set(peer_list) - {"etcd", "pysyncobj"}:
+        raise click.BadParameter(f"{peers!r}: choose from etcd, pysyncobj, none", param_hint="--peers")
+    run_suite(suite, quick, json_path, kills, clients=clients, read_clients=read_clients, seconds=seconds,
+              peers=peer_list)
 
 
 from .store_cli import store  # noqa: E402  (last: store_cli takes fail() from this module)
