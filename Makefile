@@ -20,7 +20,7 @@ test: $(STAMP)
 	$(PY) -m pytest $(ARGS)
 
 bench: $(STAMP)
-	$(VENV)/bin/kubemu bench $(or $(SUITE),all) $(ARGS)
+	$(VENV)/bin/kubemu bench $(or $(SUITE),restart) $(ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

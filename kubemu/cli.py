@@ -255,7 +255,8 @@ def _int_list(ctx, param, value: str | None) -> list[int] | None:
 
 @main.command()
 @click.argument("suite", type=click.Choice(["restart", "store"]))
-@click.option("--quick", is_flag=True, help="fewer trials, shorter levels (restart: under a minute; store: about 3 minutes)")
+@click.option("--quick", is_flag=True,
+              help="fewer trials, shorter levels (restart: under a minute; store: about 3 minutes)")
 @click.option("--kills", type=int, default=None,
               help="restart: trials per supervisor (default 30, 5 with --quick); "
                    "store: leader kills for failover (default 20, 10 with --quick)")
