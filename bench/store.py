@@ -261,7 +261,40 @@ class Cluster:
         self.stop()
 
 
-class KubemuCluster(Cluster):
+class WireCluster(Cluster):
+    """A cluster whose replicas answer `status` on kubemu's wire (kubemu, and PySyncObj behind
+    its wire front): one cached client per replica, dropped when it fails."""
+
+    endpoints: dict[str, str]
+
+    def __init__(self, workdir: Path, marker: str):
+        super().__init__(workdir, marker)
+        self._clients: dict = {}
+
+    def wire_status(self, name: str, timeout: float = 1.0) -> dict | None:
+        from kubemu import wire
+
+        client = self._clients.get(name)
+        if client is None:
+            client = self._clients[name] = wire.SyncClient(self.endpoints[name], timeout=timeout)
+        try:
+            return client.call("status", {}, timeout=timeout)
+        except wire.WireError:
+            self._clients.pop(name).close()
+            return None
+
+    def target(self) -> dict:
+        return {"leader": self.endpoints[self.leader()], "endpoints": list(self.endpoints.values()),
+                "pids": self.pids()}
+
+    def stop(self) -> None:
+        for client in self._clients.values():
+            client.close()
+        self._clients.clear()
+        super().stop()
+
+
+class KubemuCluster(WireCluster):
     """python -m store, three replicas on tcp://127.0.0.1 ports."""
 
     kind = "store"
@@ -270,7 +303,6 @@ class KubemuCluster(Cluster):
         super().__init__(workdir, marker)
         self.endpoints = {n: f"tcp://127.0.0.1:{p}" for n, p in zip(self.names, free_ports(3))}
         self.flags = flags
-        self._clients: dict = {}
 
     def argv(self, name: str) -> list[str]:
         peers = ",".join(f"{n}={ep}" for n, ep in self.endpoints.items())
@@ -281,18 +313,7 @@ class KubemuCluster(Cluster):
         return argv
 
     def status(self, name: str, timeout: float = 1.0) -> dict | None:
-        from kubemu import wire
-
-        if not self.alive(name):
-            return None
-        client = self._clients.get(name)
-        if client is None:
-            client = self._clients[name] = wire.SyncClient(self.endpoints[name], timeout=timeout)
-        try:
-            return client.call("status", {}, timeout=timeout)
-        except wire.WireError:
-            self._clients.pop(name).close()
-            return None
+        return self.wire_status(name, timeout) if self.alive(name) else None
 
     def statuses(self) -> dict[str, dict]:
         return {n: s for n in self.names if (s := self.status(n)) is not None}
@@ -321,15 +342,6 @@ class KubemuCluster(Cluster):
             time.sleep(0.02)
         raise RuntimeError("store: a restarted replica did not catch up")
 
-    def target(self) -> dict:
-        return {"leader": self.endpoints[self.leader()], "endpoints": list(self.endpoints.values()),
-                "pids": self.pids()}
-
-    def stop(self) -> None:
-        for client in self._clients.values():
-            client.close()
-        self._clients.clear()
-        super().stop()
 
 
 class EtcdCluster(Cluster):
@@ -381,7 +393,7 @@ class EtcdCluster(Cluster):
                 "pids": self.pids()}
 
 
-class PySyncObjCluster(Cluster):
+class PySyncObjCluster(WireCluster):
     """Three `python -m bench.store pysyncobj-replica` processes (see pysyncobj_replica)."""
 
     kind = "pysyncobj"
@@ -392,27 +404,15 @@ class PySyncObjCluster(Cluster):
         ports = free_ports(6)
         self.raft_addrs = {n: f"127.0.0.1:{ports[i]}" for i, n in enumerate(self.names)}
         self.endpoints = {n: f"tcp://127.0.0.1:{ports[3 + i]}" for i, n in enumerate(self.names)}
-        self._clients: dict = {}
 
     def argv(self, name: str) -> list[str]:
         partners = ",".join(a for n, a in self.raft_addrs.items() if n != name)
         return [sys.executable, "-m", "bench.store", "pysyncobj-replica", "--self", self.raft_addrs[name],
                 "--partners", partners, "--listen", self.endpoints[name]] + ([] if self.batch else ["--no-batch"])
 
-    def _status(self, name: str) -> dict | None:
-        from kubemu import wire
-
-        client = self._clients.get(name)
-        if client is None:
-            client = self._clients[name] = wire.SyncClient(self.endpoints[name], timeout=1.0)
-        try:
-            return client.call("status", {}, timeout=1.0)
-        except wire.WireError:
-            self._clients.pop(name).close()
-            return None
 
     def _leader(self) -> str | None:
-        sts = {n: self._status(n) for n in self.names if self.alive(n)}
+        sts = {n: self.wire_status(n) for n in self.names if self.alive(n)}
         if any(s is None for s in sts.values()):
             return None
         leaders = [n for n, s in sts.items() if s["leader_state"]]
@@ -420,15 +420,6 @@ class PySyncObjCluster(Cluster):
             return leaders[0]
         return None
 
-    def target(self) -> dict:
-        return {"leader": self.endpoints[self.leader()], "endpoints": list(self.endpoints.values()),
-                "pids": self.pids()}
-
-    def stop(self) -> None:
-        for client in self._clients.values():
-            client.close()
-        self._clients.clear()
-        super().stop()
 
 
 def pysyncobj_replica(argv: list[str]) -> int:
