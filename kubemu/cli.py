@@ -21,8 +21,17 @@ console = Console() if sys.stdout.isatty() else Console(width=200)
 
 
 class Ctx:
-    def __init__(self, state_dir: str | None):
+    def __init__(self, state_dir: str | None, server: str | None = None):
         self.state = StateDir(state_dir)
+        self.server = server
+
+    def api_endpoint(self) -> str:
+        """The apiserver to talk to: --server / $KUBEMU_SERVER, else the running cluster's."""
+        endpoint = self.server or self.state.api_endpoint()
+        if not endpoint:
+            fail(f"no apiserver known: no cluster in {self.state.root} (start one with `kubemu up`) "
+                 "and no --server given")
+        return endpoint
 
     def running(self) -> list[str]:
         try:
@@ -49,10 +58,12 @@ state_dir_option = click.option("--state-dir", envvar="KUBEMU_STATE_DIR", defaul
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @state_dir_option
+@click.option("-s", "--server", envvar="KUBEMU_SERVER", default=None,
+              help="the apiserver's endpoint (default: the running cluster's)")
 @click.pass_context
-def main(ctx: click.Context, state_dir: str | None) -> None:
+def main(ctx: click.Context, state_dir: str | None, server: str | None) -> None:
     """kubemu: the Kubernetes supervision hierarchy with real processes."""
-    ctx.obj = Ctx(state_dir)
+    ctx.obj = Ctx(state_dir, server)
 
 
 # --- up / down / ps ----------------------------------------------------------------------
@@ -284,6 +295,9 @@ def bench(suite: str, quick: bool, kills: int | None, clients, read_clients, sec
 
 from .store_cli import store  # noqa: E402  (last: store_cli takes fail() from this module)
 main.add_command(store)
+
+from .kubectl import register as _register_kubectl  # noqa: E402
+_register_kubectl(main)
 
 if __name__ == "__main__":
     main()

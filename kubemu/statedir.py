@@ -1,6 +1,8 @@
 """Where a cluster lives on disk, and how every command finds it.
 
     <state dir>/                      --state-dir, $KUBEMU_STATE_DIR, or ~/.kubemu (mode 0700)
+      api-endpoint                    the apiserver's endpoint (written by `kubemu up`)
+      store-endpoints                 the store replicas' endpoints, one a line
       nodes/<node>/units/*.service    what init supervises (kubelet.service, written by `kubemu up`)
       nodes/<node>/manifests/         the kubelet's static pods
       nodes/<node>/logs/              init.log and one <unit>.log per unit
@@ -45,6 +47,17 @@ class StateDir:
 
     def init_endpoint(self, node: str) -> str:
         return f"ipc://{self.node_dir(node) / 'init.sock'}"
+
+    @property
+    def api_endpoint_file(self) -> Path:
+        return self.root / "api-endpoint"
+
+    def api_endpoint(self) -> str | None:
+        """The apiserver's wire endpoint that `kubemu up` wrote, or None (no control plane)."""
+        try:
+            return self.api_endpoint_file.read_text().strip() or None
+        except OSError:
+            return None
 
     def init_pid(self, node: str) -> int | None:
         """The PID of the node's init if it is running (its pidfile names a live init)."""
