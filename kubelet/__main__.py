@@ -2,7 +2,8 @@
 
 Started by init as kubelet.service (Type=notify): READY=1 once its static pods are being
 synced, WATCHDOG=1 while its loop is healthy. Runs the static pods of its manifest directory
-(how the control plane boots itself); its containers live under shims and survive it."""
+(how the control plane boots itself); its containers live under shims and survive it. With
+--api it is also a node of the cluster: Node, Lease, mirror pods, the pods bound to it."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +13,7 @@ import os
 import sys
 
 from .agent import Kubelet, Options
+from .nodestatus import NodeConfig, parse_taint
 from .podworker import Settings
 
 
@@ -26,17 +28,60 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backoff-max", type=float, default=300.0, help="CrashLoopBackOff's cap (300 s)")
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="multiply every pod timing (backoff, probes, grace periods) by this")
+    api = p.add_argument_group("the node in the API (with --api)")
+    api.add_argument("--api", help="the apiserver's wire endpoint; without it, static pods only")
+    api.add_argument("--cpu", help="the node's cpu capacity (default: this machine's cpu count)")
+    api.add_argument("--memory", help="the node's memory capacity (default: this machine's memory)")
+    api.add_argument("--max-pods", type=int, default=110, help="pods capacity (default 110)")
+    api.add_argument("--node-labels", default="", help="k=v[,k=v...] labels to register the node with")
+    api.add_argument("--register-with-taints", default="",
+                     help="key[=value]:Effect[,...] taints to register the node with")
+    api.add_argument("--node-lease-duration-seconds", type=int, default=40, help="the Lease's duration (40)")
+    api.add_argument("--node-status-update-frequency", type=float, default=10.0,
+                     help="seconds between Lease renewals and node checks (10)")
+    api.add_argument("--node-status-report-frequency", type=float, default=300.0,
+                     help="seconds between node status posts when nothing changed (300)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s kubelet[%(process)d] %(levelname)s: %(message)s")
     node_dir = os.path.abspath(args.node_dir)
+    try:
+        node_config = _node_config(args)
+    except ValueError as err:
+        p.error(str(err))
     opts = Options(node=args.node, node_dir=node_dir,
                    manifests_dir=os.path.abspath(args.manifests or os.path.join(node_dir, "manifests")),
                    file_check_frequency=args.file_check_frequency,
                    settings=Settings(backoff_initial=args.backoff_initial, backoff_max=args.backoff_max,
-                                     time_scale=args.time_scale))
+                                     time_scale=args.time_scale),
+                   api=args.api, node_config=node_config, lease_duration=args.node_lease_duration_seconds,
+                   renew_interval=args.node_status_update_frequency,
+                   status_interval=args.node_status_report_frequency)
     asyncio.run(Kubelet(opts).run())
     return 0
+
+
+def _node_config(args) -> NodeConfig | None:
+    if not args.api:
+        return None
+    import platform
+
+    import psutil
+
+    from kubemu.api.quantity import cpu_millis, memory_bytes
+
+    labels = {}
+    for item in filter(None, args.node_labels.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--node-labels: {item!r} is not key=value")
+        labels[key] = value
+    taints = tuple(parse_taint(t) for t in filter(None, args.register_with_taints.split(",")))
+    cpu = args.cpu or str(psutil.cpu_count() or 1)
+    memory = args.memory or f"{psutil.virtual_memory().total // 1024}Ki"
+    cpu_millis(cpu), memory_bytes(memory)  # a bad quantity fails here, naming itself
+    return NodeConfig(args.node, cpu, memory, args.max_pods, labels, taints,
+                      kernel_version=platform.release())
 
 
 if __name__ == "__main__":

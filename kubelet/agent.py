@@ -7,6 +7,11 @@ deadline of any pod worker (one loop timer). Each pod's decisions are its PodWor
 (kubelet/podworker.py, pure); this file carries them out and writes what they say:
 `<pod dir>/status.json` (the Pod with its status, for `kubemu ps`) and `<node dir>/events.jsonl`.
 
+With --api (kubelet/apiagent.py) it also registers its Node, renews its Lease, mirrors its
+static pods into the API, runs the pods bound to it and reports their status; static pods never
+wait for the API (the apiserver is one of them), and API pods it adopted keep running until the
+API has been heard from.
+
 A restarted kubelet adopts what it finds: containers keep running under their shims, and
 each pod directory keeps the Pod it was started for (pod.json), so pods whose manifest has
 gone are still stopped gracefully.
@@ -25,6 +30,7 @@ from kubemu.api.quantity import memory_bytes
 from kubemu.sdnotify import notify, watchdog_interval
 
 from . import manifests
+from .nodestatus import NodeConfig
 from .podworker import KillContainer, PodWorker, RecordEvent, RunProbe, Settings, StartContainer, format_time
 from .prober import run_probe
 from .runtime import ContainerSpec, Runtime
@@ -32,6 +38,7 @@ from .shim import read_json, write_json
 
 log = logging.getLogger("kubelet")
 
+SOURCE_API = "api"  # kubernetes.io/config.source of the pods the API binds to us
 POD_FILE = "pod.json"
 STATUS_FILE = "status.json"
 
@@ -52,6 +59,11 @@ class Options:
     manifests_dir: str
     file_check_frequency: float = 20.0
     settings: Settings = Settings()
+    api: str | None = None                 # the apiserver's endpoint; None: static pods only
+    node_config: NodeConfig | None = None  # what the Node reports (with --api)
+    lease_duration: int = 40
+    renew_interval: float = 10.0
+    status_interval: float = 300.0
 
 
 class Kubelet:
@@ -60,7 +72,9 @@ class Kubelet:
         self.runtime = Runtime(opts.node_dir)
         self.workers: dict[str, PodWorker] = {}  # pod dir -> worker
         self.launched: dict[tuple[str, str], int] = {}  # (pod dir, container) -> restart count we expect
-        self.desired: dict[str, dict] = {}  # pod dir -> Pod, from the manifests
+        self.static: dict[str, dict] = {}  # pod dir -> Pod, from the manifests
+        self.api_pods: dict[str, dict] = {}  # pod dir -> Pod, bound to this node in the API
+        self.api = None  # the ApiAgent, with --api
         self.bad_manifests: dict[str, str] = {}  # path -> the error already reported
         self.dirty: set[str] = set()
         self.events_path = os.path.join(opts.node_dir, "events.jsonl")
@@ -73,6 +87,10 @@ class Kubelet:
     def now(self) -> float:
         return self.loop.time()
 
+    @property
+    def desired(self) -> dict[str, dict]:
+        return {**self.api_pods, **self.static}
+
     # -- life cycle ---------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -82,11 +100,13 @@ class Kubelet:
         self._adopt()
         self._spawn(self._watch_containers())
         self.sync_manifests()
-        notify(f"READY=1\nSTATUS=running {len(self.desired)} static pod(s)")
-        log.info("kubelet for %s ready: %d static pod(s), %d adopted", self.opts.node, len(self.desired),
+        notify(f"READY=1\nSTATUS=running {len(self.static)} static pod(s)")
+        log.info("kubelet for %s ready: %d static pod(s), %d adopted", self.opts.node, len(self.static),
                  len(self.workers))
         self._spawn(self._watch_manifests())
         self._spawn(self._relist_periodically())
+        if self.opts.api:
+            self._start_api_agent()
         if (interval := watchdog_interval()) is not None:
             self._spawn(self._watchdog(interval))
         await self._stop.wait()
@@ -114,6 +134,31 @@ class Kubelet:
             notify("WATCHDOG=1")
             await asyncio.sleep(interval)
 
+    def _start_api_agent(self) -> None:
+        from .apiagent import ApiAgent  # after READY=1: the wire is not in the start-up path
+
+        self.api = ApiAgent(self.opts.api, self.opts.node_config or NodeConfig(self.opts.node, "1", "1Gi"),
+                            self.set_api_pods, lease_duration=self.opts.lease_duration,
+                            renew_interval=self.opts.renew_interval, status_interval=self.opts.status_interval)
+        self.api.set_static_pods(list(self.static.values()))
+        for pod_dir, worker in self.workers.items():
+            self.dirty.add(pod_dir)
+        self._spawn(self.api.run())
+        self._after_event()
+
+    def set_api_pods(self, pods: list[dict]) -> None:
+        """The pods bound to this node, as the API has them now (level-based)."""
+        api_pods = {}
+        for pod in pods:
+            pod_dir = os.path.join(self.runtime.pods_dir, pod_dir_name(pod))
+            terminal = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+            if pod_dir in self.workers or not (terminal or pod["metadata"].get("deletionTimestamp")):
+                api_pods[pod_dir] = pod
+            elif pod["metadata"].get("deletionTimestamp"):
+                self.api.pod_terminated(pod)  # nothing of it runs here: let it go
+        self.api_pods = api_pods
+        self._reconcile()
+
     # -- adoption -----------------------------------------------------------------------
 
     def _adopt(self) -> None:
@@ -126,6 +171,8 @@ class Kubelet:
             found = {name: self._on_our_clock(st.as_found()) for name, st in self.runtime.list_containers(pod_dir).items()}
             worker = PodWorker.adopt(pod, self.opts.settings, now, found, wall_offset=self.wall_offset)
             self.workers[pod_dir] = worker
+            if pod["metadata"].get("annotations", {}).get(manifests.CONFIG_SOURCE) == SOURCE_API:
+                self.api_pods[pod_dir] = pod  # until the API says otherwise
             for name, record in found.items():
                 self.launched[(pod_dir, name)] = record["restart_count"]
             self.dirty.add(pod_dir)
@@ -170,25 +217,38 @@ class Kubelet:
                 continue
             desired[os.path.join(self.runtime.pods_dir, pod_dir_name(m.pod))] = m.pod
         self.bad_manifests = seen_errors
-        self.desired = desired
+        if desired.keys() != self.static.keys() and self.api is not None:
+            self.api.set_static_pods(list(desired.values()))
+        self.static = desired
         self._reconcile()
 
     def _reconcile(self) -> None:
         now = self.now()
+        desired = self.desired
         for pod_dir, worker in list(self.workers.items()):
-            if pod_dir not in self.desired and not worker.stopping:
+            pod = desired.get(pod_dir)
+            if pod is None and not worker.stopping:
                 log.info("pod %s/%s is no longer desired: stopping it", worker.namespace, worker.name)
                 self._execute(pod_dir, worker.stop(now))
+            elif pod is not None and pod["metadata"].get("deletionTimestamp"):
+                grace = pod["metadata"].get("deletionGracePeriodSeconds")
+                if not worker.stopping:
+                    log.info("pod %s/%s is being deleted: stopping it (grace %ss)", worker.namespace,
+                             worker.name, grace)
+                self._execute(pod_dir, worker.stop(now, grace))  # again: a shorter grace shortens it
         running_names = {full_name(w.pod): d for d, w in self.workers.items()}
-        for pod_dir, pod in self.desired.items():
-            if pod_dir in self.workers:
+        for pod_dir, pod in desired.items():
+            if pod_dir in self.workers or pod["metadata"].get("deletionTimestamp"):
                 continue
             # A changed manifest is a new pod (new uid) with the same name: like the kubelet,
             # start it only once its predecessor has terminated.
             if full_name(pod) in running_names:
                 continue
+            source = {} if pod_dir in self.static else {manifests.CONFIG_SOURCE: SOURCE_API}
             pod = dict(pod, metadata=dict(pod["metadata"], annotations={
-                **pod["metadata"].get("annotations", {}), manifests.CONFIG_SEEN: format_time(time.time())}))
+                **(pod["metadata"].get("annotations") or {}), **source,
+                manifests.CONFIG_SEEN: format_time(time.time())}))
+            pod.pop("status", None)
             os.makedirs(pod_dir, exist_ok=True)
             write_json(os.path.join(pod_dir, POD_FILE), pod)
             worker = PodWorker(pod, self.opts.settings, now, wall_offset=self.wall_offset)
@@ -275,7 +335,10 @@ class Kubelet:
         for pod_dir in self.dirty:
             worker = self.workers.get(pod_dir)
             if worker is not None:
-                write_json(os.path.join(pod_dir, STATUS_FILE), dict(worker.pod, status=worker.status(now)))
+                status = worker.status(now)
+                write_json(os.path.join(pod_dir, STATUS_FILE), dict(worker.pod, status=status))
+                if self.api is not None:
+                    self.api.pod_status(worker.pod, status)
         self.dirty.clear()
         if self._timer is not None:
             self._timer.cancel()
@@ -294,6 +357,8 @@ class Kubelet:
             del self.launched[key]
         self.dirty.discard(pod_dir)
         log.info("pod %s/%s: terminated and removed", worker.namespace, worker.name)
+        if self.api is not None:
+            self.api.pod_terminated(worker.pod)
         self._reconcile()  # a successor with the same name may be waiting
 
     def _event(self, worker: PodWorker | None, reason: str, message: str, type_: str = "Normal",
@@ -307,6 +372,9 @@ class Kubelet:
                 record["involvedObject"]["fieldPath"] = f"spec.containers{{{container}}}"
         with open(self.events_path, "a") as f:
             f.write(json.dumps(record) + "\n")
+        if self.api is not None and worker is not None:
+            self.api.event(worker.pod, type_, reason, message,
+                           f"spec.containers{{{container}}}" if container else None)
 
 
 def _container_spec(pod: dict, name: str) -> dict:

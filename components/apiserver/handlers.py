@@ -32,7 +32,8 @@ NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' utilrand alphabet
 GENERATED_SUFFIX = 5
 PATCH_ATTEMPTS = 20  # GuaranteedUpdate retries a write without explicit preconditions on conflict
 BOOKMARK_INTERVAL = 5.0
-SYSTEM_NAMESPACES = ("default", "kube-system")
+# As kube-apiserver creates them; "default" last, so whoever waits for it finds all of them.
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "default")
 
 
 class Forbidden(WireError):

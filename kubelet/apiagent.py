@@ -1,0 +1,279 @@
+"""The kubelet's side of the API: its Node, its Lease, mirror pods, the pods bound to it.
+
+Runs inside the kubelet's loop once started with --api (after READY=1: static pods never wait
+for the apiserver, which is itself a static pod):
+
+* **registration**: create the Node (AlreadyExists: post a fresh status instead, as a kubelet
+  that restarts does); retried with backoff until the apiserver answers.
+* **heartbeat**: renew `kube-node-lease/<node>` every `renew_interval` (a merge patch; created
+  when missing), and post the Node's status when it is not Ready (the node lifecycle
+  controller marked it Unknown while we were away) or every `status_interval`.
+* **pods**: an informer on `spec.nodeName=<node>` feeds the kubelet the pods bound to it
+  (mirror pods excluded) — level-based, the whole set at a time.
+* **mirror pods**: one per static pod, made again whenever it is missing, deleted or stale
+  (from an older manifest); a mirror pod without a static pod is deleted.
+* **status**: the latest status of each pod, coalesced, patched into the pod's status (the
+  mirror pod's for a static pod); a terminated pod that is being deleted is then removed with
+  grace 0 and a uid precondition (the kubelet's last word on a pod).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Callable
+
+from kubemu.apiclient import ApiClient, is_already_exists, is_not_found
+from kubemu.events import EventRecorder
+from kubemu.informer import Informer
+from kubemu.wire import WireError
+
+from .nodestatus import NodeConfig, is_mirror_pod, lease_object, mirror_matches, mirror_pod, node_object, \
+    node_status
+
+log = logging.getLogger("kubelet.api")
+
+RETRY_INITIAL = 0.2
+RETRY_MAX = 5.0
+STATUS_WRITERS = 8  # status patches in flight at once
+
+
+def pod_key(pod: dict) -> tuple[str, str]:
+    meta = pod["metadata"]
+    return meta.get("namespace") or "default", meta["name"]
+
+
+class ApiAgent:
+    def __init__(self, endpoint: str, config: NodeConfig, on_pods: Callable[[list[dict]], None], *,
+                 lease_duration: int = 40, renew_interval: float = 10.0, status_interval: float = 300.0):
+        self.config = config
+        self.node = config.name
+        self.on_pods = on_pods
+        self.lease_duration = lease_duration
+        self.renew_interval = renew_interval
+        self.status_interval = status_interval
+        self.api = ApiClient(endpoint, user=f"system:node:{self.node}", timeout=10.0)
+        self.recorder = EventRecorder(self.api, "kubelet", host=self.node)
+        self.informer = Informer(self.api, "pods", field_selector=f"spec.nodeName={self.node}")
+        self.informer.add_event_handler(lambda _o: self._changed(), lambda _o, _n: self._changed(),
+                                        lambda _o: self._changed())
+        self.static: dict[tuple[str, str], dict] = {}
+        self._latest: dict[tuple[str, str], tuple[str, dict]] = {}  # key -> (uid, status) of each pod
+        self._sent: dict[tuple[str, str], dict] = {}  # key -> the status the API has
+        self._queued: dict[tuple[str, str], None] = {}  # keys whose latest status is to be sent
+        self._finished: dict[tuple[str, str], str] = {}  # terminated pods to delete -> uid
+        self._wake = asyncio.Event()
+        self._sync_scheduled = False
+        self._mirror_ops: set[tuple[str, str]] = set()
+        self._stop = asyncio.Event()
+
+    @property
+    def synced(self) -> bool:
+        return self.informer.has_synced()
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(self.informer.run(self._stop), name="pod informer"),
+                 asyncio.create_task(self._heartbeat(), name="node heartbeat"),
+                 *(asyncio.create_task(self._write_statuses(), name="status writer")
+                   for _ in range(STATUS_WRITERS))]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            self._stop.set()
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.recorder.close(timeout=1.0)
+            await self.api.close()
+
+    # -- what the kubelet tells us -----------------------------------------------------------
+
+    def set_static_pods(self, pods: list[dict]) -> None:
+        self.static = {pod_key(p): p for p in pods}
+        self._changed()
+
+    def pod_status(self, pod: dict, status: dict) -> None:
+        """Queue the latest status of a pod (static: its mirror pod's)."""
+        key = pod_key(pod)
+        self._latest[key] = (pod["metadata"].get("uid", ""), status)
+        if self._sent.get(key) != status:
+            self._queued[key] = None
+            self._wake.set()
+
+    def pod_terminated(self, pod: dict) -> None:
+        """A pod's containers are all gone and it is no longer desired: if the API still has it
+        (being deleted), remove it for good."""
+        key = pod_key(pod)
+        self._latest.pop(key, None)
+        self._sent.pop(key, None)
+        if is_static(pod):
+            return
+        self._finished[key] = pod["metadata"].get("uid", "")
+        self._wake.set()
+
+    def event(self, pod: dict, type_: str, reason: str, message: str, field_path: str | None) -> None:
+        self.recorder.event(pod, type_, reason, message, field_path)
+
+    # -- pods and mirror pods ---------------------------------------------------------------
+
+    def _changed(self) -> None:
+        if not self._sync_scheduled:
+            self._sync_scheduled = True
+            asyncio.get_running_loop().call_soon(self._sync)
+
+    def _sync(self) -> None:
+        self._sync_scheduled = False
+        if not self.informer.has_synced():
+            return
+        pods = self.informer.list()
+        self.on_pods([p for p in pods if not is_mirror_pod(p)])
+        mirrors = {pod_key(p): p for p in pods if is_mirror_pod(p)}
+        for key, static in self.static.items():
+            mirror = mirrors.get(key)
+            if mirror is None:
+                self._mirror_op(key, self._create_mirror(static))
+            elif not mirror_matches(mirror, static):
+                self._mirror_op(key, self._delete_mirror(mirror))
+        for key, mirror in mirrors.items():
+            if key not in self.static:
+                self._mirror_op(key, self._delete_mirror(mirror))
+        # A status that found no object to go to (a mirror pod not made yet) goes now.
+        for key, (_uid, status) in self._latest.items():
+            if self._sent.get(key) != status and self.informer.get(f"{key[0]}/{key[1]}") is not None:
+                self._queued[key] = None
+                self._wake.set()
+
+    def _mirror_op(self, key: tuple[str, str], coro) -> None:
+        if key in self._mirror_ops:  # one at a time per pod; the next sync sees its result
+            coro.close()
+            return
+        self._mirror_ops.add(key)
+        task = asyncio.get_running_loop().create_task(coro)
+        task.add_done_callback(lambda _t: (self._mirror_ops.discard(key), self._changed()))
+
+    async def _create_mirror(self, static: dict) -> None:
+        try:
+            await self.api.create("pods", mirror_pod(static), namespace=pod_key(static)[0])
+            log.info("created mirror pod %s/%s", *pod_key(static))
+            self._sent.pop(pod_key(static), None)  # its status is posted anew once we see it
+        except WireError as err:
+            if not is_already_exists(err):
+                log.warning("creating mirror pod %s/%s: %s", *pod_key(static), err)
+                await asyncio.sleep(RETRY_INITIAL)
+
+    async def _delete_mirror(self, mirror: dict) -> None:
+        try:
+            await self.api.delete("pods", mirror["metadata"]["name"], namespace=pod_key(mirror)[0],
+                                  grace_period_seconds=0, preconditions={"uid": mirror["metadata"]["uid"]})
+            log.info("deleted mirror pod %s/%s", *pod_key(mirror))
+        except WireError as err:
+            if not is_not_found(err):
+                log.warning("deleting mirror pod %s/%s: %s", *pod_key(mirror), err)
+                await asyncio.sleep(RETRY_INITIAL)
+
+    # -- status and final deletion ------------------------------------------------------------
+
+    async def _write_statuses(self) -> None:
+        while True:
+            if not self._queued and not self._finished:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            if self._queued:
+                key = next(iter(self._queued))
+                del self._queued[key]
+                if key in self._latest:
+                    await self._write_status(key, *self._latest[key])
+            else:
+                key = next(iter(self._finished))
+                uid = self._finished.pop(key)
+                await self._delete_finished(key, uid)
+
+    async def _write_status(self, key: tuple[str, str], uid: str, status: dict) -> None:
+        cached = self.informer.get(f"{key[0]}/{key[1]}")
+        if cached is None:
+            return  # not (yet) in the API: a mirror pod's creation re-posts it
+        if key in self.static:
+            if not is_mirror_pod(cached):
+                return
+        elif cached["metadata"].get("uid") != uid:
+            return  # another pod with that name now
+        try:
+            await self.api.patch("pods", key[1], {"status": status}, namespace=key[0], subresource="status")
+            self._sent[key] = status
+        except WireError as err:
+            if not is_not_found(err):
+                log.info("status of pod %s/%s: %s (retrying)", *key, err)
+                await asyncio.sleep(RETRY_INITIAL)
+                self._queued[key] = None
+
+    async def _delete_finished(self, key: tuple[str, str], uid: str) -> None:
+        cached = self.informer.get(f"{key[0]}/{key[1]}")
+        if cached is None or cached["metadata"].get("uid") != uid or not cached["metadata"].get("deletionTimestamp"):
+            return
+        try:
+            await self.api.delete("pods", key[1], namespace=key[0], grace_period_seconds=0,
+                                  preconditions={"uid": uid})
+            self._sent.pop(key, None)
+        except WireError as err:
+            if not is_not_found(err):
+                log.info("deleting pod %s/%s: %s (retrying)", *key, err)
+                await asyncio.sleep(RETRY_INITIAL)
+                self._finished.setdefault(key, uid)
+
+    # -- the Node and its Lease ---------------------------------------------------------------
+
+    async def _heartbeat(self) -> None:
+        delay = RETRY_INITIAL
+        registered = False
+        last_status = 0.0
+        while True:
+            try:
+                if not registered:
+                    await self._register()
+                    registered, last_status = True, time.monotonic()
+                await self._renew_lease()
+                if await self._status_due(time.monotonic() - last_status):
+                    await self._post_status()
+                    last_status = time.monotonic()
+                delay = RETRY_INITIAL
+                await asyncio.sleep(self.renew_interval)
+            except WireError as err:
+                log.info("node %s: %s (retrying in %.1fs)", self.node, err, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX)
+
+    async def _register(self) -> None:
+        try:
+            await self.api.create("nodes", node_object(self.config, time.time()))
+            log.info("registered node %s", self.node)
+        except WireError as err:
+            if not is_already_exists(err):
+                raise
+            await self._post_status()
+            log.info("node %s was already registered; status updated", self.node)
+
+    async def _renew_lease(self) -> None:
+        lease = lease_object(self.node, self.lease_duration, time.time())
+        try:
+            await self.api.patch("leases", self.node, {"spec": lease["spec"]}, namespace=lease["metadata"]["namespace"])
+        except WireError as err:
+            if not is_not_found(err):
+                raise
+            await self.api.create("leases", lease, namespace=lease["metadata"]["namespace"])
+
+    async def _status_due(self, since_last: float) -> bool:
+        if since_last >= self.status_interval:
+            return True
+        node = await self.api.get("nodes", self.node)
+        ready = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
+        return not ready or ready[0].get("status") != "True"
+
+    async def _post_status(self) -> None:
+        node = await self.api.get("nodes", self.node)
+        status = node_status(self.config, time.time(), node.get("status"))
+        await self.api.patch("nodes", self.node, {"status": status}, subresource="status")
+
+
+def is_static(pod: dict) -> bool:
+    return ((pod.get("metadata") or {}).get("annotations") or {}).get("kubernetes.io/config.source") == "file"

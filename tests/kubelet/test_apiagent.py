@@ -1,0 +1,180 @@
+"""The kubelet as a node of the cluster, with real processes: a store, an apiserver, and a
+kubelet under init with --api. Its Node and Lease, mirror pods, API pods run, restarted,
+reported and deleted gracefully; static pods carry on while the apiserver is down."""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from components.controllers.podutil import parse_time
+from kubemu import cluster, wire
+from kubemu.statedir import StateDir
+from tests.components.apiserver import api  # noqa: F401  (a module-scoped fixture)
+from tests.conftest import alive, spawn_marked, terminate, wait_for
+
+PY = sys.executable
+_names = itertools.count(1)
+
+
+class ApiNode:
+    """One node: init + kubelet --api, in the test's own state directory."""
+
+    def __init__(self, state_dir: Path, api_env):
+        self.api = api_env
+        self.name = f"node-{next(_names)}"
+        self.state = StateDir(state_dir)
+        self.dir = cluster.write_node(
+            self.state, self.name, restart_sec=0.5, watchdog_sec=30,
+            kubelet_args=f"--api {api_env.endpoint} --cpu 2 --memory 2Gi --node-labels tier=test "
+                         "--backoff-initial 0.5 --backoff-max 2 --file-check-frequency 2 "
+                         "--node-status-update-frequency 0.3 --node-lease-duration-seconds 4")
+        self.init = spawn_marked([PY, "-m", "init", "--node-dir", str(self.dir)], state_dir)
+
+    def get(self, resource: str, name: str, namespace: str | None = "default") -> dict | None:
+        params = {"resource": resource, "name": name}
+        if namespace:
+            params["namespace"] = namespace
+        try:
+            return self.api.call("get", **params)
+        except wire.NotFound:
+            return None
+
+    def pods(self) -> list[dict]:
+        return self.api.call("list", resource="pods", field_selector=f"spec.nodeName={self.name}")["items"]
+
+    def manifest(self, name: str, containers: list[dict]) -> None:
+        path = self.dir / "manifests" / f"{name}.yaml"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                                   "spec": {"containers": containers, "terminationGracePeriodSeconds": 2}}))
+        os.rename(tmp, path)
+
+    def log(self) -> str:
+        path = self.dir / "logs" / "kubelet.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self) -> None:
+        terminate(self.init)
+
+
+@pytest.fixture
+def node(state_dir, api):  # noqa: F811
+    n = ApiNode(state_dir, api)
+    try:
+        wait_for(lambda: n.get("nodes", n.name, None), message=f"{n.name} to register")
+        yield n
+    finally:
+        for pod in n.pods():  # leave the module's apiserver clean for the next test
+            try:
+                api.call("delete", resource="pods", namespace=pod["metadata"]["namespace"],
+                         name=pod["metadata"]["name"], grace_period_seconds=0)
+            except wire.NotFound:
+                pass
+        n.stop()
+
+
+def sleeper(name="main", extra: str = "") -> dict:
+    return {"name": name, "command": [PY, "-c", f"import time\n{extra}\ntime.sleep(3600)"]}
+
+
+def condition(obj: dict, ctype: str) -> dict | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c["type"] == ctype), None)
+
+
+def running_pid(pod: dict | None) -> int | None:
+    for c in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
+        if "running" in c.get("state", {}):
+            return int(c["containerID"].removeprefix("process://"))
+    return None
+
+
+def test_node_registers_with_capacity_and_renews_its_lease(node):
+    n = node.get("nodes", node.name, None)
+    assert n["status"]["capacity"]["cpu"] == "2" and n["status"]["allocatable"]["memory"] == "2Gi"
+    assert n["metadata"]["labels"]["tier"] == "test"
+    assert n["metadata"]["labels"]["kubernetes.io/hostname"] == node.name
+    assert condition(n, "Ready")["status"] == "True"
+    assert n["status"]["nodeInfo"]["kubeletVersion"]
+    first = wait_for(lambda: node.get("leases", node.name, "kube-node-lease"), message="the lease")
+    assert first["spec"]["holderIdentity"] == node.name and first["spec"]["leaseDurationSeconds"] == 4
+    t0 = parse_time(first["spec"]["renewTime"])
+    wait_for(lambda: parse_time(node.get("leases", node.name, "kube-node-lease")["spec"]["renewTime"]) > t0,
+             message="the lease to be renewed")
+
+
+def test_not_ready_node_gets_ready_again(node, api):  # noqa: F811
+    n = node.get("nodes", node.name, None)
+    conds = [dict(c, status="Unknown", reason="NodeStatusUnknown") if c["type"] == "Ready" else c
+             for c in n["status"]["conditions"]]
+    api.call("patch", resource="nodes", name=node.name, patch={"status": {"conditions": conds}},
+             subresource="status")
+    wait_for(lambda: condition(node.get("nodes", node.name, None), "Ready")["status"] == "True",
+             message="the kubelet to post Ready again")
+
+
+def test_static_pod_has_a_mirror_pod_that_comes_back_when_deleted(node, api):  # noqa: F811
+    node.manifest("web", [sleeper()])
+    name = f"web-{node.name}"
+    mirror = wait_for(lambda: (p := node.get("pods", name)) and running_pid(p) and p, message="a running mirror pod")
+    assert "kubernetes.io/config.mirror" in mirror["metadata"]["annotations"]
+    assert mirror["spec"]["nodeName"] == node.name
+    pid = running_pid(mirror)
+    api.call("delete", resource="pods", namespace="default", name=name)
+    wait_for(lambda: (p := node.get("pods", name)) and p["metadata"]["uid"] != mirror["metadata"]["uid"]
+             and not p["metadata"].get("deletionTimestamp"), message="the mirror pod to be made again")
+    assert alive(pid), "deleting a mirror pod must not touch the static pod"
+
+    os.unlink(node.dir / "manifests" / "web.yaml")
+    wait_for(lambda: node.get("pods", name) is None, message="the mirror pod of a removed manifest to go")
+    wait_for(lambda: not alive(pid), message="the static pod to stop")
+
+
+def test_api_pod_runs_restarts_reports_and_is_deleted_gracefully(node, api, tmp_path):  # noqa: F811
+    marker = tmp_path / "got-sigterm"
+    handler = (f"import signal, sys\n"
+               f"def bye(*_):\n    open({str(marker)!r}, 'w').close(); sys.exit(0)\n"
+               f"signal.signal(signal.SIGTERM, bye)")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "job"},
+           "spec": {"nodeName": node.name, "terminationGracePeriodSeconds": 20, "containers": [sleeper(extra=handler)]}}
+    api.call("create", resource="pods", namespace="default", object=pod)
+    running = wait_for(lambda: (p := node.get("pods", "job")) and p["status"].get("phase") == "Running"
+                       and running_pid(p) and p, message="the API pod to run")
+    assert condition(running, "Ready")["status"] == "True"
+    pid = running_pid(running)
+
+    os.kill(pid, signal.SIGKILL)
+    restarted = wait_for(lambda: (p := node.get("pods", "job")) and running_pid(p) not in (None, pid) and p,
+                         message="the kubelet to restart the container")
+    assert restarted["status"]["containerStatuses"][0]["restartCount"] == 1
+    pid = running_pid(restarted)
+
+    api.call("delete", resource="pods", namespace="default", name="job")
+    wait_for(lambda: node.get("pods", "job") is None, message="the pod object to be removed by the kubelet")
+    assert marker.exists(), "the container got SIGTERM and exited within its grace"
+    assert not alive(pid)
+    events = api.call("list", resource="events", namespace="default")["items"]
+    reasons = {e["reason"] for e in events if e["involvedObject"].get("name") == "job"}
+    assert {"Started", "Killing"} <= reasons, reasons
+
+
+def test_static_pods_run_on_while_the_apiserver_is_down(node, api):  # noqa: F811
+    node.manifest("calm", [sleeper()])
+    name = f"calm-{node.name}"
+    pid = wait_for(lambda: running_pid(node.get("pods", name)), message="the mirror pod to show a running container")
+    api.kill_apiserver()
+    try:
+        node.manifest("later", [sleeper()])  # the kubelet keeps serving its manifests
+        later = node.dir / "pods"
+        wait_for(lambda: any(p.name.startswith(f"default_later-{node.name}_") for p in later.iterdir()),
+                 message="a static pod to start without an apiserver")
+        assert alive(pid)
+    finally:
+        api.start_apiserver()
+    wait_for(lambda: running_pid(node.get("pods", f"later-{node.name}")), message="the new mirror pod once the API is back")
+    assert running_pid(node.get("pods", name)) == pid
