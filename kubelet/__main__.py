@@ -19,8 +19,8 @@ from .podworker import Settings
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m kubelet", description=__doc__.split("\n\n")[0])
-    p.add_argument("--node", required=True, help="the node's name")
-    p.add_argument("--node-dir", required=True, help="the node's directory (pods/, events.jsonl)")
+    p.add_argument("--node", help="the node's name (required unless --hollow)")
+    p.add_argument("--node-dir", help="the node's directory (pods/, events.jsonl; required unless --hollow)")
     p.add_argument("--manifests", help="static pod manifest directory (default: NODE_DIR/manifests)")
     p.add_argument("--file-check-frequency", type=float, default=20.0,
                    help="seconds between full re-lists of the manifest directory (default 20)")
@@ -41,9 +41,19 @@ def main(argv: list[str] | None = None) -> int:
                      help="seconds between Lease renewals and node checks (10)")
     api.add_argument("--node-status-report-frequency", type=float, default=300.0,
                      help="seconds between node status posts when nothing changed (300)")
+    hollow = p.add_argument_group("hollow mode (kubemark's hollow node): many API nodes, no processes")
+    hollow.add_argument("--hollow", action="store_true", help="run hollow nodes (needs --api)")
+    hollow.add_argument("--nodes", type=int, default=1, help="how many hollow nodes (default 1)")
+    hollow.add_argument("--node-prefix", default="hollow-node-", help="hollow node names: PREFIX<i>")
+    hollow.add_argument("--startup-delay", type=float, default=0.0,
+                        help="seconds from a pod's binding to it being reported Running (default 0)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(asctime)s kubelet[%(process)d] %(levelname)s: %(message)s")
+    if args.hollow:
+        return _run_hollow(p, args)
+    if not args.node or not args.node_dir:
+        p.error("--node and --node-dir are required (unless --hollow)")
     node_dir = os.path.abspath(args.node_dir)
     try:
         node_config = _node_config(args)
@@ -58,6 +68,29 @@ def main(argv: list[str] | None = None) -> int:
                    renew_interval=args.node_status_update_frequency,
                    status_interval=args.node_status_report_frequency)
     asyncio.run(Kubelet(opts).run())
+    return 0
+
+
+def _run_hollow(p: argparse.ArgumentParser, args) -> int:
+    import signal
+
+    from .hollow import HollowKubelet, hollow_configs
+
+    if not args.api or args.nodes < 1:
+        p.error("--hollow needs --api and --nodes >= 1")
+    configs = hollow_configs(args.nodes, args.node_prefix, args.cpu or "4", args.memory or "16Gi", args.max_pods)
+    hollow = HollowKubelet(args.api, configs, startup_delay=args.startup_delay,
+                           lease_duration=args.node_lease_duration_seconds,
+                           renew_interval=args.node_status_update_frequency,
+                           status_interval=args.node_status_report_frequency)
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        await hollow.run(stop)
+
+    asyncio.run(run())
     return 0
 
 

@@ -3,11 +3,7 @@
 Runs inside the kubelet's loop once started with --api (after READY=1: static pods never wait
 for the apiserver, which is itself a static pod):
 
-* **registration**: create the Node (AlreadyExists: post a fresh status instead, as a kubelet
-  that restarts does); retried with backoff until the apiserver answers.
-* **heartbeat**: renew `kube-node-lease/<node>` every `renew_interval` (a merge patch; created
-  when missing), and post the Node's status when it is not Ready (the node lifecycle
-  controller marked it Unknown while we were away) or every `status_interval`.
+* **the Node and its Lease**: kubelet/heartbeat.py.
 * **pods**: an informer on `spec.nodeName=<node>` feeds the kubelet the pods bound to it
   (mirror pods excluded) — level-based, the whole set at a time.
 * **mirror pods**: one per static pod, made again whenever it is missing, deleted or stale
@@ -20,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Callable
 
 from kubemu.apiclient import ApiClient, is_already_exists, is_not_found
@@ -28,13 +23,12 @@ from kubemu.events import EventRecorder
 from kubemu.informer import Informer
 from kubemu.wire import WireError
 
-from .nodestatus import NodeConfig, is_mirror_pod, lease_object, mirror_matches, mirror_pod, node_object, \
-    node_status
+from .heartbeat import NodeHeartbeat
+from .nodestatus import NodeConfig, is_mirror_pod, mirror_matches, mirror_pod
 
 log = logging.getLogger("kubelet.api")
 
 RETRY_INITIAL = 0.2
-RETRY_MAX = 5.0
 STATUS_WRITERS = 8  # status patches in flight at once
 
 
@@ -49,10 +43,8 @@ class ApiAgent:
         self.config = config
         self.node = config.name
         self.on_pods = on_pods
-        self.lease_duration = lease_duration
-        self.renew_interval = renew_interval
-        self.status_interval = status_interval
         self.api = ApiClient(endpoint, user=f"system:node:{self.node}", timeout=10.0)
+        self.heartbeat = NodeHeartbeat(self.api, config, lease_duration, renew_interval, status_interval)
         self.recorder = EventRecorder(self.api, "kubelet", host=self.node)
         self.informer = Informer(self.api, "pods", field_selector=f"spec.nodeName={self.node}")
         self.informer.add_event_handler(lambda _o: self._changed(), lambda _o, _n: self._changed(),
@@ -73,7 +65,7 @@ class ApiAgent:
 
     async def run(self) -> None:
         tasks = [asyncio.create_task(self.informer.run(self._stop), name="pod informer"),
-                 asyncio.create_task(self._heartbeat(), name="node heartbeat"),
+                 asyncio.create_task(self.heartbeat.run(), name="node heartbeat"),
                  *(asyncio.create_task(self._write_statuses(), name="status writer")
                    for _ in range(STATUS_WRITERS))]
         try:
@@ -220,60 +212,6 @@ class ApiAgent:
                 log.info("deleting pod %s/%s: %s (retrying)", *key, err)
                 await asyncio.sleep(RETRY_INITIAL)
                 self._finished.setdefault(key, uid)
-
-    # -- the Node and its Lease ---------------------------------------------------------------
-
-    async def _heartbeat(self) -> None:
-        delay = RETRY_INITIAL
-        registered = False
-        last_status = 0.0
-        while True:
-            try:
-                if not registered:
-                    await self._register()
-                    registered, last_status = True, time.monotonic()
-                await self._renew_lease()
-                if await self._status_due(time.monotonic() - last_status):
-                    await self._post_status()
-                    last_status = time.monotonic()
-                delay = RETRY_INITIAL
-                await asyncio.sleep(self.renew_interval)
-            except WireError as err:
-                log.info("node %s: %s (retrying in %.1fs)", self.node, err, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX)
-
-    async def _register(self) -> None:
-        try:
-            await self.api.create("nodes", node_object(self.config, time.time()))
-            log.info("registered node %s", self.node)
-        except WireError as err:
-            if not is_already_exists(err):
-                raise
-            await self._post_status()
-            log.info("node %s was already registered; status updated", self.node)
-
-    async def _renew_lease(self) -> None:
-        lease = lease_object(self.node, self.lease_duration, time.time())
-        try:
-            await self.api.patch("leases", self.node, {"spec": lease["spec"]}, namespace=lease["metadata"]["namespace"])
-        except WireError as err:
-            if not is_not_found(err):
-                raise
-            await self.api.create("leases", lease, namespace=lease["metadata"]["namespace"])
-
-    async def _status_due(self, since_last: float) -> bool:
-        if since_last >= self.status_interval:
-            return True
-        node = await self.api.get("nodes", self.node)
-        ready = [c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"]
-        return not ready or ready[0].get("status") != "True"
-
-    async def _post_status(self) -> None:
-        node = await self.api.get("nodes", self.node)
-        status = node_status(self.config, time.time(), node.get("status"))
-        await self.api.patch("nodes", self.node, {"status": status}, subresource="status")
-
 
 def is_static(pod: dict) -> bool:
     return ((pod.get("metadata") or {}).get("annotations") or {}).get("kubernetes.io/config.source") == "file"

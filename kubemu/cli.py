@@ -70,27 +70,37 @@ def main(ctx: click.Context, state_dir: str | None, server: str | None) -> None:
 
 @main.command()
 @click.option("--nodes", default=1, show_default=True, type=click.IntRange(1, 64), help="number of nodes")
-@click.option("--detach", is_flag=True, help="return once every node has started")
-@click.option("--timeout", default=120.0, show_default=True, help="seconds to wait for the nodes to start")
+@click.option("--store-replicas", default=3, show_default=True, type=click.Choice(["3", "5"]),
+              help="store (etcd) replicas on the control-plane node")
+@click.option("--fast", is_flag=True, help="scale every Kubernetes timing down for demos and tests (see README)")
+@click.option("--detach", is_flag=True, help="return once every node is Ready")
+@click.option("--timeout", default=180.0, show_default=True, help="seconds to wait for every node to be Ready")
 @pass_ctx
-def up(ctx: Ctx, nodes: int, detach: bool, timeout: float) -> None:
-    """Create the cluster (kubeadm's role) and start one init per node."""
+def up(ctx: Ctx, nodes: int, store_replicas: str, fast: bool, detach: bool, timeout: float) -> None:
+    """Create the cluster (kubeadm's role): one init per node, the control plane as static pods
+    of node-0; wait until every node is Ready."""
     try:
-        names = cluster.up(ctx.state, nodes)
+        names = cluster.up(ctx.state, nodes, fast=fast, store_replicas=int(store_replicas))
     except RuntimeError as exc:
         fail(str(exc))
     try:
         statuses = cluster.wait_started(ctx.state, names, timeout)
+        cluster.wait_ready(ctx.state, names, timeout)
     except TimeoutError as exc:
         cluster.down(ctx.state)
-        fail(f"{exc}; see {ctx.state.nodes_dir}/*/logs/init.log")
+        fail(f"{exc}; see {ctx.state.nodes_dir}/*/logs/")
     except KeyboardInterrupt:  # Ctrl-C while starting: nothing may be left behind
         console.print("interrupted: stopping...")
         cluster.down(ctx.state)
         sys.exit(130)
-    console.print(views.ps_table(names, statuses))
+    console.print(views.ps_table(names, statuses, pods={n: [pod for _d, pod in ctx.state.pods(n)] for n in names}))
+    console.print(f"\ncluster up in {ctx.state.root}: {len(names)} node(s) Ready. Next:\n"
+                  "  kubemu get nodes; kubemu get pods -A\n"
+                  "  kubemu apply -f deployment.yaml; kubemu get pods -o wide\n"
+                  "  kill -9 <a PID from kubemu ps>; kubemu ps\n"
+                  "  kubemu node kill node-1; kubemu get nodes -w\n"
+                  "  kubemu down")
     if detach:
-        console.print(f"\ncluster up in {ctx.state.root}. Try: kubemu ps; kill -9 <pid>; kubemu ps; kubemu down")
         return
     console.print("\nrunning in the foreground: Ctrl-C stops every node in order")
     _wait_for_interrupt(ctx)
@@ -122,6 +132,35 @@ def down(ctx: Ctx, timeout: float) -> None:
     if stragglers:
         click.echo(f"killed {len(stragglers)} leftover process(es): {stragglers}")
     click.echo("cluster stopped")
+
+
+@main.group()
+def node() -> None:
+    """Kill or start a whole node (its init, with everything under it): a machine failure."""
+
+
+@node.command("kill")
+@click.argument("name")
+@pass_ctx
+def node_kill(ctx: Ctx, name: str) -> None:
+    """SIGKILL the node's init; its kubelet and pods die with it."""
+    try:
+        pid = cluster.kill_node(ctx.state, name)
+    except RuntimeError as exc:
+        fail(str(exc))
+    click.echo(f"node/{name} killed (init pid {pid})")
+
+
+@node.command("start")
+@click.argument("name")
+@pass_ctx
+def node_start(ctx: Ctx, name: str) -> None:
+    """Boot a killed node again: init, then its kubelet, which re-registers and resumes."""
+    try:
+        cluster.start_node(ctx.state, name)
+    except RuntimeError as exc:
+        fail(str(exc))
+    click.echo(f"node/{name} started")
 
 
 @main.command()

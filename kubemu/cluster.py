@@ -1,18 +1,49 @@
-"""`kubemu up` and `kubemu down`: the kubeadm analog. Writes each node's units, starts one
-init per node in its own session, and later stops them in order, leaving no process behind."""
+"""`kubemu up` and `kubemu down`: the kubeadm analog. Writes each node's units and, on the
+control-plane node (node-0), the static pod manifests of the control plane; starts one init per
+node in its own session; waits for every node to be Ready; later stops them in order, leaving no
+process behind. Worker nodes reach the control plane by its endpoint, as `kubeadm join` does."""
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
 from . import wire
 from .statedir import ENV, StateDir
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Every Kubernetes timing `kubemu up` sets; `--fast` scales them down (README's table)."""
+    kubelet_restart_sec: float = 10       # kubelet.service RestartSec (kubeadm's drop-in)
+    pod_time_scale: float = 1.0           # CrashLoopBackOff 10 s -> 300 s, probes, grace periods
+    lease_duration: int = 40              # kube-node-lease Lease duration
+    node_status_update: float = 10        # Lease renewal and node checks
+    node_status_report: float = 300       # node status post when nothing changed
+    node_monitor_period: float = 5
+    node_monitor_grace: float = 40
+    node_startup_grace: float = 60
+    eviction_rate: float = 0.1            # nodes/s (--node-eviction-rate)
+    toleration_seconds: float = 300       # DefaultTolerationSeconds for not-ready/unreachable
+    scheduler_backoff: tuple = (1.0, 10.0)
+    file_check_frequency: float = 20
+
+
+DEFAULT_TIMINGS = Timings()
+FAST_TIMINGS = Timings(kubelet_restart_sec=1, pod_time_scale=0.1, lease_duration=4, node_status_update=1,
+                       node_status_report=30, node_monitor_period=0.5, node_monitor_grace=4,
+                       node_startup_grace=6, eviction_rate=1, toleration_seconds=5,
+                       scheduler_backoff=(0.1, 1.0), file_check_frequency=2)
+CONTROL_PLANE_NODE = "node-0"
+CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
 
 # kubeadm's kubelet.service drop-in: Restart=always, RestartSec=10, StartLimitIntervalSec=0;
 # kubemu adds Type=notify and a watchdog so init notices a hung kubelet too.
@@ -57,20 +88,94 @@ spec:
 """
 
 
+# The apiserver, scheduler and controller-manager: one container each, its argv from Python.
+COMPONENT_POD = """\
+# Written by `kubemu up`: the {name} of the control plane as a static pod (kubeadm's way).
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: kube-system
+  labels: {{component: {name}, tier: control-plane}}
+spec:
+  containers:
+  - name: {name}
+    command: {argv}
+  terminationGracePeriodSeconds: 30
+"""
+
+
 def store_endpoints(state: StateDir, replicas: int = STORE_REPLICAS) -> dict[str, str]:
-    node_dir = state.node_dir(node_names(1)[0])
+    node_dir = state.node_dir(CONTROL_PLANE_NODE)
     return {f"store-{i}": f"ipc://{node_dir / f'store-{i}.sock'}" for i in range(replicas)}
 
 
-def write_control_plane(state: StateDir, replicas: int = STORE_REPLICAS) -> None:
-    """node-0's static pod manifests for the store, and <state>/store-endpoints for clients."""
+def api_endpoint(state: StateDir) -> str:
+    return f"ipc://{state.node_dir(CONTROL_PLANE_NODE) / 'apiserver.sock'}"
+
+
+def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings) -> dict[str, list[str]]:
+    api = api_endpoint(state)
+    logs = state.node_dir(CONTROL_PLANE_NODE) / "logs"
+    return {
+        "apiserver": [sys.executable, "-m", "components.apiserver", "--listen", api,
+                      "--store-endpoints", ",".join(endpoints.values()),
+                      "--audit-log", str(logs / "audit.log")],
+        "scheduler": [sys.executable, "-m", "components.scheduler", "--api", api,
+                      "--backoff-initial", f"{t.scheduler_backoff[0]:g}",
+                      "--backoff-max", f"{t.scheduler_backoff[1]:g}"],
+        "controller-manager": [sys.executable, "-m", "components.controller_manager", "--api", api,
+                               "--node-monitor-period", f"{t.node_monitor_period:g}",
+                               "--node-monitor-grace-period", f"{t.node_monitor_grace:g}",
+                               "--node-startup-grace-period", f"{t.node_startup_grace:g}",
+                               "--node-eviction-rate", f"{t.eviction_rate:g}",
+                               "--default-toleration-seconds", f"{t.toleration_seconds:g}"],
+    }
+
+
+def write_control_plane(state: StateDir, replicas: int = STORE_REPLICAS, timings: Timings = DEFAULT_TIMINGS) -> None:
+    """node-0's static pod manifests (store replicas, apiserver, scheduler, controller-manager),
+    and <state>/store-endpoints and <state>/api-endpoint for clients."""
     endpoints = store_endpoints(state, replicas)
-    node_dir = state.node_dir(node_names(1)[0])
+    manifests = state.node_dir(CONTROL_PLANE_NODE) / "manifests"
+    for stale in manifests.glob("store-*.yaml"):  # fewer replicas than last time
+        if stale.stem not in endpoints:
+            stale.unlink()
     peers = ",".join(f"{name}={ep}" for name, ep in endpoints.items())
     for name, endpoint in endpoints.items():
-        (node_dir / "manifests" / f"{name}.yaml").write_text(STORE_POD.format(
-            name=name, python=sys.executable, data_dir=node_dir / "data" / name, endpoint=endpoint, peers=peers))
+        _write_if_changed(manifests / f"{name}.yaml", STORE_POD.format(
+            name=name, python=sys.executable, data_dir=state.node_dir(CONTROL_PLANE_NODE) / "data" / name,
+            endpoint=endpoint, peers=peers))
+    for name, argv in control_plane_argv(state, endpoints, timings).items():
+        _write_if_changed(manifests / f"{name}.yaml", COMPONENT_POD.format(
+            name=name, argv=json.dumps(argv)))  # JSON is YAML: every path quoted right
     (state.root / "store-endpoints").write_text("".join(f"{ep}\n" for ep in endpoints.values()))
+    state.api_endpoint_file.write_text(api_endpoint(state) + "\n")
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """Rewriting a manifest with the same bytes is harmless, but an unchanged file is also not
+    touched: `kubemu up` again on a running node's directory must not make the kubelet look."""
+    try:
+        if path.read_text() == text:
+            return
+    except OSError:
+        pass
+    tmp = path.with_name(f".{path.name}.tmp")  # dotfiles are not manifests
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def kubelet_args(state: StateDir, node: str, t: Timings) -> str:
+    args = ["--api", api_endpoint(state), "--backoff-initial", "10", "--backoff-max", "300",
+            "--time-scale", f"{t.pod_time_scale:g}", "--file-check-frequency", f"{t.file_check_frequency:g}",
+            "--node-lease-duration-seconds", str(t.lease_duration),
+            "--node-status-update-frequency", f"{t.node_status_update:g}",
+            "--node-status-report-frequency", f"{t.node_status_report:g}"]
+    if node == CONTROL_PLANE_NODE:  # kubeadm's control-plane label and taint
+        args += ["--node-labels", f"{CONTROL_PLANE_ROLE}=",
+                 "--register-with-taints", f"{CONTROL_PLANE_ROLE}:NoSchedule"]
+    return " ".join(shlex.quote(a) for a in args)
 
 
 def node_names(count: int) -> list[str]:
@@ -126,18 +231,84 @@ def wait_started(state: StateDir, nodes: list[str], timeout: float) -> dict[str,
     raise TimeoutError(f"node(s) {', '.join(missing)} did not finish starting within {timeout:g}s")
 
 
-def up(state: StateDir, count: int, restart_sec: float = 10, watchdog_sec: float = 30) -> list[str]:
+def up(state: StateDir, count: int, *, fast: bool = False, store_replicas: int = STORE_REPLICAS,
+       watchdog_sec: float = 30) -> list[str]:
     already = state.running_nodes()
     if already:
         raise RuntimeError(f"a cluster is already running in {state.root} (nodes: {', '.join(already)}); "
                            "`kubemu down` first")
+    timings = FAST_TIMINGS if fast else DEFAULT_TIMINGS
     nodes = node_names(count)
     for node in nodes:
-        write_node(state, node, restart_sec, watchdog_sec)
-    write_control_plane(state)
+        write_node(state, node, timings.kubelet_restart_sec, watchdog_sec, kubelet_args(state, node, timings))
+    write_control_plane(state, store_replicas, timings)
     for node in nodes:
         start_init(state, node)
     return nodes
+
+
+def start_node(state: StateDir, node: str) -> None:
+    """Boot a node that was written before (`kubemu node start`)."""
+    if node not in state.nodes():
+        raise RuntimeError(f"there is no node {node} in {state.root}")
+    if state.init_pid(node) is not None:
+        raise RuntimeError(f"node {node} is already running")
+    start_init(state, node)
+
+
+def kill_node(state: StateDir, node: str) -> int:
+    """SIGKILL a node's init: a machine failure. Its kubelet and pods die with it (PDEATHSIG)."""
+    pid = state.init_pid(node)
+    if pid is None:
+        raise RuntimeError(f"node {node} is not running")
+    proc = psutil.Process(pid)
+    proc.kill()
+    proc.wait(10)
+    # Nothing of the node may survive it; PDEATHSIG does it, this only waits for it to be so.
+    node_procs = [p for p in state.processes() if _on_node(p, state.node_dir(node))]
+    _gone, alive = psutil.wait_procs(node_procs, timeout=10)
+    for p in alive:
+        p.kill()
+    return pid
+
+
+def _on_node(proc: psutil.Process, node_dir: Path) -> bool:
+    try:
+        return any(str(node_dir) in arg for arg in proc.cmdline())
+    except psutil.Error:
+        return False
+
+
+def ready_nodes(state: StateDir, timeout: float = 5.0) -> dict[str, bool] | None:
+    """Node name -> Ready, as the API has them; None while the apiserver does not answer."""
+    from .apiclient import SyncApiClient  # the wire's asyncio client only when asked
+
+    endpoint = state.api_endpoint()
+    if not endpoint:
+        return None
+    try:
+        with SyncApiClient(endpoint, timeout=timeout) as api:
+            items = api.list("nodes")["items"]
+    except wire.WireError:
+        return None
+    return {n["metadata"]["name"]: any(c.get("type") == "Ready" and c.get("status") == "True"
+                                       for c in (n.get("status") or {}).get("conditions") or [])
+            for n in items}
+
+
+def wait_ready(state: StateDir, nodes: list[str], timeout: float) -> None:
+    """Wait until the API shows every node Ready (what `kubemu get nodes` shows)."""
+    deadline = time.monotonic() + timeout
+    seen: dict[str, bool] | None = None
+    while time.monotonic() < deadline:
+        seen = ready_nodes(state)
+        if seen is not None and all(seen.get(n) for n in nodes):
+            return
+        time.sleep(0.2)
+    if seen is None:
+        raise TimeoutError(f"the apiserver did not answer within {timeout:g}s")
+    missing = [n for n in nodes if not seen.get(n)]
+    raise TimeoutError(f"node(s) {', '.join(missing)} not Ready within {timeout:g}s")
 
 
 def down(state: StateDir, timeout: float = 150.0) -> list[int]:

@@ -48,11 +48,13 @@ def test_up_kill_kubelet_down(state_dir):
     for init in nodes.values():
         assert kubelet_row(init)["active_state"] == "active"
         assert kubelet_row(init)["status_text"].startswith("running ")  # node-0 has the example pod
-    # The control plane's store runs as static pods on node-0, found through the state directory.
+    # The control plane runs as static pods on node-0; the store is found through the state directory.
     assert kubemu(state_dir, "store", "put", "greeting", "hello").stdout.strip() == "OK"
     assert kubemu(state_dir, "store", "get", "greeting").stdout.split() == ["greeting", "hello"]
-    store_pods = [p for p in ps_json_pods(state_dir, "node-0") if p["metadata"]["namespace"] == "kube-system"]
-    assert sorted(p["metadata"]["name"] for p in store_pods) == ["store-0-node-0", "store-1-node-0", "store-2-node-0"]
+    system_pods = [p for p in ps_json_pods(state_dir, "node-0") if p["metadata"]["namespace"] == "kube-system"]
+    assert sorted(p["metadata"]["name"] for p in system_pods) == [
+        "apiserver-node-0", "controller-manager-node-0", "scheduler-node-0",
+        "store-0-node-0", "store-1-node-0", "store-2-node-0"]
     unit = (state_dir / "nodes" / "node-1" / "units" / "kubelet.service").read_text()
     assert "Restart=always" in unit and "RestartSec=10" in unit and "StartLimitIntervalSec=0" in unit
 
@@ -96,16 +98,19 @@ def test_up_kill_kubelet_down(state_dir):
 
 def test_foreground_up_stops_everything_on_ctrl_c(state_dir):
     env = dict(os.environ, KUBEMU_STATE_DIR=str(state_dir))
-    fg = subprocess.Popen([sys.executable, "-m", "kubemu.cli", "up", "--nodes", "1"], env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = state_dir / "up.out"
+    with open(log, "w") as out_file:
+        fg = subprocess.Popen([sys.executable, "-m", "kubemu.cli", "up", "--nodes", "1", "--fast"], env=env,
+                              stdout=out_file, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for(lambda: kubemu(state_dir, "ps", check=False).returncode == 0, message="the cluster")
-        row = wait_for(lambda: (lambda r: r if r["main_pid"] else None)(kubelet_row(ps_json(state_dir)["node-0"])))
+        wait_for(lambda: "running in the foreground" in log.read_text(), message="the cluster to be up")
+        row = kubelet_row(ps_json(state_dir)["node-0"])
         fg.send_signal(signal.SIGINT)  # what Ctrl-C sends to the foreground process
-        out, _ = fg.communicate(timeout=DEADLINE * 2)
+        fg.wait(timeout=DEADLINE * 2)
     finally:
         if fg.poll() is None:
             fg.kill()
+    out = log.read_text()
     assert fg.returncode == 0, out
     assert "cluster stopped" in out
     assert not alive(row["main_pid"])
