@@ -72,20 +72,24 @@ def main(ctx: click.Context, state_dir: str | None, server: str | None) -> None:
 @click.option("--nodes", default=1, show_default=True, type=click.IntRange(1, 64), help="number of nodes")
 @click.option("--store-replicas", default=3, show_default=True, type=click.Choice(["3", "5"]),
               help="store (etcd) replicas on the control-plane node")
+@click.option("--hollow-nodes", default=0, show_default=True, type=click.IntRange(0, 5000),
+              help="extra hollow nodes (no processes per pod), all played by one process on node-0")
 @click.option("--fast", is_flag=True, help="scale every Kubernetes timing down for demos and tests (see README)")
 @click.option("--detach", is_flag=True, help="return once every node is Ready")
 @click.option("--timeout", default=180.0, show_default=True, help="seconds to wait for every node to be Ready")
 @pass_ctx
-def up(ctx: Ctx, nodes: int, store_replicas: str, fast: bool, detach: bool, timeout: float) -> None:
+def up(ctx: Ctx, nodes: int, store_replicas: str, hollow_nodes: int, fast: bool, detach: bool,
+       timeout: float) -> None:
     """Create the cluster (kubeadm's role): one init per node, the control plane as static pods
     of node-0; wait until every node is Ready."""
     try:
-        names = cluster.up(ctx.state, nodes, fast=fast, store_replicas=int(store_replicas))
+        names, hollow = cluster.up(ctx.state, nodes, fast=fast, store_replicas=int(store_replicas),
+                                   hollow_nodes=hollow_nodes)
     except RuntimeError as exc:
         fail(str(exc))
     try:
         statuses = cluster.wait_started(ctx.state, names, timeout)
-        cluster.wait_ready(ctx.state, names, timeout)
+        cluster.wait_ready(ctx.state, names + hollow, timeout)
     except TimeoutError as exc:
         cluster.down(ctx.state)
         fail(f"{exc}; see {ctx.state.nodes_dir}/*/logs/")
@@ -94,7 +98,7 @@ def up(ctx: Ctx, nodes: int, store_replicas: str, fast: bool, detach: bool, time
         cluster.down(ctx.state)
         sys.exit(130)
     console.print(views.ps_table(names, statuses, pods={n: [pod for _d, pod in ctx.state.pods(n)] for n in names}))
-    console.print(f"\ncluster up in {ctx.state.root}: {len(names)} node(s) Ready. Next:\n"
+    console.print(f"\ncluster up in {ctx.state.root}: {len(names) + len(hollow)} node(s) Ready. Next:\n"
                   "  kubemu get nodes; kubemu get pods -A\n"
                   "  kubemu apply -f deployment.yaml; kubemu get pods -o wide\n"
                   "  kill -9 <a PID from kubemu ps>; kubemu ps\n"

@@ -67,6 +67,25 @@ WantedBy=multi-user.target
 """
 
 
+# `--hollow-nodes M`: one process on node-0 plays M kubelets (kubemark's hollow nodes).
+HOLLOW_UNIT = """\
+# Written by `kubemu up --hollow-nodes {count}`: {count} hollow nodes (no processes per pod).
+[Unit]
+Description=hollow kubelet: {count} emulated nodes without containers (kubemu)
+StartLimitIntervalSec=0
+
+[Service]
+Type=simple
+ExecStart={argv}
+Restart=always
+RestartSec={restart_sec}
+
+[Install]
+WantedBy=multi-user.target
+"""
+HOLLOW_PREFIX = "hollow-node-"
+
+
 # The control plane boots the way kubeadm boots it: as static pods of node-0's kubelet. Each
 # store replica is one pod (namespace kube-system, like etcd's), its data under node-0's
 # directory, all of them reachable through ipc:// sockets there.
@@ -231,8 +250,24 @@ def wait_started(state: StateDir, nodes: list[str], timeout: float) -> dict[str,
     raise TimeoutError(f"node(s) {', '.join(missing)} did not finish starting within {timeout:g}s")
 
 
+def write_hollow(state: StateDir, count: int, t: Timings) -> list[str]:
+    """node-0's hollow-kubelet.service for `count` hollow nodes (none: the unit is removed)."""
+    unit = state.node_dir(CONTROL_PLANE_NODE) / "units" / "hollow-kubelet.service"
+    if count <= 0:
+        unit.unlink(missing_ok=True)
+        return []
+    argv = [sys.executable, "-m", "kubelet", "--hollow", "--nodes", str(count), "--node-prefix", HOLLOW_PREFIX,
+            "--api", api_endpoint(state), "--node-lease-duration-seconds", str(t.lease_duration),
+            "--node-status-update-frequency", f"{t.node_status_update:g}",
+            "--node-status-report-frequency", f"{t.node_status_report:g}"]
+    unit.write_text(HOLLOW_UNIT.format(count=count, argv=" ".join(f'"{a}"' for a in argv),
+                                       restart_sec=f"{t.kubelet_restart_sec:g}"))
+    return [f"{HOLLOW_PREFIX}{i}" for i in range(count)]
+
+
 def up(state: StateDir, count: int, *, fast: bool = False, store_replicas: int = STORE_REPLICAS,
-       watchdog_sec: float = 30) -> list[str]:
+       hollow_nodes: int = 0, watchdog_sec: float = 30) -> tuple[list[str], list[str]]:
+    """Write and boot the cluster; (the nodes with an init, the hollow nodes)."""
     already = state.running_nodes()
     if already:
         raise RuntimeError(f"a cluster is already running in {state.root} (nodes: {', '.join(already)}); "
@@ -242,9 +277,10 @@ def up(state: StateDir, count: int, *, fast: bool = False, store_replicas: int =
     for node in nodes:
         write_node(state, node, timings.kubelet_restart_sec, watchdog_sec, kubelet_args(state, node, timings))
     write_control_plane(state, store_replicas, timings)
+    hollow = write_hollow(state, hollow_nodes, timings)
     for node in nodes:
         start_init(state, node)
-    return nodes
+    return nodes, hollow
 
 
 def start_node(state: StateDir, node: str) -> None:
