@@ -80,6 +80,7 @@ class EventRecorder:
         self._seen: OrderedDict[tuple, list] = OrderedDict()  # key -> [name, namespace, count, first seen]
         self._tasks: set[asyncio.Task] = set()
         self.dropped = 0
+        self._dropping = False
 
     def event(self, obj: dict, type_: str, reason: str, message: str, field_path: str | None = None) -> None:
         try:
@@ -88,9 +89,14 @@ class EventRecorder:
             return
         if len(self._tasks) >= MAX_IN_FLIGHT:
             self.dropped += 1
-            log.warning("dropping event %s %s for %s/%s: too many in flight", type_, reason,
-                        ref.get("namespace", ""), ref.get("name", ""))
+            if not self._dropping:  # one line per burst, not one per event
+                self._dropping = True
+                log.warning("dropping events: %d writes in flight (first dropped: %s %s for %s/%s)",
+                            len(self._tasks), type_, reason, ref.get("namespace", ""), ref.get("name", ""))
             return
+        if self._dropping:
+            self._dropping = False
+            log.warning("recording events again; %d dropped so far", self.dropped)
         now = self.clock()
         key = (ref.get("uid") or (ref.get("kind"), ref.get("namespace"), ref.get("name")),
                ref.get("fieldPath"), type_, reason, message)

@@ -1,0 +1,21 @@
+"""The controller-manager: kubemu's kube-controller-manager, as thin asyncio shells around the
+pure reconcile cores of `components.controllers`.
+
+    python -m components.controller_manager --api ipc:///run/kubemu/api.sock
+
+Layout (after kubernetes/sample-controller):
+
+* `informers`  one shared list+watch cache per resource (pods, replicasets, deployments, nodes,
+               leases in kube-node-lease), created once and used by every controller, with the
+               indexes the syncs look things up by (pods by controller uid and by node, ...);
+* `workers`    a controller's rate-limited work queue and its N workers: one level-based sync
+               per key, errors retried with backoff, ``requeue_after`` honoured;
+* `executor`   carries out the actions a core returns, through the API client;
+* one module per controller shell: `replicaset`, `deployment`, `nodelifecycle`,
+  `garbagecollector`; their event handlers only enqueue keys (plus the ReplicaSet
+  expectations bookkeeping);
+* `app`        the wiring: flags in, informers synced, READY=1, controllers running, SIGTERM out.
+
+Stateless by design: everything is rebuilt from the informers after a restart, and every sync
+compares the cached world with the desired one, so a kill -9 at any point converges.
+"""

@@ -1,0 +1,113 @@
+"""python -m components.controller_manager --api ENDPOINT [--controllers replicaset,...]"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from components.controllers.nodelifecycle import NodeLifecycleSettings
+
+from .app import CONTROLLERS, Config, run
+
+_DEFAULTS = NodeLifecycleSettings()
+
+
+def _controllers(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in CONTROLLERS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown controller(s) {', '.join(unknown) or '(none given)'}; "
+            f"choose from {','.join(CONTROLLERS)}")
+    return names
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must not be negative")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m components.controller_manager",
+                                description="kubemu's controller-manager: the ReplicaSet, "
+                                            "Deployment, node lifecycle and garbage collector "
+                                            "controllers")
+    p.add_argument("--api", required=True, metavar="ENDPOINT",
+                   help="the apiserver's wire endpoint (ipc:// or tcp://)")
+    p.add_argument("--controllers", type=_controllers, default=CONTROLLERS, metavar="LIST",
+                   help=f"comma-separated controllers to run (default all: "
+                        f"{','.join(CONTROLLERS)})")
+    p.add_argument("--concurrent-replicaset-syncs", type=_positive_int, default=5, metavar="N",
+                   help="ReplicaSets synced at once (default 5)")
+    p.add_argument("--concurrent-deployment-syncs", type=_positive_int, default=5, metavar="N",
+                   help="Deployments synced at once (default 5)")
+    p.add_argument("--node-monitor-period", type=_positive_seconds, default=5.0,
+                   metavar="SECONDS", help="seconds between node health passes (default 5)")
+    p.add_argument("--node-monitor-grace-period", type=_seconds, metavar="SECONDS",
+                   default=_DEFAULTS.node_monitor_grace_period,
+                   help="seconds without a heartbeat before a node is Unknown (default "
+                        f"{_DEFAULTS.node_monitor_grace_period:g})")
+    p.add_argument("--node-startup-grace-period", type=_seconds, metavar="SECONDS",
+                   default=_DEFAULTS.node_startup_grace_period,
+                   help="the same, for a node that never posted status (default "
+                        f"{_DEFAULTS.node_startup_grace_period:g})")
+    p.add_argument("--node-eviction-rate", type=_seconds, default=_DEFAULTS.eviction_rate,
+                   metavar="RATE",
+                   help="nodes per second that get NoExecute taints when unhealthy (default "
+                        f"{_DEFAULTS.eviction_rate:g})")
+    p.add_argument("--default-toleration-seconds", type=_seconds, metavar="SECONDS",
+                   default=_DEFAULTS.default_toleration_seconds,
+                   help="how long pods without their own toleration stay on a not-ready or "
+                        "unreachable node (kube-apiserver's DefaultTolerationSeconds "
+                        f"admission; default {_DEFAULTS.default_toleration_seconds:g})")
+    p.add_argument("--resync-period", type=_seconds, default=0.0, metavar="SECONDS",
+                   help="seconds between informer resyncs that re-check every object "
+                        "(default 0: never)")
+    p.add_argument("--log-level", default="INFO", metavar="LEVEL",
+                   help="logging level (default INFO)")
+    return p
+
+
+def config_from(args: argparse.Namespace) -> Config:
+    settings = NodeLifecycleSettings(
+        node_monitor_grace_period=args.node_monitor_grace_period,
+        node_startup_grace_period=args.node_startup_grace_period,
+        eviction_rate=args.node_eviction_rate,
+        default_toleration_seconds=args.default_toleration_seconds)
+    return Config(api=args.api, controllers=args.controllers,
+                  concurrent_replicaset_syncs=args.concurrent_replicaset_syncs,
+                  concurrent_deployment_syncs=args.concurrent_deployment_syncs,
+                  node_monitor_period=args.node_monitor_period, node_lifecycle=settings,
+                  resync_period=args.resync_period)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stdout,
+                        format="%(asctime)s controller-manager[%(process)d] %(levelname)s "
+                               "%(name)s: %(message)s")
+    try:
+        return asyncio.run(run(config_from(args)))
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Wiring: the API client, the shared informers, the chosen controllers, signals and READY=1.
+
+Start-up order matters: every controller asks for its informers and registers its handlers
+first; then the informers list and watch; the workers start only once *every* cache has synced
+(a ReplicaSet synced against a pod cache still empty would create all its pods again), and
+that is when the process reports READY=1.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass
+
+from components.controllers.nodelifecycle import NodeLifecycleSettings
+from components.controller_manager.deployment import DeploymentController
+from components.controller_manager.garbagecollector import GarbageCollector
+from components.controller_manager.informers import SharedInformers
+from components.controller_manager.nodelifecycle import NodeLifecycleController
+from components.controller_manager.replicaset import ReplicaSetController
+from kubemu import sdnotify
+from kubemu.apiclient import ApiClient
+
+log = logging.getLogger("kubemu.controller_manager")
+
+CONTROLLERS = ("replicaset", "deployment", "nodelifecycle", "garbagecollector")
+USER = "system:kube-controller-manager"
+GC_PERIOD = 30.0   # seconds between garbage collector passes when nothing triggers one
+
+
+@dataclass(frozen=True)
+class Config:
+    api: str
+    controllers: tuple[str, ...] = CONTROLLERS
+    concurrent_replicaset_syncs: int = 5
+    concurrent_deployment_syncs: int = 5
+    node_monitor_period: float = 5.0
+    node_lifecycle: NodeLifecycleSettings = NodeLifecycleSettings()
+    resync_period: float = 0.0
+
+
+def build_controllers(config: Config, api: ApiClient, informers: SharedInformers) -> list:
+    builders = {
+        "replicaset": lambda: ReplicaSetController(api, informers,
+                                                   config.concurrent_replicaset_syncs),
+        "deployment": lambda: DeploymentController(api, informers,
+                                                   config.concurrent_deployment_syncs),
+        "nodelifecycle": lambda: NodeLifecycleController(api, informers, config.node_lifecycle,
+                                                         config.node_monitor_period),
+        "garbagecollector": lambda: GarbageCollector(api, informers, GC_PERIOD),
+    }
+    return [builders[name]() for name in config.controllers]
+
+
+async def run(config: Config) -> int:
+    api = ApiClient(config.api, user=USER)
+    informers = SharedInformers(api, config.resync_period)
+    controllers = build_controllers(config, api, informers)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    watching = asyncio.create_task(informers.run(stop), name="informers")
+    running: list[asyncio.Task] = []
+    code = 0
+    try:
+        log.info("starting %s against %s", ",".join(config.controllers), config.api)
+        await _until(watching, informers.wait_for_sync(), stop.wait())
+        if not stop.is_set() and not watching.done():
+            log.info("caches synced; controllers running")
+            sdnotify.notify("READY=1\nSTATUS=controllers running")
+            running = [asyncio.create_task(c.run(stop), name=type(c).__name__)
+                       for c in controllers]
+            await _until(watching, stop.wait())
+        if watching.done() and not stop.is_set():
+            # the informers retry forever on their own; ending means a bug
+            log.error("informers stopped unexpectedly: %r", watching.exception())
+            code = 1
+    finally:
+        log.info("shutting down")
+        stop.set()
+        await asyncio.gather(watching, *running, return_exceptions=True)
+        for controller in controllers:
+            await controller.close()
+        await api.close()
+    return code
+
+
+async def _until(watching: asyncio.Task, *coros) -> None:
+    """Until the first of `coros` finishes, or the informers stop (they never should)."""
+    tasks = [asyncio.create_task(c) for c in coros]
+    try:
+        await asyncio.wait([watching, *tasks], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
