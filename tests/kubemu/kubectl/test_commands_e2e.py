@@ -1,0 +1,256 @@
+"""The kubectl-style commands end to end, against a real 3-replica store and apiserver.
+
+There is no controller-manager or kubelet here: pods stay Pending unless a test writes their
+status, and a Deployment's ReplicaSets are written by the test when it needs them.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import queue
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from kubemu.apiclient import SyncApiClient
+from kubemu.cli import main
+from kubemu.events import make_event, object_reference
+from tests.components.apiserver import REPO, api  # noqa: F401  (api is a fixture)
+from tests.conftest import DEADLINE, python, spawn_marked, terminate
+
+_names = itertools.count()
+
+DEPLOYMENT = {
+    "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "labels": {"app": "web"}},
+    "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+             "template": {"metadata": {"labels": {"app": "web"}},
+                          "spec": {"containers": [{"name": "c", "image": "nginx", "command": ["nginx"],
+                                                   "env": [{"name": "A", "value": "1"}]}]}}}}
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "solo", "labels": {"app": "solo"}},
+       "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "1000"]}]}}
+
+
+def kubemu(api, *args: str, input: str | None = None):
+    """Run `kubemu --server <the test apiserver> ARGS` in-process; the result has stdout,
+    stderr and exit_code."""
+    return CliRunner().invoke(main, ["--server", api.endpoint, *args], input=input, catch_exceptions=False)
+
+
+def ok(api, *args: str, input: str | None = None) -> str:
+    result = kubemu(api, *args, input=input)
+    assert result.exit_code == 0, f"kubemu {' '.join(args)}: {result.stdout}{result.stderr}"
+    return result.stdout
+
+
+def failed(api, *args: str, input: str | None = None) -> str:
+    result = kubemu(api, *args, input=input)
+    assert result.exit_code == 1, f"kubemu {' '.join(args)} should fail: {result.stdout}{result.stderr}"
+    return result.stderr
+
+
+@pytest.fixture
+def ns(api) -> str:
+    """A namespace of the test's own."""
+    name = f"t{next(_names)}"
+    api.call("create", resource="namespaces", object={"apiVersion": "v1", "kind": "Namespace",
+                                                      "metadata": {"name": name}})
+    return name
+
+
+def write(path, *docs: dict):
+    path.write_text(yaml.safe_dump_all(docs))
+    return str(path)
+
+
+def rows(text: str) -> list[list[str]]:
+    return [line.split() for line in text.splitlines()]
+
+
+def test_apply_get_describe_scale_delete(api, ns, tmp_path):
+    app = write(tmp_path / "app.yaml", DEPLOYMENT, POD)
+    assert ok(api, "apply", "-f", app, "-n", ns) == "deployment.apps/web created\npod/solo created\n"
+    without_age = [r[:-1] for r in rows(ok(api, "get", "deploy,pods", "-n", ns))]
+    assert without_age == [["NAME", "READY", "UP-TO-DATE", "AVAILABLE"], ["deployment.apps/web", "0/2", "0", "0"], [],
+                           ["NAME", "READY", "STATUS", "RESTARTS"], ["pod/solo", "0/1", "Pending", "0"]]
+    assert yaml.safe_load(ok(api, "get", "pod", "solo", "-n", ns, "-o", "yaml"))["metadata"]["name"] == "solo"
+    listed = yaml.safe_load(ok(api, "get", "pods", "-n", ns, "-o", "json"))
+    assert listed["kind"] == "List" and [p["metadata"]["name"] for p in listed["items"]] == ["solo"]
+    assert ok(api, "get", "pods", "-l", "app=solo", "-n", ns, "-o", "name") == "pod/solo\n"
+    assert ok(api, "get", "pods", "--field-selector", "status.phase=Running", "-n", ns) == ""
+
+    # what a kubelet would report, and an event about it
+    pod = api.call("get", resource="pods", namespace=ns, name="solo")
+    pod["status"] = {"phase": "Running", "podIP": "10.0.0.9", "conditions": [{"type": "Ready", "status": "True"}],
+                     "containerStatuses": [{"name": "c", "ready": True, "restartCount": 0,
+                                            "state": {"running": {"startedAt": "2024-01-01T00:00:00Z"}}}]}
+    api.call("update_status", resource="pods", namespace=ns, object=pod)
+    event = make_event(object_reference(pod), "Normal", "Started", "Started container c", "kubelet", "node-0",
+                       time.time(), "x1")
+    api.call("create", resource="events", namespace=ns, object=event)
+    wide = rows(ok(api, "get", "pods", "-n", ns, "-o", "wide"))
+    assert wide[1][:3] == ["solo", "1/1", "Running"] and wide[1][5] == "10.0.0.9"
+    described = ok(api, "describe", "pod", "solo", "-n", ns)
+    assert described.startswith(f"Name:         solo\nNamespace:    {ns}\n")
+    assert "Status:       Running\n" in described and "    State:          Running\n" in described
+    assert described.splitlines()[-3:] == ["  Type    Reason   Age   From     Message",
+                                           "  ----    ------   ----  ----     -------",
+                                           described.splitlines()[-1]]
+    assert described.splitlines()[-1].split()[:2] == ["Normal", "Started"]
+    assert "Replicas:               2 desired | 0 updated" in ok(api, "describe", "deployment/web", "-n", ns)
+    assert rows(ok(api, "events", "-n", ns))[1][1:] == ["Normal", "Started", "Pod/solo", "Started", "container", "c"]
+
+    assert ok(api, "apply", "-f", app, "-n", ns) == "deployment.apps/web unchanged\npod/solo unchanged\n"
+    assert ok(api, "scale", "deployment/web", "--replicas", "4", "-n", ns) == "deployment.apps/web scaled\n"
+    assert rows(ok(api, "get", "deploy", "web", "-n", ns))[1][1] == "0/4"
+    changed = copy.deepcopy(DEPLOYMENT)
+    del changed["spec"]["replicas"]  # no longer managed here: the last apply set it, so it goes
+    changed["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:2"
+    assert ok(api, "apply", "-f", "-", "-n", ns, input=yaml.safe_dump(changed)) == "deployment.apps/web configured\n"
+    live = api.call("get", resource="deployments", namespace=ns, name="web")
+    assert live["spec"]["replicas"] == 1  # defaulted again
+    assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:2"
+
+    assert ok(api, "delete", "-f", app, "-n", ns) == 'deployment.apps "web" deleted\npod "solo" deleted\n'
+    result = kubemu(api, "get", "deploy,pods", "-n", ns)
+    assert result.exit_code == 0 and result.stdout == "" and result.stderr == f"No resources found in {ns} namespace.\n"
+
+
+def test_errors_read_like_kubectl(api, ns, tmp_path):
+    assert failed(api, "get", "pod", "nope", "-n", ns) == 'Error from server (NotFound): pods "nope" not found\n'
+    assert failed(api, "describe", "deploy", "nope", "-n", ns) == \
+        'Error from server (NotFound): deployments.apps "nope" not found\n'
+    assert failed(api, "delete", "pod", "nope", "-n", ns) == 'Error from server (NotFound): pods "nope" not found\n'
+    assert failed(api, "get", "foo") == 'error: the server doesn\'t have a resource type "foo"\n'
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: v1\nkind: Pod\nmetadata:\n  name: x\n   labels: oops\n")
+    assert failed(api, "apply", "-f", str(bad)).startswith(
+        f"error: error parsing {bad}: error converting YAML to JSON: yaml: line 5: mapping values are not allowed")
+    foo = write(tmp_path / "foo.yaml", {"apiVersion": "v1", "kind": "Foo", "metadata": {"name": "x"}})
+    assert failed(api, "apply", "-f", foo).startswith(
+        f'error: resource mapping not found for name: "x" namespace: "" from "{foo}": no matches for kind "Foo" '
+        'in version "v1"\n')
+
+    invalid = copy.deepcopy(DEPLOYMENT)
+    invalid["spec"]["replicas"] = -1
+    assert failed(api, "apply", "-f", write(tmp_path / "inv.yaml", invalid), "-n", ns) == \
+        'The Deployment "web" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0\n'
+    assert api.call("list", resource="deployments", namespace=ns)["items"] == []
+
+    pod_file = write(tmp_path / "pod.yaml", POD)
+    assert ok(api, "create", "-f", pod_file, "-n", ns) == "pod/solo created\n"
+    assert failed(api, "create", "-f", pod_file, "-n", ns) == \
+        f'Error from server (AlreadyExists): error when creating "{pod_file}": pods "solo" already exists\n'
+    assert failed(api, "scale", "deploy", "nope", "--replicas", "1", "-n", ns) == \
+        'Error from server (NotFound): deployments.apps "nope" not found\n'
+
+
+def test_no_cluster_and_no_server(api, tmp_path):
+    result = CliRunner().invoke(main, ["--state-dir", str(tmp_path), "get", "pods"], env={"KUBEMU_SERVER": None})
+    assert result.exit_code == 1 and result.stderr.startswith("error: no apiserver known")
+    unreachable = f"ipc://{tmp_path}/nothing.sock"
+    result = CliRunner().invoke(main, ["--server", unreachable, "get", "pods"])
+    assert result.exit_code == 1
+    assert result.stderr == (f"The connection to the server {unreachable} was refused - did you specify the right "
+                             "host or port?\n")
+
+
+def test_delete_waits_for_a_pod_to_terminate(api, ns):
+    pod = copy.deepcopy(POD)
+    api.call("create", resource="pods", namespace=ns, object=pod)
+    api.call("bind", name="solo", node="node-0", namespace=ns)  # bound, and no kubelet to stop it
+    result = kubemu(api, "delete", "pod", "solo", "-n", ns, "--timeout", "1s")
+    assert result.exit_code == 1 and result.stdout == 'pod "solo" deleted\n'
+    assert result.stderr == "error: timed out waiting for the condition on pods/solo\n"
+    assert rows(ok(api, "get", "pods", "-n", ns))[1][2] == "Terminating"
+    assert ok(api, "delete", "pod", "solo", "-n", ns, "--grace-period=0", "--force") == 'pod "solo" force deleted\n'
+    assert kubemu(api, "get", "pods", "-n", ns).stderr == f"No resources found in {ns} namespace.\n"
+
+
+def test_rollout_status_history_and_undo(api, ns):
+    deployment = api.call("create", resource="deployments", namespace=ns, object=copy.deepcopy(DEPLOYMENT))
+    for revision, image in ((1, "nginx:1"), (2, "nginx")):  # what the deployment controller would write
+        template = copy.deepcopy(deployment["spec"]["template"])
+        template["metadata"]["labels"]["pod-template-hash"] = f"h{revision}"
+        template["spec"]["containers"][0]["image"] = image
+        api.call("create", resource="replicasets", namespace=ns, object={
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": f"web-h{revision}", "labels": template["metadata"]["labels"],
+                         "annotations": {"deployment.kubernetes.io/revision": str(revision),
+                                         "kubernetes.io/change-cause": f"image {image}"},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                                              "uid": deployment["metadata"]["uid"], "controller": True}]},
+            "spec": {"replicas": 2 if revision == 2 else 0, "selector": {"matchLabels": template["metadata"]["labels"]},
+                     "template": template}})
+    deployment["metadata"].setdefault("annotations", {})["deployment.kubernetes.io/revision"] = "2"
+    deployment = api.call("update", resource="deployments", namespace=ns, object=deployment)
+    deployment["status"] = {"observedGeneration": deployment["metadata"]["generation"], "replicas": 2,
+                            "updatedReplicas": 2, "readyReplicas": 1, "availableReplicas": 1}
+    api.call("update_status", resource="deployments", namespace=ns, object=deployment)
+
+    assert ok(api, "rollout", "status", "deployment/web", "-n", ns, "--watch=false") == \
+        'Waiting for deployment "web" rollout to finish: 1 of 2 updated replicas are available...\n'
+    result = kubemu(api, "rollout", "status", "deployment/web", "-n", ns, "--timeout", "1s")
+    assert result.exit_code == 1 and result.stderr == "error: timed out waiting for the condition\n"
+
+    def finish():  # on a client of its own: the test's is not for other threads
+        with SyncApiClient(api.endpoint) as client:
+            current = client.get("deployments", "web", ns)
+            current["status"].update(readyReplicas=2, availableReplicas=2)
+            client.update_status("deployments", current, ns)
+    timer = threading.Timer(0.5, finish)
+    timer.start()
+    try:
+        out = ok(api, "rollout", "status", "deploy", "web", "-n", ns, f"--timeout={DEADLINE}s")
+    finally:
+        timer.join()
+    assert out.splitlines()[-1] == 'deployment "web" successfully rolled out'
+
+    assert ok(api, "rollout", "history", "deployment/web", "-n", ns) == (
+        "deployment.apps/web \nREVISION  CHANGE-CAUSE\n1         image nginx:1\n2         image nginx\n\n")
+    assert ok(api, "rollout", "undo", "deployment/web", "-n", ns) == "deployment.apps/web rolled back\n"
+    live = api.call("get", resource="deployments", namespace=ns, name="web")
+    assert live["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1"
+    assert "pod-template-hash" not in live["spec"]["template"]["metadata"]["labels"]
+    assert live["metadata"]["annotations"]["kubernetes.io/change-cause"] == "image nginx:1"
+    assert failed(api, "rollout", "undo", "deployment/web", "-n", ns, "--to-revision", "7") == \
+        "error: unable to find specified revision 7 in history\n"
+
+
+def test_get_watch_prints_a_row_per_change(api, ns):
+    api.call("create", resource="pods", namespace=ns, object=dict(copy.deepcopy(POD), metadata={"name": "a"}))
+    proc = spawn_marked([python(), "-m", "kubemu.cli", "--server", api.endpoint, "get", "pods", "-n", ns, "-w"],
+                        api.dir, cwd=str(REPO), env={"PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+
+    def next_row() -> list[str]:
+        return lines.get(timeout=DEADLINE).split()
+
+    try:
+        assert next_row() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+        assert next_row()[:3] == ["a", "0/1", "Pending"]
+        api.call("create", resource="pods", namespace=ns, object=dict(copy.deepcopy(POD), metadata={"name": "b"}))
+        assert next_row()[:3] == ["b", "0/1", "Pending"]
+        b = api.call("get", resource="pods", namespace=ns, name="b")
+        b["status"]["phase"] = "Running"
+        api.call("update_status", resource="pods", namespace=ns, object=b)
+        assert next_row()[:3] == ["b", "0/1", "Running"]
+        proc.send_signal(signal.SIGINT)  # Ctrl-C ends a watch, quietly, as it ends kubectl's
+        assert proc.wait(DEADLINE) == -signal.SIGINT
+        assert proc.stderr.read() == ""
+    finally:
+        terminate(proc)
+
+
+def test_watch_timeout_bounds_get_and_events(api, ns):
+    started = time.monotonic()
+    assert ok(api, "get", "pods", "-n", ns, "-w", "--watch-timeout", "0.5") == ""
+    assert ok(api, "events", "-n", ns, "-w", "--watch-timeout", "0.5") == ""
+    assert time.monotonic() - started < DEADLINE

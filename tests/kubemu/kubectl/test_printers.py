@@ -1,0 +1,218 @@
+"""kubectl get's columns, computed from objects and a fixed `now` (no processes)."""
+from __future__ import annotations
+
+import datetime
+
+from kubemu.api.resources import resolve
+from kubemu.kubectl import printers
+from kubemu.kubectl.output import Printer, as_list, object_name, to_json, to_yaml
+
+NOW = datetime.datetime(2024, 1, 1, 12, 0, 0, tzinfo=datetime.timezone.utc).timestamp()
+
+
+def ago(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(NOW - seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod(name="web", *, statuses=None, phase="Running", conditions=None, deleting=False, inits=None,
+        init_statuses=None, **status) -> dict:
+    meta = {"name": name, "namespace": "default", "creationTimestamp": ago(300), "labels": {"app": "web"}}
+    if deleting:
+        meta["deletionTimestamp"] = ago(-30)
+    spec = {"containers": [{"name": s["name"], "image": "nginx"} for s in statuses or [{"name": "c"}]]}
+    if inits:
+        spec["initContainers"] = inits
+    out_status = {"phase": phase, **status}
+    if statuses is not None:
+        out_status["containerStatuses"] = statuses
+    if conditions is not None:
+        out_status["conditions"] = conditions
+    if init_statuses is not None:
+        out_status["initContainerStatuses"] = init_statuses
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": out_status}
+
+
+def running(name="c", ready=True, restarts=0, last_finished=None):
+    cs = {"name": name, "ready": ready, "restartCount": restarts, "state": {"running": {"startedAt": ago(60)}}}
+    if last_finished is not None:
+        cs["lastState"] = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": ago(last_finished)}}
+    return cs
+
+
+def row(obj, wide=False):
+    return printers.row(obj["kind"], obj, NOW, wide)
+
+
+# --- pods --------------------------------------------------------------------------------------
+
+def test_running_pod_row():
+    assert row(pod(statuses=[running()])) == ["web", "1/1", "Running", "0", "5m"]
+
+
+def test_pending_pod_without_statuses():
+    assert row(pod(phase="Pending")) == ["web", "0/1", "Pending", "0", "5m"]
+
+
+def test_waiting_reason_wins_and_restarts_say_when():
+    crashing = {"name": "c", "ready": False, "restartCount": 3,
+                "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": ago(5)}}}
+    assert row(pod(statuses=[crashing])) == ["web", "0/1", "CrashLoopBackOff", "3 (5s ago)", "5m"]
+
+
+def test_container_creating():
+    waiting = {"name": "c", "ready": False, "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}
+    assert row(pod(statuses=[waiting], phase="Pending"))[2] == "ContainerCreating"
+
+
+def test_terminated_reasons_completed_error_and_exit_codes():
+    done = {"name": "c", "ready": False, "restartCount": 0, "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
+    assert row(pod(statuses=[done], phase="Succeeded"))[2] == "Completed"
+    failed = {"name": "c", "ready": False, "restartCount": 0, "state": {"terminated": {"exitCode": 2, "reason": "Error"}}}
+    assert row(pod(statuses=[failed], phase="Failed"))[2] == "Error"
+    bare = {"name": "c", "ready": False, "restartCount": 0, "state": {"terminated": {"exitCode": 137}}}
+    assert row(pod(statuses=[bare]))[2] == "ExitCode:137"
+    signalled = {"name": "c", "ready": False, "restartCount": 0, "state": {"terminated": {"exitCode": 0, "signal": 9}}}
+    assert row(pod(statuses=[signalled]))[2] == "Signal:9"
+
+
+def test_completed_with_a_running_container_reads_running_or_notready():
+    done = {"name": "a", "ready": False, "restartCount": 0, "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
+    ready = [{"type": "Ready", "status": "True"}]
+    assert row(pod(statuses=[running("b"), done], conditions=ready))[1:3] == ["1/2", "Running"]
+    assert row(pod(statuses=[running("b"), done], conditions=[]))[2] == "NotReady"
+
+
+def test_terminating_unless_terminal():
+    assert row(pod(statuses=[running()], deleting=True))[2] == "Terminating"
+    done = {"name": "c", "ready": False, "restartCount": 0, "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
+    assert row(pod(statuses=[done], phase="Succeeded", deleting=True))[2] == "Completed"
+    assert row(pod(statuses=[running()], deleting=True, reason="NodeLost"))[2] == "Unknown"
+
+
+def test_init_containers_show_progress_and_failures():
+    inits = [{"name": "i1", "image": "x"}, {"name": "i2", "image": "x"}]
+    first_done = {"name": "i1", "restartCount": 0, "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}
+    second_running = {"name": "i2", "restartCount": 0, "state": {"running": {}}}
+    assert row(pod(phase="Pending", inits=inits, init_statuses=[first_done, second_running]))[2] == "Init:1/2"
+    crashing = {"name": "i2", "restartCount": 2, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
+    assert row(pod(phase="Pending", inits=inits, init_statuses=[first_done, crashing]))[2:4] == \
+        ["Init:CrashLoopBackOff", "2"]
+    failed = {"name": "i2", "restartCount": 0, "state": {"terminated": {"exitCode": 3}}}
+    assert row(pod(phase="Pending", inits=inits, init_statuses=[first_done, failed]))[2] == "Init:ExitCode:3"
+
+
+def test_restarts_add_up_and_take_the_latest_restart():
+    p = pod(statuses=[running("a", restarts=1, last_finished=600), running("b", restarts=2, last_finished=65)])
+    assert row(p)[1:4] == ["2/2", "Running", "3 (65s ago)"]
+
+
+def test_pod_wide_columns():
+    p = pod(statuses=[running()], podIPs=[{"ip": "10.0.0.7"}], nominatedNodeName="")
+    p["spec"]["nodeName"] = "node-1"
+    assert row(p, wide=True)[5:] == ["10.0.0.7", "node-1", "<none>", "<none>"]
+    p["status"] = {"phase": "Running", "podIP": "10.0.0.8"}
+    p["spec"]["readinessGates"] = [{"conditionType": "x"}, {"conditionType": "y"}]
+    p["status"]["conditions"] = [{"type": "x", "status": "True"}]
+    assert row(p, wide=True)[5:] == ["10.0.0.8", "node-1", "<none>", "1/2"]
+    assert printers.headers("Pod", wide=True) == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE",
+                                                   "NOMINATED NODE", "READINESS GATES"]
+
+
+# --- nodes and the rest -----------------------------------------------------------------------
+
+def node(ready="True", unschedulable=False, labels=None):
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "creationTimestamp": ago(2 * 86400 + 3 * 3600), "labels": labels or {}},
+            "spec": {"unschedulable": unschedulable},
+            "status": {"conditions": [{"type": "Ready", "status": ready}] if ready else [],
+                       "addresses": [{"type": "InternalIP", "address": "10.1.0.1"}],
+                       "nodeInfo": {"kubeletVersion": "v1.30.0", "osImage": "Linux", "kernelVersion": "6.1"}}}
+
+
+def test_node_status_roles_and_age():
+    assert row(node()) == ["n1", "Ready", "<none>", "2d3h", "v1.30.0"]
+    assert row(node("False"))[1] == "NotReady"
+    assert row(node("Unknown"))[1] == "NotReady"
+    assert row(node(None))[1] == "Unknown"
+    assert row(node(unschedulable=True))[1] == "Ready,SchedulingDisabled"
+    labels = {"node-role.kubernetes.io/control-plane": "", "node-role.kubernetes.io/worker": "",
+              "kubernetes.io/role": "edge"}
+    assert row(node(labels=labels))[2] == "control-plane,edge,worker"
+
+
+def test_node_wide():
+    assert row(node(), wide=True)[5:] == ["10.1.0.1", "<none>", "Linux", "6.1", "<unknown>"]
+
+
+def test_deployment_and_replicaset_rows():
+    template = {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "a", "image": "nginx"}, {"name": "b", "image": "redis"}]}}
+    d = {"kind": "Deployment", "metadata": {"name": "web", "creationTimestamp": ago(30)},
+         "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": template},
+         "status": {"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2}}
+    assert row(d) == ["web", "2/3", "3", "2", "30s"]
+    assert row(d, wide=True)[5:] == ["a,b", "nginx,redis", "app=web"]
+    rs = {"kind": "ReplicaSet", "metadata": {"name": "web-abc", "creationTimestamp": ago(30)},
+          "spec": {"replicas": 3, "template": template}, "status": {"replicas": 3}}
+    assert row(rs) == ["web-abc", "3", "3", "0", "30s"]
+
+
+def test_namespace_lease_and_event_rows():
+    ns = {"kind": "Namespace", "metadata": {"name": "default", "creationTimestamp": ago(90)}, "status": {"phase": "Active"}}
+    assert row(ns) == ["default", "Active", "90s"]
+    lease = {"kind": "Lease", "metadata": {"name": "n1", "creationTimestamp": ago(10)}, "spec": {"holderIdentity": "n1"}}
+    assert row(lease) == ["n1", "n1", "10s"]
+    event = {"kind": "Event", "metadata": {"name": "web.1"}, "type": "Warning", "reason": "BackOff",
+             "message": " Back-off \n", "involvedObject": {"kind": "Pod", "name": "web", "fieldPath": "spec.containers{c}"},
+             "source": {"component": "kubelet", "host": "n1"}, "count": 4,
+             "firstTimestamp": ago(120), "lastTimestamp": ago(5)}
+    assert row(event) == ["5s", "Warning", "BackOff", "pod/web", "Back-off"]
+    assert row(event, wide=True) == ["5s", "Warning", "BackOff", "pod/web", "spec.containers{c}", "kubelet, n1",
+                                     "Back-off", "2m", "4", "web.1"]
+    assert printers.event_interval(event, NOW) == "5s (x4 over 2m)"
+    assert printers.event_summary_row(event, NOW) == ["5s (x4 over 2m)", "Warning", "BackOff", "Pod/web", "Back-off"]
+
+
+def test_events_sort_by_last_seen():
+    old = {"lastTimestamp": ago(50)}
+    new = {"eventTime": ago(1)}
+    mid = {"series": {"lastObservedTime": ago(20)}, "eventTime": ago(100)}
+    assert printers.sort_events([new, old, mid]) == [old, mid, new]
+
+
+# --- the printer -----------------------------------------------------------------------------
+
+def test_table_with_namespaces_labels_and_kinds():
+    pods = [pod("a", statuses=[running()]), pod("bb", statuses=[running()])]
+    printer = Printer(None, all_namespaces=True, show_labels=True)
+    assert printer.objects(resolve("pods"), pods, NOW) == (
+        "NAMESPACE   NAME   READY   STATUS    RESTARTS   AGE   LABELS\n"
+        "default     a      1/1     Running   0          5m    app=web\n"
+        "default     bb     1/1     Running   0          5m    app=web\n")
+    many = Printer(None, with_kind=True, no_headers=True)
+    text = many.objects(resolve("pods"), pods[:1], NOW) + many.objects(resolve("ns"), [
+        {"kind": "Namespace", "metadata": {"name": "default", "creationTimestamp": ago(5)}, "status": {"phase": "Active"}}],
+        NOW)
+    assert text == "pod/a   1/1   Running   0     5m\n\nnamespace/default   Active   5s\n"
+
+
+def test_watch_rows_keep_the_first_tables_columns():
+    printer = Printer(None)
+    first = printer.objects(resolve("pods"), [pod("a-long-name", statuses=[running()])], NOW)
+    later = printer.objects(resolve("pods"), [pod("b", phase="Pending")], NOW)
+    assert first.splitlines()[0].startswith("NAME")
+    assert later.index("0/1") == first.splitlines()[1].index("1/1")
+    assert printer.objects(resolve("pods"), [], NOW) == ""
+
+
+def test_documents_and_names():
+    p = pod("a")
+    assert Printer("name").objects(resolve("pods"), [p], NOW) == "pod/a\n"
+    assert object_name(resolve("deploy"), "web") == "deployment.apps/web"
+    assert object_name(resolve("leases"), "n1") == "lease.coordination.k8s.io/n1"
+    assert to_json({"b": 1, "a": [1]}) == '{\n    "a": [\n        1\n    ],\n    "b": 1\n}\n'
+    yaml_printer = Printer("yaml")
+    one, two = (yaml_printer.document(resolve("pods"), x) for x in ({"a": 1}, {"b": "x\ny\n"}))
+    assert one == "a: 1\n" and two == "---\nb: |\n  x\n  y\n"
+    assert to_yaml(as_list([])) == "apiVersion: v1\nitems: []\nkind: List\nmetadata:\n  resourceVersion: ''\n"
