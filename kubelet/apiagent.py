@@ -66,6 +66,7 @@ class ApiAgent:
     async def run(self) -> None:
         tasks = [asyncio.create_task(self.informer.run(self._stop), name="pod informer"),
                  asyncio.create_task(self.heartbeat.run(), name="node heartbeat"),
+                 asyncio.create_task(self._first_sync(), name="first sync"),
                  *(asyncio.create_task(self._write_statuses(), name="status writer")
                    for _ in range(STATUS_WRITERS))]
         try:
@@ -77,6 +78,11 @@ class ApiAgent:
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.recorder.close(timeout=1.0)
             await self.api.close()
+
+    async def _first_sync(self) -> None:
+        """An empty first LIST calls no handler: sync once it is in, so mirror pods get made."""
+        await self.informer.wait_for_sync()
+        self._changed()
 
     # -- what the kubelet tells us -----------------------------------------------------------
 
