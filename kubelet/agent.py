@@ -27,11 +27,12 @@ import time
 from dataclasses import dataclass
 
 from kubemu.api.quantity import memory_bytes
+from kubemu.api.times import format_time
 from kubemu.sdnotify import notify, watchdog_interval
 
 from . import manifests
 from .nodestatus import NodeConfig
-from .podworker import KillContainer, PodWorker, RecordEvent, RunProbe, Settings, StartContainer, format_time
+from .podworker import KillContainer, PodWorker, RecordEvent, RunProbe, Settings, StartContainer
 from .prober import run_probe
 from .runtime import ContainerSpec, Runtime
 from .shim import read_json, write_json

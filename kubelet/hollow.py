@@ -14,10 +14,10 @@ queue of pod keys, and a few writers.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import time
 
+from kubemu.api.times import format_time
 from kubemu.apiclient import ApiClient, is_conflict, is_not_found
 from kubemu.informer import Informer
 from kubemu.wire import WireError
@@ -31,15 +31,11 @@ WRITERS = 32          # status writes in flight at once
 REGISTER_BATCH = 16   # nodes whose heartbeats start together (spreads the first renewals)
 
 
-def _time(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(int(ts), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def hollow_status(pod: dict, now: float) -> dict:
     """The status a real kubelet would post once every container of `pod` runs and is ready."""
     spec = pod.get("spec") or {}
     uid = (pod.get("metadata") or {}).get("uid", "")
-    started = _time(now)
+    started = format_time(now)
     conditions = [{"type": t, "status": "True", "lastTransitionTime": started}
                   for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")]
     containers = [{"name": c.get("name", ""), "state": {"running": {"startedAt": started}}, "lastState": {},

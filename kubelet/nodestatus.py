@@ -14,8 +14,9 @@ KubeletHasSufficientMemory / KubeletHasNoDiskPressure / KubeletHasSufficientPID.
 from __future__ import annotations
 
 import copy
-import datetime
 from dataclasses import dataclass, field
+
+from kubemu.api.times import format_micro_time, format_time
 
 from .manifests import CONFIG_HASH
 
@@ -45,15 +46,6 @@ class NodeConfig:
     os_image: str = "kubemu"
     kernel_version: str = ""
     runtime: str = "kubemu://shim"
-
-
-def format_time(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(int(ts), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def format_micro_time(ts: float) -> str:
-    """metav1.MicroTime, what Lease times are."""
-    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def default_labels(config: NodeConfig) -> dict:

@@ -27,9 +27,10 @@ multiplied by `Settings.time_scale` before use; durations in actions are on the 
 """
 from __future__ import annotations
 
-import datetime
 import enum
 from dataclasses import dataclass, field
+
+from kubemu.api.times import format_time
 
 from . import probes as pr
 from .backoff import Backoff, go_duration
@@ -165,11 +166,6 @@ def exit_termination(exit_code: int | None, signal: int | None, oom_killed: bool
     else:
         code, reason = exit_code, ("Completed" if exit_code == 0 else "Error")
     return Termination(code, reason, signal, message, started_at, finished_at)
-
-
-def format_time(ts: float) -> str:
-    """RFC 3339 in UTC with whole seconds, as the API serialises metav1.Time."""
-    return datetime.datetime.fromtimestamp(int(ts // 1), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- one container ---------------------------------------------------------------------------

@@ -18,21 +18,18 @@ firstTimestamp, lastTimestamp, count, reportingComponent.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import time
 from collections import OrderedDict
 from typing import Any, Callable
+
+from kubemu.api.times import format_time
 
 log = logging.getLogger("kubemu.events")
 
 AGGREGATE_WINDOW = 600.0    # seconds an Event is reused for repeats (the correlator's 10 minutes)
 MAX_REMEMBERED = 4096       # LRU of Events we may bump (the correlator's cache size)
 MAX_IN_FLIGHT = 256         # beyond this, new Events are dropped (and logged): never a backlog
-
-
-def format_time(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(int(ts), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def object_reference(obj: dict, field_path: str | None = None) -> dict:

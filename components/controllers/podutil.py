@@ -7,13 +7,9 @@ import datetime
 import json
 from typing import Any, Iterable
 
+from kubemu.api.times import format_time  # noqa: F401  (re-exported to the controllers)
+
 # --- time -------------------------------------------------------------------------------------
-
-
-def format_time(ts: float) -> str:
-    """RFC 3339 in UTC with whole seconds, as the API serialises metav1.Time."""
-    return datetime.datetime.fromtimestamp(int(ts // 1), datetime.timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(value: Any) -> float | None:

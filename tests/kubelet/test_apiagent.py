@@ -136,10 +136,11 @@ def test_static_pod_has_a_mirror_pod_that_comes_back_when_deleted(node, api):  #
 
 
 def test_api_pod_runs_restarts_reports_and_is_deleted_gracefully(node, api, tmp_path):  # noqa: F811
-    marker = tmp_path / "got-sigterm"
-    handler = (f"import signal, sys\n"
+    marker, armed = tmp_path / "got-sigterm", tmp_path / "armed"
+    handler = (f"import os, signal, sys\n"
                f"def bye(*_):\n    open({str(marker)!r}, 'w').close(); sys.exit(0)\n"
-               f"signal.signal(signal.SIGTERM, bye)")
+               f"signal.signal(signal.SIGTERM, bye)\n"
+               f"open({str(armed)!r}, 'w').write(str(os.getpid()))")
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "job"},
            "spec": {"nodeName": node.name, "terminationGracePeriodSeconds": 20, "containers": [sleeper(extra=handler)]}}
     api.call("create", resource="pods", namespace="default", object=pod)
@@ -153,6 +154,7 @@ def test_api_pod_runs_restarts_reports_and_is_deleted_gracefully(node, api, tmp_
                          message="the kubelet to restart the container")
     assert restarted["status"]["containerStatuses"][0]["restartCount"] == 1
     pid = running_pid(restarted)
+    wait_for(lambda: armed.exists() and armed.read_text() == str(pid), message="the new container's SIGTERM handler")
 
     api.call("delete", resource="pods", namespace="default", name="job")
     wait_for(lambda: node.get("pods", "job") is None, message="the pod object to be removed by the kubelet")
