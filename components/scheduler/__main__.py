@@ -1,0 +1,51 @@
+"""python -m components.scheduler --api ENDPOINT [--backoff-initial S] [--backoff-max S]
+[--parallel-binds N] [--log-level LEVEL]"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from components.scheduling.backoff import DEFAULT_INITIAL, DEFAULT_MAX
+
+from .scheduler import Scheduler
+
+DEFAULT_PARALLEL_BINDS = 16
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m components.scheduler",
+                                description="kubemu's scheduler: binds pending pods to nodes")
+    p.add_argument("--api", required=True, help="the apiserver's wire endpoint (ipc:// or tcp://)")
+    p.add_argument("--backoff-initial", type=float, default=DEFAULT_INITIAL,
+                   help=f"seconds a pod waits after its first failed attempt, doubling after each "
+                        f"further one (default {DEFAULT_INITIAL:g})")
+    p.add_argument("--backoff-max", type=float, default=DEFAULT_MAX,
+                   help=f"cap of a pod's backoff, in seconds (default {DEFAULT_MAX:g})")
+    p.add_argument("--parallel-binds", type=int, default=DEFAULT_PARALLEL_BINDS,
+                   help=f"API writes (binds, status updates) in flight at most "
+                        f"(default {DEFAULT_PARALLEL_BINDS})")
+    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not 0 < args.backoff_initial <= args.backoff_max:
+        parser.error("need 0 < --backoff-initial <= --backoff-max")
+    if args.parallel_binds < 1:
+        parser.error("--parallel-binds must be at least 1")
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stdout,
+                        format="%(asctime)s scheduler[%(process)d] %(levelname)s %(name)s: %(message)s")
+    try:
+        return asyncio.run(Scheduler(args.api, backoff_initial=args.backoff_initial,
+                                     backoff_max=args.backoff_max,
+                                     parallel_binds=args.parallel_binds).run())
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""The scheduler process's shell: informers in, decisions one at a time, binds out concurrently.
+
+    await Scheduler("ipc:///run/kubemu/api.sock").run()     # until SIGTERM / SIGINT
+
+  * Two informers (pods in every namespace, nodes) feed the queue (`queue.SchedulingQueue`)
+    and the cache (`cache.SchedulerCache`). Handlers only do bookkeeping.
+  * One loop pops a pod and decides with the framework's `schedule` over the cache. A fit is
+    assumed in the cache at once (the next decision counts it) and bound by a task of its own;
+    no fit reports PodScheduled=False and a FailedScheduling Event, and the pod waits in the
+    queue. Each attempt first takes one of `parallel_binds` write slots, so at most that many
+    writes (binds, status patches) are in flight and a slow apiserver slows the loop down
+    instead of piling up tasks.
+  * Stateless: a restarted scheduler lists everything again. A pod whose bind was cut short
+    either shows spec.nodeName (it is in the cache) or is pending again; the apiserver refuses
+    a second binding, so no pod is ever bound twice.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import signal
+import time
+
+from components.scheduling.backoff import Backoff
+from components.scheduling.framework import schedule
+from kubemu import sdnotify
+from kubemu.apiclient import ApiClient, Conflict, NotFound
+from kubemu.cache import meta_namespace_key, split_meta_namespace_key
+from kubemu.events import EventRecorder, format_time
+from kubemu.informer import Informer
+
+from . import plugins, triage
+from .cache import SchedulerCache
+from .queue import SchedulingQueue
+
+log = logging.getLogger("kubemu.scheduler")
+
+USER = "system:kube-scheduler"
+SHUTDOWN_GRACE = 2.0   # seconds in-flight writes get to finish on SIGTERM
+
+
+class Scheduler:
+    def __init__(self, api_endpoint: str, *, backoff_initial: float = 1.0, backoff_max: float = 10.0,
+                 parallel_binds: int = 16):
+        self.endpoint = api_endpoint
+        self.queue = SchedulingQueue(Backoff(backoff_initial, backoff_max))
+        self.cache = SchedulerCache()
+        self.rng = random.Random()   # ties among the best nodes are broken at random, as upstream
+        self.api = ApiClient(api_endpoint, user=USER)
+        self.recorder = EventRecorder(self.api, component=triage.SCHEDULER_NAME)
+        self.pods = Informer(self.api, "pods")
+        self.nodes = Informer(self.api, "nodes")
+        self.pods.add_event_handler(self._on_pod_add, self._on_pod_update, self._on_pod_delete)
+        self.nodes.add_event_handler(self._on_node_add, self._on_node_update, self._on_node_delete)
+        self._wake = asyncio.Event()
+        self._slots = asyncio.Semaphore(parallel_binds)   # one per write in flight
+        self._writes: set[asyncio.Task] = set()
+
+    # -- the process --
+
+    async def run(self) -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        informers = [asyncio.create_task(self.pods.run(stop), name="pod informer"),
+                     asyncio.create_task(self.nodes.run(stop), name="node informer")]
+        scheduling = None
+        try:
+            if await self._synced(stop):
+                log.info("caches synced: %d nodes, %d pods to schedule; scheduling (api %s)",
+                         len(self.cache.nodes()), len(self.queue), self.endpoint)
+                sdnotify.notify("READY=1\nSTATUS=scheduling")
+                scheduling = asyncio.create_task(self._schedule_loop(), name="scheduling loop")
+                await stop.wait()
+        finally:
+            log.info("shutting down; queue: %s", self.queue.counts())
+            stop.set()
+            if scheduling is not None:
+                scheduling.cancel()
+            await asyncio.gather(*informers, *([scheduling] if scheduling else []), return_exceptions=True)
+            if self._writes:
+                await asyncio.wait(set(self._writes), timeout=SHUTDOWN_GRACE)
+            for task in self._writes:
+                task.cancel()
+            await self.recorder.close()
+            await self.api.close()
+        return 0
+
+    async def _synced(self, stop: asyncio.Event) -> bool:
+        """Wait for both informers' first list; False if told to stop first."""
+        async def both() -> None:
+            await self.pods.wait_for_sync()
+            await self.nodes.wait_for_sync()
+        waits = [asyncio.create_task(both()), asyncio.create_task(stop.wait())]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in waits:
+            task.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
+        return not stop.is_set()
+
+    # -- deciding --
+
+    async def _schedule_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            key = self.queue.pop(loop.time())
+            if key is None:
+                await self._sleep(loop)
+                continue
+            await self._slots.acquire()   # the write this attempt may end with needs a slot
+            write = None
+            try:
+                write = self._attempt(key, loop.time())
+            except Exception:  # a bad pod must not stop the loop: retry it after its backoff
+                log.exception("scheduling %s failed", key)
+                self.queue.requeue(key, loop.time())
+            if write is None:
+                self._slots.release()
+            else:
+                self._spawn(write)
+            await asyncio.sleep(0)   # let the informers and the writes run between decisions
+
+    async def _sleep(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Until something may be ready: a handler's wake-up or the queue's next deadline."""
+        self._wake.clear()
+        at = self.queue.next_wakeup()
+        try:
+            await asyncio.wait_for(self._wake.wait(), None if at is None else max(0.0, at - loop.time()))
+        except asyncio.TimeoutError:
+            pass
+
+    def _attempt(self, key: str, now: float):
+        """One scheduling cycle; returns the API write it calls for (a coroutine), or None."""
+        pod = self.pods.get(key)
+        if pod is None or not triage.needs_scheduling(pod) or self.cache.is_assumed(key):
+            self.queue.delete(key)   # gone, bound, or already on its way to a node
+            return None
+        result = schedule(pod, self.cache.nodes(), self.cache.infos, self.rng,
+                          filters=plugins.FILTERS, scores=plugins.SCORES)
+        if result.node is not None:
+            self.cache.assume(key, pod, result.node)
+            return self._bind(key, pod, result.node)
+        self.queue.unschedulable(key, now)
+        log.info("%s is unschedulable: %s", key, result.message)
+        self.recorder.event(pod, "Warning", "FailedScheduling", result.message)
+        patch = triage.unschedulable_patch(pod, result.message, format_time(time.time()))
+        return None if patch is None else self._mark_unschedulable(key, patch)
+
+    # -- writing --
+
+    def _spawn(self, write) -> None:
+        """Run a write in a task of its own, which gives its slot back when it ends."""
+        task = asyncio.get_running_loop().create_task(write)
+        self._writes.add(task)
+        task.add_done_callback(self._write_done)
+
+    def _write_done(self, task: asyncio.Task) -> None:
+        self._writes.discard(task)
+        self._slots.release()
+
+    async def _bind(self, key: str, pod: dict, node: str) -> None:
+        namespace, name = split_meta_namespace_key(key)
+        try:
+            await self.api.bind(name, node, namespace)
+        except Exception as err:  # noqa: BLE001  (every failure is handled the same way)
+            self._bind_failed(key, node, err)
+            return
+        log.debug("bound %s to %s", key, node)
+        self.queue.delete(key)
+        self.recorder.event(pod, "Normal", "Scheduled", f"Successfully assigned {key} to {node}")
+
+    def _bind_failed(self, key: str, node: str, err: Exception) -> None:
+        """Take the assumption back; retry after the backoff unless the informer shows the pod
+        gone, bound or deleting (what a Conflict or NotFound usually means)."""
+        if self.cache.forget(key):
+            self._move_all()   # the room it held is free again
+        current = self.pods.get(key)
+        if isinstance(err, NotFound) or current is None or not triage.needs_scheduling(current):
+            log.info("binding %s to %s: %s; dropping it", key, node, err)
+            self.queue.delete(key)
+            return
+        level = logging.INFO if isinstance(err, Conflict) else logging.WARNING
+        log.log(level, "binding %s to %s failed: %s; retrying after backoff", key, node, err)
+        self.queue.requeue(key, asyncio.get_running_loop().time())
+        self._wake.set()
+
+    async def _mark_unschedulable(self, key: str, patch: dict) -> None:
+        namespace, name = split_meta_namespace_key(key)
+        try:
+            await self.api.patch("pods", name, patch, namespace, patch_type="strategic", subresource="status")
+        except (Conflict, NotFound) as err:   # changed or gone since we looked: nothing to report
+            log.debug("not marking %s unschedulable: %s", key, err)
+        except Exception as err:  # noqa: BLE001  (the next failed attempt writes it again)
+            log.info("marking %s unschedulable failed: %s", key, err)
+
+    # -- informer handlers: bookkeeping only --
+
+    def _move_all(self) -> None:
+        self.queue.move_all(asyncio.get_running_loop().time())
+        self._wake.set()   # pods became active, or backing off: either way the loop's deadline moved
+
+    def _on_pod_add(self, pod: dict) -> None:
+        key = meta_namespace_key(pod)
+        if triage.is_bound(pod):
+            self._on_bound_pod(key, pod)
+        elif triage.needs_scheduling(pod) and self.queue.add(key, triage.priority(pod)):
+            self._wake.set()
+
+    def _on_pod_update(self, old: dict, new: dict) -> None:
+        key = meta_namespace_key(new)
+        if triage.is_bound(new):
+            self._on_bound_pod(key, new)
+        elif not triage.needs_scheduling(new):
+            self.queue.delete(key)
+        elif self.queue.add(key, triage.priority(new)):
+            self._wake.set()
+        elif triage.pod_changed(old, new):
+            self.queue.update(key, asyncio.get_running_loop().time())
+            self._wake.set()
+
+    def _on_bound_pod(self, key: str, pod: dict) -> None:
+        self.queue.delete(key)
+        if self.cache.add_pod(key, pod):
+            self._move_all()
+
+    def _on_pod_delete(self, obj) -> None:
+        key = meta_namespace_key(obj)
+        self.queue.delete(key)
+        if self.cache.remove_pod(key):
+            self._move_all()
+
+    def _on_node_add(self, node: dict) -> None:
+        self.cache.set_node(node)
+        self._move_all()
+
+    def _on_node_update(self, old: dict, new: dict) -> None:
+        self.cache.set_node(new)
+        if triage.node_changed(old, new):
+            self._move_all()
+
+    def _on_node_delete(self, obj) -> None:
+        self.cache.remove_node(meta_namespace_key(obj))   # a name; a DeletedFinalStateUnknown's key too

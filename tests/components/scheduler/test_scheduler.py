@@ -1,0 +1,155 @@
+"""The scheduler as a real process against a real 3-replica store and apiserver."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from components.scheduling.filters import pod_requests
+from kubemu.api.quantity import cpu_millis
+from kubemu.apiclient import SyncApiClient
+from tests.components.apiserver import APIServerEnv
+from tests.conftest import wait_for
+
+from . import SchedulerProc, node, pod, scheduled_condition
+
+INSUFFICIENT_CPU = "0/2 nodes are available: 2 Insufficient cpu."
+
+
+@pytest.fixture
+def cluster(state_dir):
+    env = APIServerEnv(state_dir)
+    try:
+        env.start()
+        with SyncApiClient(env.endpoint, timeout=15) as api:
+            yield env, api
+    finally:
+        env.stop()
+
+
+@pytest.fixture
+def scheduler(cluster):
+    env, _ = cluster
+    proc = SchedulerProc(env)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def pods_by_name(api) -> dict:
+    return {p["metadata"]["name"]: p for p in api.list_all("pods", namespace="default")["items"]}
+
+
+def bound(api) -> dict:
+    """pod name -> node, for the bound pods."""
+    return {name: p["spec"]["nodeName"] for name, p in pods_by_name(api).items() if p["spec"].get("nodeName")}
+
+
+def events(api, reason: str) -> list:
+    return [e for e in api.list_all("events", namespace="default")["items"] if e["reason"] == reason]
+
+
+def test_binds_within_resources_reports_no_fit_and_binds_it_when_a_node_joins(cluster, scheduler):
+    _, api = cluster
+    for name in ("node-1", "node-2"):
+        api.create("nodes", node(name, cpu="1", memory="1Gi"))
+    scheduler.start()   # it has listed both nodes: no decision is made with one only
+    for i in range(3):
+        api.create("pods", pod(f"p{i}", cpu="600m"), namespace="default")
+
+    def one_unschedulable():
+        pods = pods_by_name(api)
+        placed = [p for p in pods.values() if p["spec"].get("nodeName")]
+        waiting = [p for p in pods.values() if (scheduled_condition(p) or {}).get("status") == "False"
+                   and scheduled_condition(p)["message"].startswith(INSUFFICIENT_CPU)]
+        return len(placed) == 2 and len(waiting) == 1 and (placed, waiting[0])
+    placed, waiting = wait_for(one_unschedulable, message="two pods bound and one unschedulable")
+    assert sorted(p["spec"]["nodeName"] for p in placed) == ["node-1", "node-2"]   # 600m + 600m > 1 cpu
+    for p in placed:
+        assert scheduled_condition(p)["status"] == "True"
+    cond = scheduled_condition(waiting)
+    assert cond["reason"] == "Unschedulable" and cond["lastTransitionTime"]
+    assert waiting["status"]["phase"] == "Pending"   # the rest of the status is untouched
+
+    name = waiting["metadata"]["name"]
+    failed = wait_for(lambda: [e for e in events(api, "FailedScheduling")
+                               if e["involvedObject"]["name"] == name and e["message"] == cond["message"]],
+                      message="a FailedScheduling event")
+    assert failed[0]["type"] == "Warning"
+    assert failed[0]["source"]["component"] == "default-scheduler"
+    scheduled = wait_for(lambda: len(events(api, "Scheduled")) == 2 and events(api, "Scheduled"),
+                         message="two Scheduled events")
+    assert {e["message"] for e in scheduled} == {
+        f"Successfully assigned default/{p['metadata']['name']} to {p['spec']['nodeName']}" for p in placed}
+
+    api.create("nodes", node("node-3", cpu="1", memory="1Gi"))   # a node joins: the pod is retried
+    wait_for(lambda: bound(api).get(name) == "node-3", message=f"{name} to be bound to node-3")
+    assert scheduled_condition(pods_by_name(api)[name])["status"] == "True"
+    assert scheduler.stop() == 0, scheduler.log_text()
+    assert "Traceback" not in scheduler.log_text()
+
+
+def test_node_selectors_and_taints(cluster, scheduler):
+    _, api = cluster
+    api.create("nodes", node("ssd", labels={"disk": "ssd"}))
+    api.create("nodes", node("gpu", labels={"accel": "gpu"},
+                             taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]))
+    api.create("nodes", node("plain"))
+    scheduler.start()
+    api.create("pods", pod("wants-ssd", nodeSelector={"disk": "ssd"}), namespace="default")
+    api.create("pods", pod("gpu-job", nodeSelector={"accel": "gpu"},
+                           tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu",
+                                         "effect": "NoSchedule"}]), namespace="default")
+    for i in range(6):
+        api.create("pods", pod(f"plain-{i}", cpu="100m"), namespace="default")
+    api.create("pods", pod("wants-nvme", nodeSelector={"disk": "nvme"}), namespace="default")
+
+    wait_for(lambda: len(bound(api)) == 8, message="eight pods bound")
+    placed = bound(api)
+    assert placed["wants-ssd"] == "ssd" and placed["gpu-job"] == "gpu"
+    assert all(placed[f"plain-{i}"] in ("ssd", "plain") for i in range(6))   # nobody tolerates gpu's taint
+
+    def nvme_condition():
+        cond = scheduled_condition(pods_by_name(api)["wants-nvme"])
+        return cond if cond and cond["status"] == "False" else None
+    cond = wait_for(nvme_condition, message="wants-nvme to be reported unschedulable")
+    assert cond["message"] == (
+        "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
+        "2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: "
+        "3 Preemption is not helpful for scheduling.")
+
+    api.patch("nodes", "plain", {"metadata": {"labels": {"disk": "nvme"}}})   # a node changes
+    wait_for(lambda: bound(api).get("wants-nvme") == "plain", message="wants-nvme bound to plain")
+
+
+def test_kill_9_mid_way_then_restart_binds_the_rest_once_each(cluster, scheduler):
+    env, api = cluster
+    nodes, per_node, total = 4, 25, 100
+    for i in range(nodes):   # room for exactly `total` pods: any double counting would show
+        api.create("nodes", node(f"node-{i}", cpu=f"{per_node * 100}m", memory="64Gi"))
+    for i in range(total):
+        api.create("pods", pod(f"w-{i}", cpu="100m", memory="16Mi"), namespace="default")
+    scheduler.args = ["--parallel-binds", "1"]   # slow enough to be caught half-way
+    scheduler.start()
+    wait_for(lambda: len(bound(api)) >= 10, message="the first pods bound")
+    scheduler.kill()
+    at_kill = bound(api)
+    assert len(at_kill) < total, "the scheduler finished before it could be killed"
+
+    scheduler.start()
+    wait_for(lambda: len(bound(api)) == total, message="every pod bound after the restart")
+    after = bound(api)
+    assert all(after[name] == node_name for name, node_name in at_kill.items())
+    used = Counter()
+    for p in pods_by_name(api).values():
+        used[p["spec"]["nodeName"]] += pod_requests(p).cpu
+    assert all(cpu <= cpu_millis(f"{per_node * 100}m") for cpu in used.values()), used
+    bindings = Counter()
+    for line in env.audit_path.read_text().splitlines():
+        entry = json.loads(line)
+        if entry["resource"] == "pods/binding" and entry["code"] == 200:
+            bindings[entry["name"]] += 1
+    assert bindings == Counter({f"w-{i}": 1 for i in range(total)})
+    assert "Traceback" not in scheduler.log_text()
