@@ -46,8 +46,9 @@ START_ERROR_EXIT = 128
 
 @dataclass(frozen=True)
 class Settings:
-    """Every duration the pod worker uses. `time_scale` multiplies all of them (backoff,
-    probe delays/periods/timeouts, grace periods) so demos and tests can run faster."""
+    """Every duration the pod worker uses. `time_scale` multiplies them (backoff, probe
+    delays and periods, grace periods) so demos and tests can run faster; probe timeouts stay
+    as written, since a probe's program runs no faster."""
 
     backoff_initial: float = 10.0
     backoff_max: float = 300.0

@@ -106,7 +106,8 @@ class ProbeState:
         probe = with_defaults(probe, kind)
         return cls(kind=kind, probe=probe,
                    period=probe["periodSeconds"] * scale,
-                   timeout=probe["timeoutSeconds"] * scale,
+                   # not scaled: a probe program does not run faster because the demo does
+                   timeout=float(probe["timeoutSeconds"]),
                    due=started_at + probe["initialDelaySeconds"] * scale,
                    result=INITIAL_RESULT[kind])
 

@@ -53,10 +53,10 @@ def test_late_launch_drops_missed_ticks():
     assert p.due == 45
 
 
-def test_time_scale_applies_to_delay_period_timeout():
+def test_time_scale_applies_to_delay_and_period_not_timeout():
     p = ProbeState.begin("liveness", {**EXEC, "initialDelaySeconds": 5, "periodSeconds": 10,
                                       "timeoutSeconds": 2}, started_at=0, scale=0.1)
-    assert (p.due, p.period, p.timeout) == pytest.approx((0.5, 1.0, 0.2))
+    assert (p.due, p.period, p.timeout) == pytest.approx((0.5, 1.0, 2.0))
 
 
 def test_initial_results():
