@@ -1,11 +1,12 @@
 """Replica-to-replica transport: `PeerSender` sends a Ready's messages to the peers, and
 `SnapshotChunks` reassembles an InstallSnapshot that arrives in `raft_snapshot` chunks.
 
-All messages for one peer from one Ready go in one `raft` call (split only to stay under the
-frame size), fired as a task whose reply nobody awaits; a peer with too many unanswered calls
-loses messages (Raft resends). InstallSnapshot goes as the msgpack'd SNAP message in 1 MiB
-chunks through `raft_snapshot`, one transfer per peer at a time. Validating and stepping what
-peers send is the replica's (`Replica.rpc_raft`, `Replica.rpc_raft_snapshot`)."""
+All messages for one peer from one `send` (a Ready's early messages, or its others) go in one
+`raft` call (split only to stay under the frame size), fired as a task whose reply nobody
+awaits; a peer with too many unanswered calls loses messages (Raft resends). InstallSnapshot
+goes as the msgpack'd SNAP message in 1 MiB chunks through `raft_snapshot`, one transfer per
+peer at a time. Validating and stepping what peers send is the replica's (`Replica.rpc_raft`,
+`Replica.rpc_raft_snapshot`)."""
 from __future__ import annotations
 
 import asyncio

@@ -101,11 +101,14 @@ class LeaderMixin:
 
     def _maybe_commit(self) -> bool:
         """Advance commit to the highest index a quorum holds, but only if that entry is of our
-        term (paper §5.4.2 / Figure 8: replica counting never commits older-term entries)."""
+        term (paper §5.4.2 / Figure 8: replica counting never commits older-term entries). The
+        leader holds only what it has persisted (`log.stable`): its APPs leave before its own
+        write is done, so a commit may rest on followers alone but never on a copy that a crash
+        of the leader would lose."""
         if not self._voters:
             return False
-        last = self.log.last_index
-        matches = sorted(last if v == self.id else self._prs[v].match for v in self._voters)
+        durable = self.log.stable
+        matches = sorted(durable if v == self.id else self._prs[v].match for v in self._voters)
         mci = matches[(len(matches) - 1) // 2]
         if mci <= self.log.committed or self.log.term(mci) != self.term:
             return False

@@ -376,6 +376,9 @@ def _check_semantics(m: Message) -> None:
 class Ready:
     """A batch of work for the shell. Process it strictly in this order (persist, send, apply):
 
+    0. `early_messages` (the leader's APPs, heartbeats ...) may be sent at once, before or while
+       step 1 runs: the leader counts its own copy of an entry toward a commit only after
+       advance() says it is persisted (Raft thesis §10.2.1).
     1. Persist, atomically if possible: `snapshot` first (it replaces the whole persisted log:
        drop every persisted entry), then `entries` (first delete every persisted entry with
        index >= entries[0].index: they were overwritten by a new leader), then `hard_state`.
@@ -392,6 +395,7 @@ class Ready:
     entries: list[Entry] = field(default_factory=list)
     snapshot: Snapshot | None = None
     messages: list[Message] = field(default_factory=list)
+    early_messages: list[Message] = field(default_factory=list)
     committed_entries: list[Entry] = field(default_factory=list)
     read_states: list[ReadState] = field(default_factory=list)
     soft_state: SoftState | None = None

@@ -8,12 +8,20 @@ tools) talk to the N replicas of the store. Keys, values and range ends may be g
 Routing and retries
 -------------------
 * Writes (put, delete, txn, compact, leases, membership, move_leader) go to the leader. The
-  client finds it by asking every endpoint for `status` at once, caches it, and follows a
-  replica's "NotLeader" answer to the endpoint it names (or finds the leader again when the
-  replica does not know one). "NotLeader" and "Unavailable" (nothing sent, or the replica says it
-  did not act: no leader yet, shutting down) mean the write was not executed: it is sent again,
-  after a short growing pause where useful, until the operation's `timeout` runs out; then
-  `Unavailable` (still: not executed).
+  client finds it by asking every endpoint for `status` at once, round after round until one
+  says it leads, caches it, and follows a replica's "NotLeader" answer to the endpoint it names
+  (or finds the leader again when the replica does not know one). "NotLeader" and "Unavailable"
+  (nothing sent, or the replica says it did not act: no leader yet, shutting down) mean the
+  write was not executed: it is sent again, after a short growing pause where useful, until
+  the operation's `timeout` runs out; then `Unavailable` (still: not executed).
+* Failover: when the connection to a replica drops (kill -9, crash), or a call to it fails, the
+  client forgets it as the leader at once and tries it last for `SUSPECT_FOR` seconds. A
+  discovery round does not wait for a replica it cannot even send to once the others have
+  answered, and it believes no hint naming a replica that was asked (that one said it does not
+  lead, or could not be reached): right after a kill -9 the survivors still name the dead
+  leader until they elect another. A NotLeader hint naming a replica that just failed is not
+  followed either. So the first write after the leader's death lands about when the survivors
+  have elected a new leader, rather than after the dead one's dial timeout.
 * A write that was sent but whose reply never came (the wire's timeout, a lost connection, or a
   replica passing on an OutcomeUnknown of its own) raises `OutcomeUnknown`: it may or may not
   have been applied, and it is NEVER sent again behind the caller's back. Exceptions, because
@@ -26,7 +34,7 @@ Routing and retries
   replica that just failed to answer is tried after the others for `SUSPECT_FOR` seconds.
 * A replica that is not reachable at all costs at most `dial_timeout` (etcd's name): a request
   that cannot even be sent to it within that long fails as not sent (the wire's Unavailable),
-  so a dead cached leader does not eat a write's whole timeout.
+  so a dead cached leader whose death went unnoticed does not eat a write's whole timeout.
 * Definite failures are raised as typed errors and never retried: `Compacted` (a wire `Gone`,
   with `.compact_revision`), `FutureRevision`, `KeyNotFound`/`LeaseNotFound` (wire `NotFound`),
   `LeaseExists` (`Conflict`), `InvalidRequest`/`DuplicateKey` (`Invalid`), `TooLarge`, ...
@@ -208,15 +216,33 @@ class _Backoff:
 class _ReplicaClient(wire.Client):
     """A wire Client whose requests give up being *sent* after `dial_timeout`: a replica that is
     not connected fails fast as Unavailable (not sent), while a request that was sent still gets
-    the whole timeout for its reply."""
+    the whole timeout for its reply. It reports a dropped connection to `on_lost` (the replica
+    may be dead: it must not stay the believed leader until a request finds out), and
+    `unreachable` says whether its requests are waiting for a connection right now."""
 
-    def __init__(self, endpoint: str, *, dial_timeout: float, **kwargs):
+    def __init__(self, endpoint: str, *, dial_timeout: float, on_lost, **kwargs):
         super().__init__(endpoint, **kwargs)
         self.dial_timeout = dial_timeout
+        self._on_lost = on_lost
+        self._waiting_to_send = 0
+
+    @property
+    def unreachable(self) -> bool:
+        # requests go out in order, so while one waits for a connection every later one does
+        return self._waiting_to_send > 0
 
     async def _send_wait(self, rid: int, payload: bytes, deadline: float, method: str) -> None:
         dial_deadline = self._loop.time() + self.dial_timeout
-        await super()._send_wait(rid, payload, min(deadline, dial_deadline), method)
+        self._waiting_to_send += 1
+        try:
+            await super()._send_wait(rid, payload, min(deadline, dial_deadline), method)
+        finally:
+            self._waiting_to_send -= 1
+
+    def _on_monitor_event(self, frames: list[bytes]) -> None:
+        super()._on_monitor_event(frames)
+        if int.from_bytes(frames[0][:2], "little") == zmq.EVENT_DISCONNECTED:
+            self._on_lost(self.endpoint)
 
 
 # ------------------------------------------------------------------------------------- client
@@ -274,8 +300,8 @@ class StoreClient:
         client = self._clients.get(endpoint)
         if client is None:
             client = self._clients[endpoint] = _ReplicaClient(
-                endpoint, timeout=self.timeout, dial_timeout=self.dial_timeout, max_frame=self.max_frame,
-                context=self._context)
+                endpoint, timeout=self.timeout, dial_timeout=self.dial_timeout, on_lost=self._mark_failed,
+                max_frame=self.max_frame, context=self._context)
         return client
 
     def _learn(self, endpoint: str) -> None:
@@ -290,6 +316,9 @@ class StoreClient:
         """`endpoint` did not answer: forget it as leader, and try it last for a while."""
         self._forget_leader(endpoint)
         self._suspect[endpoint] = asyncio.get_running_loop().time() + SUSPECT_FOR
+
+    def _failed_lately(self, endpoint: str) -> bool:
+        return self._suspect.get(endpoint, 0.0) > asyncio.get_running_loop().time()
 
     def _order(self, leader_first: bool = True) -> list[str]:
         """Every endpoint once, round-robin; the leader first if asked and known; endpoints that
@@ -334,10 +363,17 @@ class StoreClient:
                                   {"endpoints": list(self.endpoints)})
 
     async def _discover(self, deadline: float) -> str:
-        """Ask every endpoint for its status, round after round, until one is (or names) the
-        leader; the first replica that says it leads ends the round."""
+        """Ask every endpoint for its status, round after round, until one says it leads.
+
+        A round ends at the first replica that says it leads, or once every replica that can
+        be reached has answered: calls still waiting for a connection when all the others are
+        done do not hold it (a dead replica would hold it for the whole dial timeout). A hint
+        ("the leader is X") is believed only for an X that was not asked in the round, i.e. a
+        member the endpoint list does not name: an X that was asked said it does not lead, or
+        could not be reached (after a kill -9 the survivors name the dead leader until they
+        elect another). Rounds follow each other closely, as an election is short."""
         loop = asyncio.get_running_loop()
-        backoff = _Backoff(0.05)
+        backoff = _Backoff(0.01, cap=0.05)
         errors: dict[str, str] = {}
         while True:
             remaining = deadline - loop.time()
@@ -346,8 +382,8 @@ class StoreClient:
                 raise Unavailable(f"no leader found among {', '.join(self.endpoints)} ({detail})",
                                   {"endpoints": list(self.endpoints)})
             per_call = min(remaining, max(self.dial_timeout, 0.05))
-            calls = {loop.create_task(self._client(ep).call("status", {}, timeout=per_call)): ep
-                     for ep in list(self.endpoints)}
+            asked = list(self.endpoints)
+            calls = {loop.create_task(self._client(ep).call("status", {}, timeout=per_call)): ep for ep in asked}
             hints: list[tuple[int, str]] = []
             try:
                 pending = set(calls)
@@ -369,16 +405,19 @@ class StoreClient:
                         if res.get("role") == "leader":
                             self._leader = ep
                             return ep
-                        if res.get("leader_endpoint"):
-                            hints.append((res.get("term") or 0, res["leader_endpoint"]))
+                        hint = res.get("leader_endpoint")
+                        if hint and hint not in asked:
+                            hints.append((res.get("term") or 0, hint))
+                    if all(self._clients[calls[task]].unreachable for task in pending):
+                        for task in pending:
+                            errors[calls[task]] = "not connected"
+                        break
             finally:
                 for task in calls:
                     task.cancel()
                 await asyncio.gather(*calls, return_exceptions=True)
             if hints:
-                # the leader itself did not answer (slow, or unreachable from here): believe the
-                # newest term's word; a wrong guess costs one NotLeader or one dial timeout
-                ep = max(hints)[1]
+                ep = max(hints)[1]  # the newest term's word
                 self._learn(ep)
                 self._leader = ep
                 return ep
@@ -410,7 +449,7 @@ class StoreClient:
                     last = err
                     hint = err.details.get("endpoint") if isinstance(err.details, dict) else None
                     self._forget_leader(ep)
-                    if hint and hint != ep:
+                    if hint and hint != ep and not self._failed_lately(hint):
                         self._learn(hint)
                         self._leader = hint
                         redirects += 1

@@ -13,10 +13,15 @@ the `random.Random` it is given. The shell around it (the store server) drives i
 Each Ready is processed in the order etcd-io/raft prescribes: (1) persist its snapshot, entries
 and hard state, (2) only then send its messages, (3) then apply its committed entries (and serve
 its read states), (4) advance(). Persisting before sending is what makes a vote or an
-acknowledgement durable before anyone relies on it; the leader too persists its own new entries
-before sending them (no parallel-write optimisation). Only one Ready is outstanding at a time:
-between ready() and advance() the shell may keep calling tick/step/propose; what they produce
-waits for the next Ready.
+acknowledgement durable before anyone relies on it. The exception is the leader's own traffic
+(`Ready.early_messages`: APPs, heartbeats ...), which may leave before or while step 1 runs, so
+that the leader's fsync and its followers' overlap instead of running in series (Raft thesis
+§10.2.1, etcd's "the leader can write to its disk in parallel"). That is safe because the
+leader counts itself toward a commit only for entries it has persisted (its own match index is
+the log's stable index, advanced by advance()), so a commit still means a majority of durable
+copies; and because it holds only while the leader's term and vote are themselves durable.
+Only one Ready is outstanding at a time: between ready() and advance() the shell may keep
+calling tick/step/propose; what they produce waits for the next Ready.
 
 Decisions worth knowing:
 
@@ -124,6 +129,7 @@ class Raft(ElectionMixin, FollowerMixin, LeaderMixin):
         self.state = Role.FOLLOWER
         self.invalid_messages = 0  # well-formed messages we refused because they broke Raft's rules
         self._msgs: list[Message] = []
+        self._early_msgs: list[Message] = []  # the leader's, sendable before persisting (see _send)
         self._read_states: list[ReadState] = []
         self._prs: dict[str, Progress] = {}
         self._votes: dict[str, bool] = {}
@@ -147,6 +153,7 @@ class Raft(ElectionMixin, FollowerMixin, LeaderMixin):
         else:
             self._restore_persistent(storage_state)
             self._prev_hard = storage_state.hard_state
+        self._durable_term = self._prev_hard.term  # the term of the hard state known to be on disk
         self._prev_soft = SoftState(None, Role.FOLLOWER)
         self._recompute_conf()
         self._reset_randomized_timeout()
@@ -299,7 +306,7 @@ class Raft(ElectionMixin, FollowerMixin, LeaderMixin):
             return False
         self._flush_broadcasts()
         log = self.log
-        return bool(self._msgs or self._read_states or log.pending_snapshot is not None
+        return bool(self._msgs or self._early_msgs or self._read_states or log.pending_snapshot is not None
                     or log.stable < log.last_index or log.committed > self._apply_floor()
                     or self._prev_hard != HardState(self.term, self.vote, log.committed)
                     or self._prev_soft != SoftState(self.leader_id, self.state))
@@ -313,8 +320,8 @@ class Raft(ElectionMixin, FollowerMixin, LeaderMixin):
         log = self.log
         rd = Ready(entries=log.unstable_entries(), snapshot=log.pending_snapshot,
                    committed_entries=log.next_committed(self.cfg.max_committed_size_per_ready),
-                   messages=self._msgs, read_states=self._read_states)
-        self._msgs, self._read_states = [], []
+                   messages=self._msgs, early_messages=self._early_msgs, read_states=self._read_states)
+        self._msgs, self._early_msgs, self._read_states = [], [], []
         hs = HardState(self.term, self.vote, log.committed)
         if hs != self._prev_hard:
             rd.hard_state = self._prev_hard = hs
@@ -334,9 +341,13 @@ class Raft(ElectionMixin, FollowerMixin, LeaderMixin):
             if log.pending_snapshot is rd.snapshot:
                 log.pending_snapshot = None
             log.applied = max(log.applied, rd.snapshot.meta.index)
+        if rd.hard_state is not None:
+            self._durable_term = rd.hard_state.term
         if rd.entries:
             last = rd.entries[-1]
             log.stable_to(last.index, last.term)
+            if self.state == Role.LEADER:
+                self._maybe_commit()  # our own copy is durable now: it counts toward the quorum
         if rd.committed_entries:
             log.applied = max(log.applied, rd.committed_entries[-1].index)
 
@@ -459,10 +470,19 @@ class Raft(ElectionMixin, FollowerMixin, LeaderMixin):
     # --- sending ---------------------------------------------------------------------------
 
     def _send(self, m: Message) -> None:
-        self._msgs.append(m)
+        # What a leader sends vouches for nothing it has yet to persist: its entries count toward
+        # a commit only once durable (_maybe_commit), and a commit index or read index it
+        # announces was reached that way. So it may leave before the Ready is persisted, but only
+        # once the term it is sent in is durable: a leader that crashed before persisting its
+        # term could come back in the term before and win this term again with a different log.
+        # Everything else (votes, acknowledgements) waits for the disk (Raft paper Figure 2).
+        if self.state == Role.LEADER and self._durable_term == self.term:
+            self._early_msgs.append(m)
+        else:
+            self._msgs.append(m)
 
     def _reply(self, m: Message, type: MessageType, **fields) -> None:
-        self._msgs.append(Message(type, m.frm, self.id, fields.pop("term", self.term), **fields))
+        self._send(Message(type, m.frm, self.id, fields.pop("term", self.term), **fields))
 
     _HANDLERS: dict[Role, dict[MessageType, Callable[[Raft, Message], None]]]  # set below
 

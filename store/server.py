@@ -9,14 +9,18 @@ by events: a peer's `raft` call steps messages, a client's request proposes or a
 index, and each of those sets `_kick`. One task (`_raft_loop`) waits for the kick and processes
 Readys exactly as `store.raft` prescribes, one at a time:
 
+  0. a leader sends its APPs and heartbeats (`Ready.early_messages`) first, so that its own fsync
+     overlaps its followers' receive-fsync-answer instead of adding to it; its own copy counts
+     toward a commit only once step 1 is done (store.raft);
   1. persist the snapshot, entries and hard state in ONE synced LevelDB batch, in a worker
      thread (a sync write takes milliseconds and plyvel releases the GIL, so the loop keeps
      stepping messages and taking proposals meanwhile: all of them land in the next Ready, which
      is the group commit: fsyncs << writes under load). A Ready that only moves the commit
      index is written inline without an fsync (etcd's MustSync; see store.raftlog);
-  2. then send the messages: all messages for one peer from one Ready go in one `raft` call
-     (split only to stay under the frame size), fired as a task whose reply nobody awaits;
-     InstallSnapshot goes in 1 MiB chunks through `raft_snapshot`, one transfer per peer at a time;
+  2. then send the other messages (votes, acknowledgements: they vouch for what step 1 wrote).
+     All messages for one peer from one list go in one `raft` call (split only to stay under the
+     frame size), fired as a task whose reply nobody awaits; InstallSnapshot goes in 1 MiB
+     chunks through `raft_snapshot`, one transfer per peer at a time;
   3. then restore the KV store from an incoming snapshot, apply the committed entries with one
      `KVStore.apply_batch` (one backend write), resolve the waiting clients and feed watchers;
   4. serve the read states; advance().
@@ -386,6 +390,9 @@ class Replica:
     async def _handle_ready(self, rd: Ready) -> None:
         self.metrics.readies += 1
         self._ready_since = self.loop.time()
+        # 0. the leader's APPs and heartbeats go first: its fsync overlaps its followers'
+        if rd.early_messages:
+            self._peers.send(rd.early_messages)
         # 1. persist (group commit: whatever arrives meanwhile goes in the next Ready)
         if self.storage.needs_sync(rd):
             await self.loop.run_in_executor(self._io, self.storage.save, rd)

@@ -6,14 +6,17 @@ seed replays exactly. Each run has two phases:
 1. chaos: messages are dropped, delayed, duplicated and reordered; the network is partitioned
    and healed; nodes crash (losing whatever they had not persisted yet) and restart from their
    disk; disks get slow (a node's Ready is persisted some ticks later, and only then are its
-   messages sent: anything sent was persisted); clients propose values, ask for linearizable
-   reads, transfer leadership, change membership; nodes compact their logs.
+   messages sent, except a leader's early messages, which leave at once, while its disk
+   works); clients propose values, ask for linearizable reads, transfer leadership, change
+   membership; nodes compact their logs.
 2. heal: the network becomes reliable, every node is up; a value proposed by a client must
    then be applied by every voter within a bounded number of ticks (progress).
 
 Safety properties are checked continuously (Raft paper Figure 3):
 Election Safety, Log Matching, Leader Completeness, State Machine Safety, plus linearizable
-ReadIndex (a read's index covers every write committed before the read was requested).
+ReadIndex (a read's index covers every write committed before the read was requested) and
+durable commits (when a leader commits an entry, a majority of its voters hold it on disk: the
+leader's own copy, still being written while its APPs are out, must not count before that).
 """
 from __future__ import annotations
 
@@ -113,6 +116,16 @@ class Disk:
     def compact(self, snap: Snapshot) -> None:
         self.snap = snap
         self.entries = [e for e in self.entries if e.index > snap.meta.index]
+
+    def holds(self, index: int, term: int) -> bool:
+        """Whether entry (index, term) is on this disk, or covered by its snapshot (which holds
+        committed entries only, and so the same entry by Log Matching)."""
+        if self.snap is not None and index <= self.snap.meta.index:
+            return True
+        if not self.entries or index < self.entries[0].index:
+            return False
+        off = index - self.entries[0].index
+        return off < len(self.entries) and self.entries[off].term == term
 
     def state(self) -> PersistentState:
         snap = self.snap
@@ -278,8 +291,20 @@ class Sim:
         if c != node.seen_commit:
             if c < node.seen_commit:
                 raise SimFailure(f"{r.id} commit index went back from {node.seen_commit} to {c}")
+            if r.state is Role.LEADER:
+                self._check_durable_commit(r, node.seen_commit, c)
             self.check.on_commit(r, node.seen_commit, c)
             node.seen_commit = c
+
+    def _check_durable_commit(self, r: Raft, lo: int, hi: int) -> None:
+        """A leader that just committed up to `hi` did so on a majority of durable copies."""
+        voters = r.voters
+        for i in range(max(lo, r.log.snap_index) + 1, hi + 1):
+            term = r.log.term(i)
+            durable = [v for v in voters if v in self.nodes and self.nodes[v].disk.holds(i, term)]
+            if len(durable) <= len(voters) // 2:
+                raise SimFailure(f"{r.id} committed index {i} (term {term}) held on disk by only "
+                                 f"{sorted(durable)} of voters {list(voters)}")
 
     def _connected(self, a: str, b: str) -> bool:
         return self._group.get(a, 0) == self._group.get(b, 0) and self._oneway != (a, b)
@@ -331,6 +356,7 @@ class Sim:
                 rd = node.raft.ready()
                 if rd.entries:
                     self.check.on_persist(node.raft, rd.entries)
+                self._send_all(rd.early_messages)  # the leader's, while its own disk works
                 if node.disk_delay:
                     node.pending = (rd, self.now + node.disk_delay)
                 else:
@@ -341,10 +367,7 @@ class Sim:
             self._log(f"{node.id}: {rd.soft_state.role} term {node.raft.term} leader {rd.soft_state.leader_id}"
                       f" voters {node.raft.voters}")
         node.disk.persist(rd)
-        for m in rd.messages:
-            if m.type == MessageType.SNAP:
-                self.stats["snapshots_sent"] += 1
-            self._send(m)
+        self._send_all(rd.messages)
         if rd.snapshot is not None:
             self.check.on_restore(node, rd.snapshot)
         for e in rd.committed_entries:
@@ -354,6 +377,12 @@ class Sim:
         node.raft.advance(rd)
         self._maybe_compact(node)
         self._observe(node)
+
+    def _send_all(self, msgs: list[Message]) -> None:
+        for m in msgs:
+            if m.type == MessageType.SNAP:
+                self.stats["snapshots_sent"] += 1
+            self._send(m)
 
     def _maybe_compact(self, node: SimNode) -> None:
         n = self.p.compact_after
@@ -368,7 +397,7 @@ class Sim:
     def _crash(self, node: SimNode) -> None:
         self.stats["crashes"] += 1
         node.up = False
-        node.pending = None  # an unpersisted Ready is lost, and its messages never left
+        node.pending = None  # an unpersisted Ready is lost, and so are its (late) messages
         # Quick restarts hit the windows where only persisted state (votes!) saves the day.
         node.down_until = self.now + (self.rng.randrange(1, 4) if self.rng.random() < 0.5 else self.rng.randrange(5, 60))
         self._log(f"crash {node.id} until {node.down_until}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import itertools
 import shutil
 import tempfile
 import threading
@@ -24,6 +25,7 @@ from store import client as sc
 from store.backend import MemoryBackend
 from store.mvcc import (Compacted as StoreCompacted, KVStore, StoreError, compact_op, compare, delete_op,
                         lease_grant_op, lease_revoke_op, put_op, range_op, txn_op)
+from tests.store.cluster import StoreCluster
 from tests.store.linearizability import History
 
 DEADLINE = 20.0  # upper bound for anything that should happen "soon"; never a speed claim
@@ -447,18 +449,76 @@ def test_unavailable_backs_off_and_retries(sockdir):
     run(main())
 
 
+# A dial timeout far beyond any deadline below: a client that waited one out would fail the
+# test instead of merely being slow.
+LONG = 3 * DEADLINE
+
+
 def test_dead_cached_leader_costs_a_dial_timeout_not_the_write(sockdir):
     async def main():
         async with cluster_and_client(sockdir, timeout=DEADLINE, dial_timeout=0.3) as (cluster, client):
             r0, r1, _r2 = cluster.replicas
             await client.put("a", "1")
-            assert client.leader == r0.endpoint
             cluster.set_leader(r1)
             await kill(cluster, client, r0)
-            assert client.leader == r0.endpoint  # still believed: the write finds out
+            client._leader = r0.endpoint  # believed although dead (its death went unnoticed)
             await client.put("a", "2")
             assert r1.calls["put"] == 1
             assert (await client.get("a"))["version"] == 2
+    run(main())
+
+
+def test_a_dropped_connection_to_the_leader_is_noticed_before_any_write(sockdir):
+    async def main():
+        async with cluster_and_client(sockdir, timeout=LONG, dial_timeout=LONG) as (cluster, client):
+            r0, r1, _r2 = cluster.replicas
+            await client.put("a", "1")
+            assert client.leader == r0.endpoint
+            cluster.set_leader(r1)
+            await r0.stop()
+            await asyncio.wait_for(_until(lambda: client.leader is None), DEADLINE)
+            await asyncio.wait_for(client.put("a", "2"), DEADLINE)
+            assert r1.calls["put"] == 1 and client.leader == r1.endpoint
+    run(main())
+
+
+def test_discovery_neither_waits_for_the_dead_leader_nor_believes_hints_naming_it(sockdir):
+    """After the leader's death the survivors still name it until they elect another: the
+    client keeps asking them, without waiting out a dial timeout on the dead one or trying it."""
+    async def main():
+        async with cluster_and_client(sockdir, timeout=LONG, dial_timeout=LONG) as (cluster, client):
+            r0, r1, r2 = cluster.replicas
+            await client.put("a", "1")
+            await r0.stop()  # still cluster.leader: r1 and r2 name it
+            await asyncio.wait_for(_until(lambda: client.leader is None), DEADLINE)
+            put = asyncio.ensure_future(client.put("a", "2"))
+            asked = r1.calls["status"]
+            await asyncio.wait_for(_until(lambda: r1.calls["status"] >= asked + 3), DEADLINE)  # rounds go on
+            assert not put.done()
+            cluster.set_leader(r2)
+            await asyncio.wait_for(put, DEADLINE)
+            assert r2.calls["put"] == 1 and (await client.get("a"))["version"] == 2
+    run(main())
+
+
+def test_a_not_leader_hint_naming_a_replica_that_just_failed_is_not_followed(sockdir):
+    async def main():
+        async with cluster_and_client(sockdir, timeout=LONG, dial_timeout=LONG) as (cluster, client):
+            r0, r1, _r2 = cluster.replicas
+            await client.put("a", "1")
+            cluster.set_leader(r1)
+            await r0.stop()
+            await asyncio.wait_for(_until(lambda: client.leader is None), DEADLINE)
+
+            async def stale_hint(**_params):  # r1 has just been elected but answers from old news
+                if r1.calls["put"] == 1:
+                    raise wire.WireError("not the leader", {"leader": r0.name, "endpoint": r0.endpoint},
+                                         code="NotLeader")
+                return FALLTHROUGH
+
+            r1.hooks["put"] = stale_hint
+            await asyncio.wait_for(client.put("a", "2"), DEADLINE)
+            assert r1.calls["put"] == 2 and (await client.get("a"))["version"] == 2
     run(main())
 
 
@@ -776,6 +836,62 @@ def test_concurrent_history_through_the_client_is_linearizable(sockdir):
             ok, info = history.check()
             assert ok, info and info["message"]
     run(main())
+
+
+def test_first_write_after_kill_9_of_the_leader_reaches_the_new_leader(state_dir):
+    """Real replicas: kill -9 the leader while writers share one StoreClient. Writes in flight at
+    the kill may end OutcomeUnknown and nothing else fails; a write sent after the kill is
+    acknowledged by the new leader long before the dead one's dial timeout could have run out
+    (the client neither waits for it nor trusts the survivors' stale word that it leads); and
+    every acknowledged write is there afterwards."""
+    with StoreCluster(state_dir, n=3, tick_ms=20, election_ticks=10) as cluster:
+        cluster.start()
+        name_of = {ep: name for name, ep in cluster.endpoints.items()}
+
+        async def main():
+            loop = asyncio.get_running_loop()
+            async with sc.StoreClient(list(cluster.endpoints.values()), timeout=LONG,
+                                      dial_timeout=LONG) as client:
+                await client.put("warm", "up")
+                dead = name_of[client.leader]
+                acked: list[str] = []
+                state = {"killed_at": None}
+                after_kill = loop.create_future()
+
+                async def writer(w: int) -> None:
+                    for i in itertools.count():
+                        if after_kill.done():
+                            return
+                        key, sent = f"w/{w}/{i}", loop.time()
+                        try:
+                            await client.put(key, "x")
+                        except sc.OutcomeUnknown:
+                            continue  # in flight at the kill: either way is right
+                        acked.append(key)
+                        killed_at = state["killed_at"]
+                        if killed_at is not None and sent > killed_at and not after_kill.done():
+                            after_kill.set_result(client.leader)
+
+                writers = [loop.create_task(writer(w)) for w in range(3)]
+                try:
+                    await asyncio.wait_for(_until(lambda: len(acked) >= 30), DEADLINE)
+                    state["killed_at"] = loop.time()
+                    await loop.run_in_executor(None, cluster.kill, dead)
+                    await asyncio.wait([after_kill, *writers], timeout=DEADLINE,
+                                       return_when=asyncio.FIRST_COMPLETED)
+                    for task in writers:
+                        if task.done():
+                            task.result()  # a writer's unexpected error, if that is what ended the wait
+                    assert after_kill.done(), "no write sent after the kill was acknowledged in time"
+                    await asyncio.gather(*writers)
+                finally:
+                    for task in writers:
+                        task.cancel()
+                    await asyncio.gather(*writers, return_exceptions=True)
+                assert name_of[after_kill.result()] != dead
+                stored = {kv["key"].decode() for kv in (await client.range("w/", prefix=True))["kvs"]}
+                assert set(acked) <= stored
+        run(main())
 
 
 def test_sync_client(sockdir):

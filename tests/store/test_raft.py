@@ -77,18 +77,20 @@ class Net:
         self.applied[nid].extend(rd.committed_entries)
         self.read_states[nid].extend(rd.read_states)
         r.advance(rd)
-        return rd.messages
+        return rd.early_messages + rd.messages
 
     def deliverable(self, m: Message) -> bool:
         return (m.frm not in self.isolated and m.to not in self.isolated and m.to in self.nodes
                 and not self.drop(m))
 
     def flush(self, limit: int = 10000) -> None:
-        """Process Readies and deliver messages until the network is quiet (no ticks)."""
+        """Process Readies and deliver messages until the network is quiet (no ticks). A Ready
+        that sends nothing can still lead to another (a leader's own write, once persisted,
+        may commit), so quiet means no node has a Ready left."""
         for _ in range(limit):
-            msgs = [m for nid in list(self.nodes) for m in self.process(nid)]
-            if not msgs:
+            if not any(r.has_ready() for r in self.nodes.values()):
                 return
+            msgs = [m for nid in list(self.nodes) for m in self.process(nid)]
             self.sent.extend(msgs)
             for m in msgs:
                 if self.deliverable(m):
@@ -337,7 +339,8 @@ def test_batching_many_proposals_share_one_append_per_follower():
     for i in range(50):
         lead.propose(b"p%d" % i)
     rd = lead.ready()
-    apps = [m for m in rd.messages if m.type == MT.APP]
+    assert rd.messages == []  # the leader's APPs need not wait for its own disk
+    apps = [m for m in rd.early_messages if m.type == MT.APP]
     assert sorted(m.to for m in apps) == ["n1", "n2"]
     assert all(len(m.entries) == 50 for m in apps) and len(rd.entries) == 50
     lead.advance(rd)
@@ -349,12 +352,12 @@ def test_max_size_per_msg_splits_batches_and_pipelines_within_the_inflight_windo
     for i in range(10):
         lead.propose(b"p%d" % i)
     rd = lead.ready()
-    to_n1 = [m for m in rd.messages if m.type == MT.APP and m.to == "n1"]
+    to_n1 = [m for m in rd.early_messages if m.type == MT.APP and m.to == "n1"]
     # One entry per message, three in flight without any acknowledgement (pipelining).
     assert [[e.index for e in m.entries] for m in to_n1] == [[5], [6], [7]]
     net.disks["n0"].persist(rd)
     lead.advance(rd)
-    for m in rd.messages:
+    for m in rd.early_messages:
         net[m.to].step(m)
     net.flush()
     assert net.data("n1") == [b"p%d" % i for i in range(10)]
@@ -417,6 +420,84 @@ def test_commit_needs_a_majority_of_five():
     assert lead.commit_index == 7
 
 
+
+def _leader_with_unpersisted_entry(n: int = 3):
+    """A leader that proposed one entry: its Ready is out (APPs included) but not persisted."""
+    net = Net(ids(n))
+    lead = net.elect("n0")
+    before = lead.commit_index
+    lead.propose(b"x")
+    rd = lead.ready()
+    assert [e.data for e in rd.entries] == [b"x"] and rd.messages == []
+    apps = {m.to: m for m in rd.early_messages if m.type == MT.APP}
+    assert sorted(apps) == ids(n)[1:]  # sent before the leader's own write is done
+    return net, lead, rd, apps, before
+
+
+def _ack(net: Net, lead: Raft, app: Message) -> None:
+    """The follower takes the APP, persists it, and its answer reaches the leader."""
+    net[app.to].step(app)
+    for m in net.process(app.to):
+        lead.step(m)
+
+
+def test_leader_does_not_count_its_own_unpersisted_entry_toward_commit():
+    net, lead, rd, apps, before = _leader_with_unpersisted_entry()
+    _ack(net, lead, apps["n1"])
+    # n1 and the leader hold the entry, a majority of three, but the leader's copy is not on
+    # disk yet: a crash now would leave it on n1 alone
+    assert lead._prs["n1"].match == rd.entries[-1].index
+    assert lead.commit_index == before
+    net.disks["n0"].persist(rd)
+    lead.advance(rd)
+    assert lead.commit_index == rd.entries[-1].index  # durable on n0 and n1 now
+    net.flush()
+    assert net.data("n0") == net.data("n1") == [b"x"]
+
+
+def test_followers_alone_can_commit_while_the_leader_is_still_persisting():
+    net, lead, rd, apps, before = _leader_with_unpersisted_entry()
+    _ack(net, lead, apps["n1"])
+    _ack(net, lead, apps["n2"])
+    assert lead.commit_index == rd.entries[-1].index  # two durable copies of three
+    assert not lead.has_ready()  # still one Ready at a time: applying waits for advance()
+    net.disks["n0"].persist(rd)
+    lead.advance(rd)
+    net.flush()
+    assert net.data("n0") == [b"x"]
+
+
+def test_single_voter_commits_only_after_persisting():
+    net = Net(["solo"])
+    r = net.elect("solo")
+    r.propose(b"x")
+    rd = r.ready()
+    assert rd.entries and rd.committed_entries == [] and r.commit_index < rd.entries[-1].index
+    net.disks["solo"].persist(rd)
+    r.advance(rd)
+    assert r.commit_index == rd.entries[-1].index
+    assert [e.data for e in r.ready().committed_entries] == [b"x"]
+
+
+def test_a_leader_sends_early_only_once_its_term_is_durable():
+    """A lone voter elects itself within one step: until the Ready carrying its new term is
+    persisted, what it sends waits for the disk like anyone's."""
+    r = Raft("solo", ["solo"], None, Config(), random.Random(0))
+    rd = r.ready()
+    r.advance(rd)  # the bootstrap entries and term 1 are on disk
+    while r.state != Role.LEADER:
+        r.tick()
+    stray = Message(MT.APP, "solo", "gone", term=1)  # a removed member still thinks it leads
+    r.step(stray)
+    rd = r.ready()
+    assert rd.hard_state.term == 2 and [m.type for m in rd.messages] == [MT.APP_RESP]
+    assert rd.early_messages == []
+    r.advance(rd)
+    r.step(stray)
+    rd = r.ready()
+    assert rd.messages == [] and [m.type for m in rd.early_messages] == [MT.APP_RESP]
+
+
 # --- CheckQuorum -------------------------------------------------------------------------------
 
 def test_check_quorum_leader_steps_down_when_cut_off():
@@ -452,9 +533,9 @@ def test_read_index_on_the_leader_after_a_heartbeat_round():
     lead.read_index(b"r1")
     rd = lead.ready()
     assert rd.read_states == []
-    assert {m.context for m in rd.messages if m.type == MT.HEARTBEAT} == {b"r1"}
+    assert {m.context for m in rd.early_messages if m.type == MT.HEARTBEAT} == {b"r1"}
     lead.advance(rd)
-    for m in rd.messages:
+    for m in rd.early_messages:
         net[m.to].step(m)
     net.flush()
     assert net.read_states["n0"] == [ReadState(b"r1", 5)]
