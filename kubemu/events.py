@@ -9,7 +9,10 @@
 must not stop a controller). A repeat of the same (object, type, reason, message) within
 `AGGREGATE_WINDOW` seconds bumps `count` and `lastTimestamp` of the Event already written
 (a merge patch) instead of creating another, like the correlator's deduplication, so a pod that
-fails to schedule every few seconds yields one Event with a growing count.
+fails to schedule every few seconds yields one Event with a growing count. And like client-go's
+spam filter, each object gets a token bucket per (type, reason): a burst of `SPAM_BURST`
+Events, then one per `SPAM_REFILL` seconds; the rest are dropped (a ReplicaSet creating 1,000
+pods records 25 SuccessfulCreate Events, not 1,000).
 
 The Event is the core/v1 shape `kubemu get events` and `describe` read: metadata.name
 "<object name>.<16 hex digits>", involvedObject, reason, message, type, source{component, host},
@@ -30,6 +33,8 @@ log = logging.getLogger("kubemu.events")
 AGGREGATE_WINDOW = 600.0    # seconds an Event is reused for repeats (the correlator's 10 minutes)
 MAX_REMEMBERED = 4096       # LRU of Events we may bump (the correlator's cache size)
 MAX_IN_FLIGHT = 256         # beyond this, new Events are dropped (and logged): never a backlog
+SPAM_BURST = 25             # client-go's EventSourceObjectSpamFilter: burst 25,
+SPAM_REFILL = 300.0         #   then one token per 5 minutes
 
 
 def object_reference(obj: dict, field_path: str | None = None) -> dict:
@@ -76,7 +81,9 @@ class EventRecorder:
         self.clock = clock
         self._seen: OrderedDict[tuple, list] = OrderedDict()  # key -> [name, namespace, count, first seen]
         self._tasks: set[asyncio.Task] = set()
+        self._buckets: OrderedDict[tuple, list] = OrderedDict()  # spam key -> [tokens, last refill]
         self.dropped = 0
+        self.throttled = 0
         self._dropping = False
 
     def event(self, obj: dict, type_: str, reason: str, message: str, field_path: str | None = None) -> None:
@@ -95,6 +102,9 @@ class EventRecorder:
             self._dropping = False
             log.warning("recording events again; %d dropped so far", self.dropped)
         now = self.clock()
+        if not self._take_token(ref, type_, reason, now):
+            self.throttled += 1
+            return
         key = (ref.get("uid") or (ref.get("kind"), ref.get("namespace"), ref.get("name")),
                ref.get("fieldPath"), type_, reason, message)
         seen = self._seen.get(key)
@@ -112,6 +122,22 @@ class EventRecorder:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _take_token(self, ref: dict, type_: str, reason: str, now: float) -> bool:
+        key = (ref.get("kind"), ref.get("namespace"), ref.get("name"), ref.get("uid"), type_, reason)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = [float(SPAM_BURST), now]
+            while len(self._buckets) > MAX_REMEMBERED:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(key)
+            bucket[0] = min(float(SPAM_BURST), bucket[0] + (now - bucket[1]) / SPAM_REFILL)
+            bucket[1] = now
+        if bucket[0] < 1.0:
+            return False
+        bucket[0] -= 1.0
+        return True
 
     async def _create(self, event: dict, key: tuple) -> None:
         try:

@@ -97,7 +97,7 @@ def _preemption(pod: dict, nodes: list, pods_by_node: dict, failed: dict):
         if flt.unresolvable:
             statuses[name] = [PREEMPTION_NOT_HELPFUL]
             continue
-        node_pods = pods_by_node.get(name) or []
+        node_pods = pods_by_node.get(name, [])  # not `or []`: an empty NodeInfo is falsy but must stay itself
         live = [p for p in node_pods if not F.is_terminal(p)]
         remaining = [p for p in live if _priority(p) >= prio]
         if len(remaining) == len(live):
@@ -130,7 +130,7 @@ def schedule(pod: dict, nodes: list, pods_by_node: dict,
     histogram: dict = {}
     for node in nodes:
         name = _name(node)
-        flt, reasons = run_filters(pod, node, pods_by_node.get(name) or [], filters)
+        flt, reasons = run_filters(pod, node, pods_by_node.get(name, []), filters)
         if flt is None:
             feasible.append(node)
             continue

@@ -177,7 +177,7 @@ def score_nodes(pod: Pod, nodes: list, pods_by_node: dict, scores: list = SCORES
     names = [(n.get("metadata") or {}).get("name", "") for n in nodes]
     table: dict = {name: {} for name in names}
     for plugin in scores:
-        raw = {name: plugin.raw(pod, node, pods_by_node.get(name) or [])
+        raw = {name: plugin.raw(pod, node, pods_by_node.get(name, []))
                for name, node in zip(names, nodes)}
         final = plugin.normalize(raw) if plugin.normalize else raw
         for name in names:

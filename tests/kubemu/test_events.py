@@ -77,11 +77,33 @@ def test_events_beyond_the_in_flight_limit_are_dropped_not_queued():
         block = asyncio.Event()
         api = FakeApi(block=block)
         rec = EventRecorder(api, "replicaset-controller")
-        for i in range(MAX_IN_FLIGHT + 10):
-            rec.event(POD, "Normal", "SuccessfulCreate", f"Created pod: web-{i}")
+        for i in range(MAX_IN_FLIGHT + 10):  # one object each: no spam filter in the way
+            pod = {**POD, "metadata": {**POD["metadata"], "name": f"web-{i}", "uid": f"u{i}"}}
+            rec.event(pod, "Normal", "Scheduled", f"Successfully assigned default/web-{i} to node-1")
         dropped = rec.dropped
         block.set()
         await rec.close()
         return api, dropped
     api, dropped = asyncio.run(main())
     assert dropped == 10 and len(api.created) == MAX_IN_FLIGHT
+
+
+def test_an_object_gets_a_burst_of_25_per_reason_then_one_per_5_minutes():
+    async def main():
+        clock = [0.0]
+        api = FakeApi()
+        rec = EventRecorder(api, "replicaset-controller", clock=lambda: clock[0])
+        for i in range(40):
+            rec.event(POD, "Normal", "SuccessfulCreate", f"Created pod: web-{i}")
+        rec.event(POD, "Normal", "SuccessfulDelete", "Deleted pod: web-0")  # another reason: its own bucket
+        await rec.close()
+        throttled = rec.throttled
+        clock[0] += 300
+        rec.event(POD, "Normal", "SuccessfulCreate", "Created pod: web-40")
+        rec.event(POD, "Normal", "SuccessfulCreate", "Created pod: web-41")
+        await rec.close()
+        return api, throttled, rec.throttled
+    api, throttled, throttled_after = asyncio.run(main())
+    reasons = [e["reason"] for e in api.created]
+    assert reasons.count("SuccessfulCreate") == 26 and reasons.count("SuccessfulDelete") == 1
+    assert throttled == 15 and throttled_after == 16
