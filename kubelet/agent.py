@@ -330,7 +330,8 @@ class Kubelet:
     def _after_event(self) -> None:
         """Collect terminated pods, write changed statuses, re-arm the one timer."""
         for pod_dir, worker in list(self.workers.items()):
-            if worker.stopping and worker.is_terminated():
+            # _remove re-syncs, and that nested pass may already have removed this one
+            if self.workers.get(pod_dir) is worker and worker.stopping and worker.is_terminated():
                 self._remove(pod_dir, worker)
         now = self.now()
         for pod_dir in self.dirty:

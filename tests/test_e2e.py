@@ -57,7 +57,7 @@ def deployment(app_dir, replicas: int, version: str = "1") -> str:
                      "containers": [{"name": "web", "command": [PY, str(app_dir / "server.py"), str(app_dir)],
                                      "env": [{"name": "VERSION", "value": version}],
                                      "readinessProbe": {"exec": {"command": [PY, "-S", "-c", PROBE, str(app_dir)]},
-                                                        "periodSeconds": 10}}]}}}})
+                                                        "periodSeconds": 10, "timeoutSeconds": 5}}]}}}})
 
 
 class Cluster:

@@ -199,3 +199,17 @@ def test_missing_program_waits_with_a_clear_reason(node):
     assert "/no/such/program" in message
     wait_for(lambda: node.pid("fine"), message="the other pod")  # nothing else is disturbed
     assert node.kubelet()["active_state"] == "active"
+
+
+def test_many_pods_ending_together_do_not_trip_the_kubelet(node):
+    """Removing one terminated pod re-syncs, which may remove the others first: the kubelet
+    must take that in its stride (it once died on a KeyError and was restarted by init)."""
+    paths = [node.manifest(f"batch{i}", [sleeper()], terminationGracePeriodSeconds=0) for i in range(6)]
+    pids = [wait_for(lambda i=i: node.pid(f"batch{i}"), message=f"batch{i}") for i in range(6)]
+    kubelet_pid = node.kubelet()["main_pid"]
+    for path in paths:
+        path.unlink()
+    wait_for(lambda: all(not alive(p) for p in pids) and all(node.pod(f"batch{i}") is None for i in range(6)),
+             message="every pod stopped and removed")
+    assert node.kubelet()["main_pid"] == kubelet_pid
+    assert "kubelet task failed" not in node.kubelet_log()
