@@ -219,10 +219,10 @@ class KVStore:
 
     # ------------------------------------------------------------------------------ Raft apply
 
-    def apply(self, index: int, request: dict | None) -> tuple[dict | StoreError | None, list[Event]]:
+    def apply(self, index: int, request: dict | rq.Op | None) -> tuple[dict | StoreError | None, list[Event]]:
         return self.apply_batch([(index, request)])[0]
 
-    def apply_batch(self, entries: Iterable[tuple[int, dict | None]]) -> list[tuple[dict | StoreError | None, list[Event]]]:
+    def apply_batch(self, entries: Iterable[tuple[int, dict | rq.Op | None]]) -> list[tuple[dict | StoreError | None, list[Event]]]:
         """Apply committed entries in order and persist them with one backend write."""
         self._check_usable()
         applied_before = self._applied
@@ -244,7 +244,8 @@ class KVStore:
         if request is None:
             return None, []
         try:
-            op = rq.parse_request(request)
+            # the proposing leader hands over the op it parsed already (see store.server)
+            op = request if isinstance(request, rq.Op) else rq.parse_request(request)
             write = _Write(self._rev + 1)
             body = self._HANDLERS[type(op)](self, write, op)
         except StoreError as err:

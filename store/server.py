@@ -126,7 +126,7 @@ from kubemu.sdnotify import notify, watchdog_interval
 from ._auto_compaction import AutoCompaction
 from ._bootstrap import choose_mode, create_raft
 from ._leases import LeaseExpiry
-from ._mvcc_requests import parse_key_range, parse_request
+from ._mvcc_requests import Op, parse_key_range, parse_request
 from ._pending_requests import PendingRequests
 from ._peers import FRAME, PeerSender, SnapshotChunks
 from ._snapshot_envelope import unwrap_snapshot, wrap_snapshot
@@ -199,6 +199,9 @@ class Replica:
         self._pending = PendingRequests(opts.request_timeout)
         self._rid_base = random.SystemRandom().getrandbits(30) << 32
         self._rid = itertools.count(1)
+        # The ops this leader parsed when proposing, by request id, so that applying its own
+        # entries does not parse them again; only while the proposer waits (see _propose).
+        self._proposed_ops: dict[int, Op] = {}
         self._reads: dict[bytes, tuple[asyncio.Future, float]] = {}
         self._read_batch: asyncio.Future | None = None
         self._applied_waiters: list[tuple[int, int, asyncio.Future]] = []
@@ -551,11 +554,11 @@ class Replica:
             return cc, None, ""
 
     def _apply(self, entries: list[Entry]) -> None:
-        batch: list[tuple[int, dict | None]] = []
+        batch: list[tuple[int, dict | Op | None]] = []
         tags: list[tuple[Any, dict | None]] = []
         conf_done: list[tuple[Any, dict]] = []
         for e in entries:
-            tag = req = None
+            tag = req = op = None
             if e.kind == EntryKind.NORMAL:
                 try:
                     origin, rid, req = msgpack.unpackb(e.data, raw=False)
@@ -563,11 +566,13 @@ class Replica:
                 except Exception:
                     log.error("entry %d is undecodable; applied as a no-op", e.index)
                     req = None
+                if tag is not None and tag[0] == self.name and isinstance(tag[1], int):
+                    op = self._proposed_ops.pop(tag[1], None)
             elif e.kind == EntryKind.CONF_CHANGE:
                 ctag = self._apply_conf(e)
                 if ctag is not None:
                     conf_done.append((ctag, {"members": self.member_list()}))
-            batch.append((e.index, req))
+            batch.append((e.index, req if op is None else op))
             tags.append((tag, req))
         results = self.kv.apply_batch(batch)
         self.metrics.applied_entries += len(entries)
@@ -699,14 +704,18 @@ class Replica:
     async def _propose(self, req: dict) -> dict:
         self._require_leader()
         try:
-            parse_request(req)  # fail malformed requests before they cost a log entry
+            op = parse_request(req)  # fail malformed requests before they cost a log entry
             rid = self._new_rid()
             data = _pack([self.name, rid, req])
             check_request_size(len(data))
         except StoreError as err:
             raise to_wire_error(err) from None
-        self._propose_data(data)
-        return await self._pending.wait(rid, self.raft.term)
+        self._proposed_ops[rid] = op
+        try:
+            self._propose_data(data)
+            return await self._pending.wait(rid, self.raft.term)
+        finally:  # applied, dropped, timed out or leadership lost: a later apply parses the entry
+            self._proposed_ops.pop(rid, None)
 
     # ============================================================================ reads
 

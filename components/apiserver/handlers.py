@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import copy
 import datetime
 import json
 import logging
@@ -23,6 +22,7 @@ from kubemu.wire import BadRequest, Conflict, Gone, Invalid, NotFound, TooLarge,
 from store.client import Compacted
 
 from .audit import HTTP_CODES, AuditLog
+from .namespaces import NamespaceCache
 from .storage import MAX_OBJECT_BYTES, Storage, encode
 from .watchcache import CacheEvent, WatchCache
 
@@ -118,6 +118,14 @@ def _rv_int(rv: Any, what: str = "resourceVersion") -> int:
         raise BadRequest(f"invalid {what}: {rv!r}", {"field": what}) from None
 
 
+def _shallow(obj: dict) -> dict:
+    """A copy of `obj` and its metadata map that shares every other part with `obj`."""
+    out = dict(obj)
+    if isinstance(out.get("metadata"), dict):
+        out["metadata"] = dict(out["metadata"])
+    return out
+
+
 def _without_rv(obj: dict) -> dict:
     out = dict(obj)
     out["metadata"] = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
@@ -184,6 +192,7 @@ class API:
         self.cache = cache
         self.audit = audit
         self.bookmark_interval = bookmark_interval
+        self.namespaces = NamespaceCache(storage, cache)
 
     def handlers(self) -> dict:
         mutating = {"create": self.create, "update": self.update, "update_status": self.update_status,
@@ -307,7 +316,7 @@ class API:
         r = _resource(resource)
         if not isinstance(object, dict):
             raise BadRequest("object must be a map", {"field": "object"})
-        obj = copy.deepcopy(object)
+        obj = _shallow(object)  # default_object deep-copies below: no nested part is changed before
         for field, want in (("apiVersion", r.api_version), ("kind", r.kind)):
             if obj.get(field) in (None, ""):
                 obj[field] = want
@@ -350,7 +359,7 @@ class API:
         value = encode(obj)
         _size_check(value)
         if r.namespaced:
-            ns_obj, _ = await self.storage.get(registry_key("namespaces", None, meta["namespace"]))
+            ns_obj = await self.namespaces.get(meta["namespace"])
             if ns_obj is None:
                 raise NotFound(f'namespaces "{meta["namespace"]}" not found',
                                {"reason": "NotFound", "kind": "namespaces", "name": meta["namespace"]})
@@ -399,7 +408,7 @@ class API:
                             status: bool) -> dict:
         """Write `new` over `old` (read at `rev`), or raise Conflict if the key changed since."""
         name = old["metadata"].get("name", "")
-        obj = copy.deepcopy(new)
+        obj = _shallow(new)  # default_object deep-copies below: no nested part is changed before
         obj["apiVersion"], obj["kind"] = obj.get("apiVersion") or r.api_version, obj.get("kind") or r.kind
         meta = _meta(obj)
         old_meta = old["metadata"]
@@ -407,12 +416,12 @@ class API:
             meta["namespace"] = old_meta.get("namespace")
         if _has_status(r):
             if status:  # only status (and metadata) may change
-                obj["spec"] = copy.deepcopy(old.get("spec"))
+                obj["spec"] = old.get("spec")
                 if "spec" not in old:
                     obj.pop("spec", None)
             else:
                 if "status" in old:
-                    obj["status"] = copy.deepcopy(old["status"])
+                    obj["status"] = old["status"]
                 else:
                     obj.pop("status", None)
         # fields the client cannot change through an update
@@ -441,12 +450,14 @@ class API:
             new_rev = await self.storage.delete(key, rev)
             if new_rev is None:
                 raise modified(r, name)
+            self._wrote(r, name, new_rev)
             return obj
         value = encode(obj)
         _size_check(value)
         new_rev = await self.storage.update(key, value, rev)
         if new_rev is None:
             raise modified(r, name)
+        self._wrote(r, name, new_rev)
         meta["resourceVersion"] = str(new_rev)
         return obj
 
@@ -535,7 +546,7 @@ class API:
     async def _delete_once(self, r: Resource, key: str, old: dict, rev: int, grace: int | None,
                            policy: str) -> dict:
         name = old["metadata"].get("name", "")
-        obj = copy.deepcopy(old)
+        obj = _shallow(old)  # only metadata changes (finalizers as a new list)
         meta = obj["metadata"]
         finalizers = list(meta.get("finalizers") or [])
         wanted = {"Orphan": "orphan", "Foreground": "foregroundDeletion"}.get(policy)
@@ -576,13 +587,22 @@ class API:
         new_rev = await self.storage.update(key, value, rev)
         if new_rev is None:
             raise modified(r, name)
+        self._wrote(r, name, new_rev)
         meta["resourceVersion"] = str(new_rev)
         return obj
 
     async def _remove(self, r: Resource, key: str, old: dict, rev: int) -> dict:
-        if await self.storage.delete(key, rev) is None:
-            raise modified(r, old["metadata"].get("name", ""))
+        name = old["metadata"].get("name", "")
+        new_rev = await self.storage.delete(key, rev)
+        if new_rev is None:
+            raise modified(r, name)
+        self._wrote(r, name, new_rev)
         return old
+
+    def _wrote(self, r: Resource, name: str, revision: int) -> None:
+        """Note a write this apiserver made (creates check their namespace's state)."""
+        if r.kind == "Namespace":
+            self.namespaces.wrote(name, revision)
 
     # --- subresources
 
@@ -605,7 +625,7 @@ class API:
             if spec.get("nodeName"):
                 raise Conflict(f"pod {name} is already assigned to node {spec['nodeName']}",
                                {"reason": "Conflict", "kind": "pods", "name": name})
-            obj = copy.deepcopy(old)
+            obj = old  # decoded from the store for this request alone: changed in place
             obj["spec"]["nodeName"] = node
             status = obj.setdefault("status", {})
             conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
@@ -693,7 +713,10 @@ class API:
         try:
             while True:
                 try:
-                    if allow_bookmarks and self.bookmark_interval > 0:
+                    # only an idle watch needs the bookmark timer (a task and a timer per wait)
+                    if not queue.empty():
+                        item = queue.get_nowait()
+                    elif allow_bookmarks and self.bookmark_interval > 0:
                         item = await asyncio.wait_for(queue.get(), self.bookmark_interval)
                     else:
                         item = await queue.get()

@@ -45,6 +45,7 @@ class APIServer:
             log.info("shutting down")
             init.cancel()
             await server.close()
+            await api.namespaces.close()
             await cache.close()
             await client.close()
             audit.close()

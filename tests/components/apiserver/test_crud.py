@@ -296,3 +296,23 @@ def test_concurrent_patches_all_land(api):
     assert not errors
     labels = api.call("get", resource="pods", namespace="default", name="busy")["metadata"]["labels"]
     assert set(labels) == {f"w{i}-{j}" for i in range(4) for j in range(5)}
+
+
+def test_namespace_lifecycle_seen_by_creates_at_once(api):
+    """The apiserver's namespace cache never lags its own writes: a namespace is usable the
+    moment it exists, refuses content once it is being deleted, and is unknown once gone."""
+    api.call("create", resource="namespaces", object={"apiVersion": "v1", "kind": "Namespace",
+                                                      "metadata": {"name": "fresh"}})
+    api.call("create", resource="pods", namespace="fresh", object=pod("first"))
+    api.call("create", resource="pods", namespace="default", object=pod("warm-the-cache"))
+    api.call("update", resource="namespaces", object=dict(
+        api.call("get", resource="namespaces", name="fresh"),
+        metadata=dict(api.call("get", resource="namespaces", name="fresh")["metadata"], finalizers=["x/hold"])))
+    api.call("delete", resource="namespaces", name="fresh")
+    with pytest.raises(wire.WireError, match="being terminated"):
+        api.call("create", resource="pods", namespace="fresh", object=pod("second"))
+    api.call("create", resource="namespaces", object={"apiVersion": "v1", "kind": "Namespace",
+                                                      "metadata": {"name": "gone"}})
+    api.call("delete", resource="namespaces", name="gone")
+    with pytest.raises(wire.NotFound, match='namespaces "gone" not found$'):
+        api.call("create", resource="pods", namespace="gone", object=pod("p"))
