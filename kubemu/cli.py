@@ -308,32 +308,58 @@ def _int_list(ctx, param, value: str | None) -> list[int] | None:
 
 
 @main.command()
-@click.argument("suite", type=click.Choice(["restart", "store"]))
+@click.argument("suite", type=click.Choice(["restart", "failover", "wire", "startup", "footprint", "store",
+                                            "reconcile", "all"]))
 @click.option("--quick", is_flag=True,
-              help="fewer trials, shorter levels (restart: under a minute; store: about 3 minutes)")
+              help="fewer trials, shorter windows: under a minute per suite (store: about 3 minutes)")
 @click.option("--kills", type=int, default=None,
-              help="restart: trials per supervisor (default 30, 5 with --quick); "
-                   "store: leader kills for failover (default 20, 10 with --quick)")
+              help="restart: kills per row (default 30, 5 with --quick); failover: kills per layer (default "
+                   "20, 5 with --quick); store: leader kills for failover (default 20, 10 with --quick); "
+                   "reconcile: controller-manager kills (default 1)")
+@click.option("--trials", type=int, default=None,
+              help="startup: `kubemu up` runs per timing set (default 3, 1 with --quick)")
 @click.option("--clients", callback=_int_list, help="store: write concurrency levels (default 1,16,64,256)")
 @click.option("--read-clients", callback=_int_list, help="store: read concurrency levels (default 1,64)")
 @click.option("--seconds", type=float, default=None,
               help="store: measured seconds per level (default 5, 2 with --quick)")
 @click.option("--peers", default="etcd,pysyncobj", show_default=True,
               help="store: peers to run beside kubemu (installed for the benchmark if missing); 'none' for none")
-@click.option("-o", "--output", "json_path", type=click.Path(dir_okay=False), help="write every figure as JSON")
-def bench(suite: str, quick: bool, kills: int | None, clients, read_clients, seconds: float | None, peers: str,
-          json_path: str | None) -> None:
-    """Run a benchmark suite and print its figures beside its floor and peers."""
-    from bench.runner import run_suite  # benchmarks load only when asked for
+@click.option("--pods", type=int, default=None, help="reconcile: pods in all (default 1000, 100 with --quick)")
+@click.option("--deployments", type=int, default=None,
+              help="reconcile: Deployments the pods are spread over (default 10, 2 with --quick)")
+@click.option("--hollow-nodes", type=int, default=None,
+              help="reconcile: hollow nodes the pods run on (default 100, 10 with --quick)")
+@click.option("-o", "--output", "json_path", type=click.Path(dir_okay=False),
+              help="write every figure (unit, spread, machine) as JSON; with `all`, every suite's in one file")
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False),
+              help="write PNG plots (latency CDFs, bars beside floors and anchors, rates over time) into DIR")
+def bench(suite: str, quick: bool, kills: int | None, trials: int | None, clients, read_clients,
+          seconds: float | None, peers: str, pods: int | None, deployments: int | None, hollow_nodes: int | None,
+          json_path: str | None, plot_dir: str | None) -> None:
+    """Run a benchmark suite (or `all` of them in turn) and print its figures beside its floor,
+    peers and anchors.
 
-    if suite == "restart":
-        run_suite(suite, quick, json_path, kills)
-        return
+    \b
+    restart    kill -9 -> new PID alive: floor, init, kubelet, pod containers, supervisord
+    failover   kill -9 the store leader / the apiserver -> served again
+    wire       kubemu's RPC round trip and stream rate beside raw pyzmq
+    startup    `kubemu up` -> every node Ready, beside kind and minikube
+    footprint  an idle cluster's memory (PSS) and CPU per role, beside k3s
+    store      durable writes, reads, failover beside etcd and PySyncObj
+    reconcile  pods reconciled through Deployments on hollow nodes"""
+    from bench.runner import SuiteUnavailable, failed, run_suite  # benchmarks load only when asked for
+
     peer_list = [p.strip() for p in peers.split(",") if p.strip() not in ("", "none")]
     if set(peer_list) - {"etcd", "pysyncobj"}:
         raise click.BadParameter(f"{peers!r}: choose from etcd, pysyncobj, none", param_hint="--peers")
-    run_suite(suite, quick, json_path, kills, clients=clients, read_clients=read_clients, seconds=seconds,
-              peers=peer_list)
+    try:
+        report = run_suite(suite, quick, json_path, kills, plot_dir, trials=trials, clients=clients,
+                           read_clients=read_clients, seconds=seconds, peers=peer_list, pods=pods,
+                           deployments=deployments, hollow_nodes=hollow_nodes)
+    except SuiteUnavailable as exc:
+        fail(f"{suite}: {exc}")
+    if failed(report):
+        fail(f"suite(s) failed: {', '.join(failed(report))}")
 
 
 from .store_cli import store  # noqa: E402  (last: store_cli takes fail() from this module)

@@ -7,7 +7,7 @@ import math
 from click.testing import CliRunner
 from rich.console import Console
 
-from bench import store
+from bench import runner, store
 from kubemu.cli import main
 
 
@@ -16,7 +16,7 @@ def sane_latency(row: dict) -> None:
     assert 0 < row["min_ms"] <= row["p50_ms"] <= row["p99_ms"] <= row["max_ms"] and math.isfinite(row["max_ms"])
 
 
-def test_store_bench_kubemu_only_produces_sane_figures(state_dir):
+def test_store_bench_kubemu_only_produces_sane_figures(state_dir, tmp_path):
     report = store.run(clients=[1, 4], read_clients=[4], seconds=1.0, warmup=0.3, peers=[], install=False,
                        kills=2, storeclient_row=True, fsync_clients=4, retries=0, workdir=state_dir,
                        marker=str(state_dir))
@@ -57,6 +57,14 @@ def test_store_bench_kubemu_only_produces_sane_figures(state_dir):
     out = io.StringIO()
     Console(file=out, width=200).print(store.table(report))
     assert "kubemu" in out.getvalue() and "failover" in out.getvalue()
+
+    # as `kubemu bench all` shows and plots it
+    report["quick"] = True
+    combined = {"suite": "all", "quick": True, "machine": report["machine"], "reports": {"store": report}}
+    Console(file=out, width=200).print(runner.combined_table(combined))
+    assert "store writes, 4 clients" in out.getvalue()
+    plots = runner.write_plots(combined, tmp_path)
+    assert [p.name for p in plots] == ["store-writes.png", "store-failover-cdf.png"]
 
 
 def test_bench_command_offers_the_store_suite():

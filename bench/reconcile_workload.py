@@ -1,0 +1,162 @@
+"""The reconcile benchmark's workload: D Deployments whose pods hollow nodes report Running,
+timed pod by pod through a watch (a client-go style informer on the workload's label).
+
+Every time is the benchmark's wall clock (time.time()) at the moment the informer handed it
+the event, so it can be set beside creationTimestamp and the audit log's times.
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+from collections.abc import Callable
+
+from kubemu.apiclient import ApiClient
+from kubemu.cache import DeletedFinalStateUnknown
+from kubemu.informer import Informer
+
+NAMESPACE = "default"
+LABEL = "kubemu-bench"  # value: the workload's name, so each workload has its own informer
+SYNC_TIMEOUT = 60.0
+
+
+def replicas_per_deployment(pods: int, deployments: int) -> list[int]:
+    """`pods` spread over `deployments` as evenly as whole numbers allow."""
+    base, extra = divmod(pods, deployments)
+    return [base + (i < extra) for i in range(deployments)]
+
+
+def deployment(name: str, workload: str, replicas: int) -> dict:
+    labels = {"app": name, LABEL: workload}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": {LABEL: workload}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": labels},
+                                  # hollow nodes run nothing: the command is never executed
+                                  "spec": {"containers": [{"name": "pause", "image": "pause",
+                                                           "command": ["pause"]}]}}}}
+
+
+def _timestamp(text: str) -> float:
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+class PodTracker:
+    """What the watch showed of one workload's pods, and when (keyed by uid)."""
+
+    def __init__(self):
+        self.first_seen: dict[str, float] = {}   # the first event of the pod (its ADDED)
+        self.created: dict[str, float] = {}      # its creationTimestamp (1 s resolution)
+        self.bound_at: dict[str, float] = {}     # the first event that showed it on a node
+        self.running_at: dict[str, float] = {}   # the first event that showed it Running
+        self.deleted_at: dict[str, float] = {}   # its DELETED event
+        self.live: set[str] = set()              # present and not being deleted
+        self.running: set[str] = set()           # live and Running
+        self.changed = asyncio.Event()
+        self.on_running: Callable[[], None] | None = None
+        self.on_deleted: Callable[[], None] | None = None
+
+    def observe(self, pod: dict) -> None:
+        now = time.time()
+        meta = pod["metadata"]
+        uid = meta["uid"]
+        if uid in self.deleted_at:
+            return  # a late copy of a pod already gone
+        if uid not in self.first_seen:
+            self.first_seen[uid] = now
+            self.created[uid] = _timestamp(meta["creationTimestamp"])
+        if uid not in self.bound_at and (pod.get("spec") or {}).get("nodeName"):
+            self.bound_at[uid] = now
+        if meta.get("deletionTimestamp"):
+            self.live.discard(uid)
+            self.running.discard(uid)
+        else:
+            self.live.add(uid)
+            if (pod.get("status") or {}).get("phase") == "Running":
+                self.running.add(uid)
+                if uid not in self.running_at:
+                    self.running_at[uid] = now
+                    if self.on_running:
+                        self.on_running()
+            else:
+                self.running.discard(uid)
+        self.changed.set()
+
+    def delete(self, pod) -> None:
+        if isinstance(pod, DeletedFinalStateUnknown):  # a relist found it gone
+            pod = pod.obj
+        uid = pod["metadata"]["uid"]
+        if uid not in self.deleted_at:
+            self.first_seen.setdefault(uid, time.time())
+            self.deleted_at[uid] = time.time()
+            if self.on_deleted:
+                self.on_deleted()
+        self.live.discard(uid)
+        self.running.discard(uid)
+        self.changed.set()
+
+    def counts(self) -> str:
+        return (f"{len(self.first_seen)} seen, {len(self.live)} live, {len(self.running)} running, "
+                f"{len(self.deleted_at)} deleted")
+
+    async def until(self, done: Callable[[PodTracker], bool], timeout: float, what: str) -> float:
+        """Wait for `done(self)`; the wall-clock time of the event that made it true."""
+        deadline = time.monotonic() + timeout
+        while not done(self):
+            self.changed.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"{what}: not reached within {timeout:g}s ({self.counts()})")
+            try:
+                await asyncio.wait_for(self.changed.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+        return time.time()
+
+
+class Workload:
+    """One set of Deployments (`<name>-<i>`) and the informer that times its pods."""
+
+    def __init__(self, api: ApiClient, name: str, replicas: list[int]):
+        self.api = api
+        self.name = name
+        self.replicas = replicas
+        self.pods = sum(replicas)
+        self.deployments = [f"{name}-{i}" for i in range(len(replicas))]
+        self.tracker = PodTracker()
+        self.informer = Informer(api, "pods", namespace=NAMESPACE, label_selector=f"{LABEL}={name}")
+        self.informer.add_event_handler(self.tracker.observe, lambda _old, new: self.tracker.observe(new),
+                                        self.tracker.delete)
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task | None = None
+
+    async def __aenter__(self) -> Workload:
+        self._task = asyncio.create_task(self.informer.run(self._stop), name=f"informer {self.name}")
+        if not await self.informer.wait_for_sync(SYNC_TIMEOUT):
+            raise TimeoutError(f"the pod watch did not start within {SYNC_TIMEOUT:g}s")
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        self._stop.set()
+        await self._task
+
+    async def create(self) -> None:
+        await asyncio.gather(*(self.api.create("deployments", deployment(name, self.name, n), namespace=NAMESPACE)
+                               for name, n in zip(self.deployments, self.replicas)))
+
+    async def scale_to_zero(self) -> None:
+        await asyncio.gather(*(self.api.update_scale("deployments", name, 0, namespace=NAMESPACE)
+                               for name in self.deployments))
+
+    async def all_running(self, timeout: float) -> float:
+        """Every pod of the workload Running, and no more pods than asked for."""
+        return await self.tracker.until(lambda t: len(t.running) == len(t.live) == self.pods, timeout,
+                                        f"{self.pods} pods of {self.name} Running")
+
+    async def running_at_least(self, count: int, timeout: float) -> float:
+        return await self.tracker.until(lambda t: len(t.running) >= count, timeout,
+                                        f"{count} pods of {self.name} Running")
+
+    async def all_gone(self, timeout: float) -> float:
+        return await self.tracker.until(lambda t: not t.live and len(t.deleted_at) == len(t.first_seen), timeout,
+                                        f"every pod of {self.name} deleted")

@@ -1,0 +1,39 @@
+"""Table pieces every suite prints with rich."""
+from __future__ import annotations
+
+import math
+
+from rich.table import Table
+
+
+def machine_line(m: dict) -> str:
+    load = m.get("loadavg_end")
+    busy = f", load average {load[0]:.2f} at the end" if load else ""
+    return f"{m['cpus']} cpus, {m['cpu_model']}, Python {m['python']}, {m['date']}{busy}"
+
+
+def number(value, fmt: str = "{:.2f}") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return fmt.format(value)
+
+
+def latency_table(title: str, rows: dict[str, dict], *, ratio_key: str | None = None, ratio_label: str = "",
+                  unit: str = "ms", caption: str = "") -> Table:
+    """One row per measured thing with its p50/p99/min/max (keys p50, p99, min, max) and an
+    optional ratio column; a row with "skipped" says why instead."""
+    t = Table(title=title, caption=caption or None)
+    columns = ["", f"p50 {unit}", f"p99 {unit}", f"min {unit}", f"max {unit}", "n"]
+    if ratio_key:
+        columns.append(ratio_label)
+    for col in columns:
+        t.add_column(col, justify="left" if not col else "right")
+    for name, row in rows.items():
+        if "skipped" in row:
+            t.add_row(name, f"skipped: {row['skipped']}", *[""] * (len(columns) - 2))
+            continue
+        cells = [number(row.get(k)) for k in ("p50", "p99", "min", "max")] + [str(row.get("n", ""))]
+        if ratio_key:
+            cells.append(number(row.get(ratio_key), "{:.2f}x"))
+        t.add_row(name, *cells)
+    return t
