@@ -5,7 +5,6 @@ Every command finds its cluster through --state-dir, $KUBEMU_STATE_DIR or ~/.kub
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 import time

@@ -40,11 +40,19 @@ path. Linux only.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import errno
 import os
 from collections.abc import Iterable
 
+import inotify_simple
 from inotify_simple import INotify, flags, parse_events
+
+# inotify_simple finds libc with ctypes.util.find_library, which runs `ldconfig -p` as a child
+# process (milliseconds of every kubelet start, and an orphan if the kubelet dies meanwhile):
+# the C library is already loaded into this process, so hand it that one.
+if inotify_simple._libc is None:
+    inotify_simple._libc = ctypes.CDLL(None, use_errno=True)
 
 ADDED, MODIFIED, DELETED, RESCAN = "added", "modified", "deleted", "rescan"
 Change = tuple[str, str]  # (kind, path)
