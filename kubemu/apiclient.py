@@ -304,6 +304,16 @@ class ApiClient:
                 out["metadata"] = {k: v for k, v in meta.items() if k != "continue"}
                 return out
 
+    async def log(self, name: str, namespace: str | None = None, container: str | None = None, *,
+                  previous: bool = False, tail_lines: int | None = None, timeout: float | None = None) -> str:
+        """A container's log (the pod log subresource)."""
+        params = _ns({"name": name, "previous": previous}, namespace)
+        if container:
+            params["container"] = container
+        if tail_lines is not None:
+            params["tail_lines"] = tail_lines
+        return (await self._read("log", params, timeout))["log"]
+
     async def get_scale(self, resource: str, name: str, namespace: str | None = None, *,
                         timeout: float | None = None) -> dict:
         return await self._read("get_scale", _ns({"resource": resource, "name": name}, namespace), timeout)
@@ -459,6 +469,9 @@ class SyncApiClient:
 
     def bind(self, *a, **kw) -> dict:
         return self._run(self._api.bind(*a, **kw))
+
+    def log(self, *a, **kw) -> str:
+        return self._run(self._api.log(*a, **kw))
 
     def get_scale(self, *a, **kw) -> dict:
         return self._run(self._api.get_scale(*a, **kw))

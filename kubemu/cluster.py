@@ -139,7 +139,7 @@ def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings) -
     return {
         "apiserver": [sys.executable, "-m", "components.apiserver", "--listen", api,
                       "--store-endpoints", ",".join(endpoints.values()),
-                      "--audit-log", str(logs / "audit.log")],
+                      "--audit-log", str(logs / "audit.log"), "--state-dir", str(state.root)],
         "scheduler": [sys.executable, "-m", "components.scheduler", "--api", api,
                       "--backoff-initial", f"{t.scheduler_backoff[0]:g}",
                       "--backoff-max", f"{t.scheduler_backoff[1]:g}"],

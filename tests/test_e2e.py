@@ -172,6 +172,8 @@ def test_the_cluster_keeps_itself_alive(cluster, tmp_path):
     wait_for(lambda: (p := cluster.call("get", "pods", victim["metadata"]["name"], namespace="default"))
              and restarts(p) == 1 and ready(p), timeout=LONG, interval=0.25, message="the container restarted")
     assert " 1 " in cluster.cli("get", "pod", victim["metadata"]["name"]).stdout
+    assert "serving on" in cluster.api.log(victim["metadata"]["name"], "default")  # the pods/log subresource
+    assert "serving on" in cluster.cli("logs", victim["metadata"]["name"], "--previous").stdout
 
     # Delete a pod: a replacement appears.
     gone = pods[1]["metadata"]["name"]

@@ -1,6 +1,7 @@
 """kubemu's apiserver: the only door to the store.
 
     python -m components.apiserver --listen ENDPOINT --store-endpoints EP1,EP2,EP3 [--audit-log FILE]
+                                   [--state-dir DIR]
 
 Stateless: every object lives in the store at `registry_key(resource, namespace, name)` (msgpack),
 and an object's resourceVersion is its key's mod_revision (a string). Kill it at any time; clients
@@ -26,6 +27,8 @@ every mutating method also takes `user`, recorded in the audit log):
     watch (stream){resource, namespace=None, label_selector="", field_selector="",
                    resource_version="", allow_bookmarks=False}
                   -> {"type": ADDED|MODIFIED|DELETED|BOOKMARK, "object": ...}
+    log           {name, namespace=None, container=None, previous=False, tail_lines=None}
+                  pods/log, from the kubelet's files under --state-dir    -> {"log": text}
     healthz       {}                                                      -> {"ok": True}
 
 Errors (Kubernetes' words): NotFound `pods "web" not found`; Conflict `pods "web" already exists`
@@ -34,5 +37,6 @@ modified; ...` (reason Conflict); Invalid with the ValidationError text and deta
 paths); Gone reason Expired `too old resource version: 1 (5)`; TooLarge over 1.5 MiB; BadRequest.
 
 Parts: `storage` (objects in the store), `handlers` (the methods), `watchcache` (one store watch
-per resource fanned out to watchers), `audit` (the JSON-lines audit log), `server` (wiring).
+per resource fanned out to watchers), `namespaces` (the namespaces creates check, from a watch),
+`podlogs` (the log subresource), `audit` (the JSON-lines audit log), `server` (wiring).
 """

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 
 from .handlers import BOOKMARK_INTERVAL
@@ -19,6 +20,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bookmark-interval", type=float, default=BOOKMARK_INTERVAL,
                    help=f"seconds between BOOKMARK events on idle watches that ask for them "
                         f"(default {BOOKMARK_INTERVAL:g})")
+    p.add_argument("--state-dir", default=os.environ.get("KUBEMU_STATE_DIR"),
+                   help="the cluster's state directory, where the kubelets keep pod logs "
+                        "(default $KUBEMU_STATE_DIR); without it the log subresource is unavailable")
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return p
 
@@ -29,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s apiserver[%(process)d] %(levelname)s %(name)s: %(message)s")
     try:
         return asyncio.run(APIServer(args.listen, args.store_endpoints, audit_log=args.audit_log,
-                                     bookmark_interval=args.bookmark_interval).run())
+                                     bookmark_interval=args.bookmark_interval, state_dir=args.state_dir).run())
     except KeyboardInterrupt:
         return 130
 

@@ -8,6 +8,7 @@ import json
 import logging
 import random
 import uuid
+from pathlib import Path
 from typing import Any
 
 from kubemu.api import fields as fieldsel
@@ -21,6 +22,7 @@ from kubemu.api.resources import Resource, UnknownResourceError, field_set, regi
 from kubemu.wire import BadRequest, Conflict, Gone, Invalid, NotFound, TooLarge, WireError
 from store.client import Compacted
 
+from . import podlogs
 from .audit import HTTP_CODES, AuditLog
 from .namespaces import NamespaceCache
 from .storage import MAX_OBJECT_BYTES, Storage, encode
@@ -187,8 +189,9 @@ class API:
     """The wire methods. `handlers()` is the Server's handler table."""
 
     def __init__(self, storage: Storage, cache: WatchCache, audit: AuditLog, *,
-                 bookmark_interval: float = BOOKMARK_INTERVAL):
+                 bookmark_interval: float = BOOKMARK_INTERVAL, state_dir: str | None = None):
         self.storage = storage
+        self.state_dir = Path(state_dir) if state_dir else None
         self.cache = cache
         self.audit = audit
         self.bookmark_interval = bookmark_interval
@@ -200,7 +203,7 @@ class API:
                     "update_scale": self.update_scale}
         out = {verb: self._audited(verb, fn) for verb, fn in mutating.items()}
         out.update({"get": self.get, "list": self.list, "get_scale": self.get_scale, "watch": self.watch,
-                    "healthz": self.healthz})
+                    "log": self.log, "healthz": self.healthz})
         return out
 
     def _audited(self, verb: str, fn):
@@ -605,6 +608,15 @@ class API:
             self.namespaces.wrote(name, revision)
 
     # --- subresources
+
+    async def log(self, name: Any, namespace: str | None = None, container: str | None = None,
+                  previous: bool = False, tail_lines: int | None = None, limit_bytes: int | None = None) -> dict:
+        """The pod log subresource (podlogs.py): {"log": text}."""
+        if self.state_dir is None:
+            raise podlogs.no_state_dir()
+        pod = await self.get("pods", name, namespace or "default")
+        path = podlogs.log_path(self.state_dir, pod, container, bool(previous))
+        return {"log": await asyncio.to_thread(podlogs.read_log, path, tail_lines, limit_bytes)}
 
     async def bind(self, name: Any, node: Any, namespace: str | None = None, resource: Any = "pods") -> dict:
         r = _resource(resource)

@@ -19,7 +19,8 @@ log = logging.getLogger("kubemu.apiserver")
 
 class APIServer:
     def __init__(self, listen: str, store_endpoints, *, audit_log: str | None = None,
-                 bookmark_interval: float = BOOKMARK_INTERVAL):
+                 bookmark_interval: float = BOOKMARK_INTERVAL, state_dir: str | None = None):
+        self.state_dir = state_dir
         self.listen = listen
         self.store_endpoints = store_endpoints
         self.audit_path = audit_log
@@ -29,7 +30,8 @@ class APIServer:
         client = StoreClient(self.store_endpoints)
         cache = WatchCache(client)
         audit = AuditLog(self.audit_path)
-        api = API(Storage(client), cache, audit, bookmark_interval=self.bookmark_interval)
+        api = API(Storage(client), cache, audit, bookmark_interval=self.bookmark_interval,
+                  state_dir=self.state_dir)
         server = Server(self.listen, api.handlers(), name="apiserver")
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
