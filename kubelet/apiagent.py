@@ -9,7 +9,7 @@ for the apiserver, which is itself a static pod):
 * **mirror pods**: one per static pod, made again whenever it is missing, deleted or stale
   (from an older manifest); a mirror pod without a static pod is deleted.
 * **status**: the latest status of each pod, coalesced, patched into the pod's status (the
-  mirror pod's for a static pod); a terminated pod that is being deleted is then removed with
+  mirror pod's for a static pod), and patched again whenever the API's copy drifts from it; a terminated pod that is being deleted is then removed with
   grace 0 and a uid precondition (the kubelet's last word on a pod).
 """
 from __future__ import annotations
@@ -18,6 +18,7 @@ import asyncio
 import logging
 from typing import Callable
 
+from kubemu.api.patch import json_equal, json_merge_patch
 from kubemu.apiclient import ApiClient, is_already_exists, is_not_found
 from kubemu.events import EventRecorder
 from kubemu.informer import Informer
@@ -135,9 +136,16 @@ class ApiAgent:
         for key, mirror in mirrors.items():
             if key not in self.static:
                 self._mirror_op(key, self._delete_mirror(mirror))
-        # A status that found no object to go to (a mirror pod not made yet) goes now.
+        # Level-based, like the kubelet's status manager: whenever the API's copy of a pod's
+        # status is not what the kubelet would post (a mirror pod made just now, or someone
+        # else's write - the node lifecycle controller marks pods not ready while a node is
+        # unreachable), post it again.
         for key, (_uid, status) in self._latest.items():
-            if self._sent.get(key) != status and self.informer.get(f"{key[0]}/{key[1]}") is not None:
+            cached = self.informer.get(f"{key[0]}/{key[1]}")
+            if cached is None or key in self._queued:
+                continue
+            current = cached.get("status") or {}
+            if not json_equal(json_merge_patch(current, status), current):
                 self._queued[key] = None
                 self._wake.set()
 

@@ -149,6 +149,14 @@ def test_api_pod_runs_restarts_reports_and_is_deleted_gracefully(node, api, tmp_
     assert condition(running, "Ready")["status"] == "True"
     pid = running_pid(running)
 
+    # What the node lifecycle controller does while a node is unreachable: the kubelet, once it
+    # sees the API's copy differ from what it knows, posts its status again.
+    not_ready = [dict(c, status="False") if c["type"] == "Ready" else c for c in running["status"]["conditions"]]
+    api.call("patch", resource="pods", namespace="default", name="job",
+             patch={"status": {"conditions": not_ready}}, subresource="status")
+    wait_for(lambda: condition(node.get("pods", "job"), "Ready")["status"] == "True",
+             message="the kubelet to restore the pod's Ready condition")
+
     os.kill(pid, signal.SIGKILL)
     restarted = wait_for(lambda: (p := node.get("pods", "job")) and running_pid(p) not in (None, pid) and p,
                          message="the kubelet to restart the container")
