@@ -74,6 +74,18 @@ def _key(r: Resource, namespace: str | None, name: Any) -> str:
         raise BadRequest(str(err)) from None
 
 
+NAMESPACE_FINALIZERS = ("kubernetes",)
+
+
+def _spec_finalizers(r: Resource, obj: dict) -> list:
+    """A Namespace's spec.finalizers hold its deletion too (the namespace controller removes
+    "kubernetes" once the namespace is empty)."""
+    if r.kind != "Namespace":
+        return []
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    return list(spec.get("finalizers") or [])
+
+
 def qualified(r: Resource) -> str:
     """schema.GroupResource.String(): pods, deployments.apps"""
     return f"{r.plural}.{r.group}" if r.group else r.plural
@@ -343,6 +355,10 @@ class API:
             meta["name"] = meta["generateName"] + "".join(random.choice(NAME_ALPHABET)
                                                            for _ in range(GENERATED_SUFFIX))
         meta["uid"] = str(uuid.uuid4())
+        if r.kind == "Namespace":  # the namespace strategy: the namespace controller's finalizer
+            obj["spec"] = dict(obj.get("spec") or {})
+            if obj["spec"].get("finalizers") is None:
+                obj["spec"]["finalizers"] = list(NAMESPACE_FINALIZERS)
         meta["creationTimestamp"] = _now()
         if r.kind == "Pod":
             obj["status"] = {"phase": "Pending", **({"qosClass": obj["status"]["qosClass"]}
@@ -449,7 +465,7 @@ class API:
         if _without_rv(obj) == _without_rv(old):
             return old  # nothing changed: no write (as the apiserver does)
         if old_meta.get("deletionTimestamp") and not meta.get("finalizers") and \
-                self._may_finish(r, obj):
+                not _spec_finalizers(r, obj) and self._may_finish(r, obj):
             new_rev = await self.storage.delete(key, rev)
             if new_rev is None:
                 raise modified(r, name)
@@ -568,17 +584,20 @@ class API:
         else:
             grace = 0
         current_grace = meta.get("deletionGracePeriodSeconds")
+        held = bool(finalizers) or bool(_spec_finalizers(r, obj))
         if meta.get("deletionTimestamp"):
             # already deleting: a shorter grace period may be given; finalizers still hold it
             if current_grace is not None and grace < current_grace:
                 meta["deletionGracePeriodSeconds"] = grace
                 meta["deletionTimestamp"] = _now(grace)
                 changed = True
-            if (meta.get("deletionGracePeriodSeconds") or 0) == 0 and not finalizers:
+            if (meta.get("deletionGracePeriodSeconds") or 0) == 0 and not held:
                 return await self._remove(r, key, old, rev)
-        elif grace > 0 or finalizers:
+        elif grace > 0 or held:
             meta["deletionTimestamp"] = _now(grace)
             meta["deletionGracePeriodSeconds"] = grace
+            if r.kind == "Namespace":  # until the namespace controller has emptied it
+                obj["status"] = {**(obj.get("status") or {}), "phase": "Terminating"}
             changed = True
         else:
             return await self._remove(r, key, old, rev)

@@ -16,6 +16,7 @@ from components.controllers.nodelifecycle import NodeLifecycleSettings
 from components.controller_manager.deployment import DeploymentController
 from components.controller_manager.garbagecollector import GarbageCollector
 from components.controller_manager.informers import SharedInformers
+from components.controller_manager.namespace import NamespaceController
 from components.controller_manager.nodelifecycle import NodeLifecycleController
 from components.controller_manager.replicaset import ReplicaSetController
 from kubemu import sdnotify
@@ -23,7 +24,7 @@ from kubemu.apiclient import ApiClient
 
 log = logging.getLogger("kubemu.controller_manager")
 
-CONTROLLERS = ("replicaset", "deployment", "nodelifecycle", "garbagecollector")
+CONTROLLERS = ("replicaset", "deployment", "nodelifecycle", "garbagecollector", "namespace")
 USER = "system:kube-controller-manager"
 GC_PERIOD = 30.0   # seconds between garbage collector passes when nothing triggers one
 
@@ -48,6 +49,7 @@ def build_controllers(config: Config, api: ApiClient, informers: SharedInformers
         "nodelifecycle": lambda: NodeLifecycleController(api, informers, config.node_lifecycle,
                                                          config.node_monitor_period),
         "garbagecollector": lambda: GarbageCollector(api, informers, GC_PERIOD),
+        "namespace": lambda: NamespaceController(api, informers),
     }
     return [builders[name]() for name in config.controllers]
 

@@ -59,6 +59,7 @@ _INDEXERS = {
     "deployments": {OWNER_INDEX: _by_owner, UID_INDEX: _by_uid},
     "nodes": {},
     "leases": {},
+    "namespaces": {},
 }
 # Resources watched in one namespace only (the node lifecycle needs just the node leases).
 _NAMESPACES = {"leases": LEASE_NAMESPACE}

@@ -311,8 +311,14 @@ def test_namespace_lifecycle_seen_by_creates_at_once(api):
     api.call("delete", resource="namespaces", name="fresh")
     with pytest.raises(wire.WireError, match="being terminated"):
         api.call("create", resource="pods", namespace="fresh", object=pod("second"))
-    api.call("create", resource="namespaces", object={"apiVersion": "v1", "kind": "Namespace",
-                                                      "metadata": {"name": "gone"}})
-    api.call("delete", resource="namespaces", name="gone")
+    created = api.call("create", resource="namespaces", object={"apiVersion": "v1", "kind": "Namespace",
+                                                                "metadata": {"name": "gone"}})
+    assert created["spec"]["finalizers"] == ["kubernetes"]  # the namespace controller's
+    deleting = api.call("delete", resource="namespaces", name="gone")
+    assert deleting["status"]["phase"] == "Terminating" and deleting["metadata"]["deletionTimestamp"]
+    with pytest.raises(wire.WireError, match="being terminated"):
+        api.call("create", resource="pods", namespace="gone", object=pod("p"))
+    # what the namespace controller does once the namespace is empty: the last finalizer goes
+    api.call("update", resource="namespaces", object=dict(deleting, spec={"finalizers": []}))
     with pytest.raises(wire.NotFound, match='namespaces "gone" not found$'):
         api.call("create", resource="pods", namespace="gone", object=pod("p"))
