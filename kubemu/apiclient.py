@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from kubemu import wire
+from kubemu._wire_sync import BlockingIterator, BlockingLoop
 from kubemu.wire import (BadRequest, Cancelled, Conflict, Gone, Internal, Invalid, NotFound, OutcomeUnknown,
                          TooLarge, Unavailable, WireError)
 
@@ -387,35 +388,11 @@ class ApiClient:
 
 # -- the blocking client -----------------------------------------------------------------------
 
-class SyncWatch:
+class SyncWatch(BlockingIterator):
     """A blocking iterator of (type, object); close it (or use ``with``)."""
 
-    def __init__(self, owner: SyncApiClient, watch: Watch):
-        self._owner = owner
-        self._watch = watch
-
-    def __iter__(self) -> Iterator[tuple[str, dict]]:
-        return self
-
-    def __next__(self) -> tuple[str, dict]:
-        try:
-            return self._owner._run(self._watch.__anext__())
-        except StopAsyncIteration:
-            raise StopIteration from None
-
-    def open(self) -> SyncWatch:
-        self._owner._run(self._watch.open())
-        return self
-
-    def __enter__(self) -> SyncWatch:
-        return self.open()
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if not self._owner._sync._closed:
-            self._owner._run(self._watch.aclose())
+    def __init__(self, runner: BlockingLoop, watch: Watch):
+        super().__init__(runner, watch, watch.open)
 
 
 class SyncApiClient:
@@ -480,4 +457,4 @@ class SyncApiClient:
         return self._run(self._api.update_scale(*a, **kw))
 
     def watch(self, *a, **kw) -> SyncWatch:
-        return SyncWatch(self, self._api.watch(*a, **kw))
+        return SyncWatch(self._sync._runner, self._api.watch(*a, **kw))

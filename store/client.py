@@ -64,11 +64,12 @@ import functools
 import itertools
 import random
 import weakref
-from typing import AsyncIterator, Iterable, Iterator
+from typing import AsyncIterator, Iterable
 
 import zmq
 
 from kubemu import wire
+from kubemu._wire_sync import BlockingIterator, BlockingLoop
 from kubemu.wire import (BadRequest, Cancelled, Conflict, Gone, Internal, Invalid, NotFound, TooLarge,
                          Unavailable, WireError)
 from store.mvcc import Event, prefix_end
@@ -791,35 +792,14 @@ async def _aclose_quietly(stream: wire.Stream) -> None:
 
 # --------------------------------------------------------------------------------------- sync
 
-class SyncWatch:
+class SyncWatch(BlockingIterator):
     """A blocking `Watch`: iterate it; use it as a context manager so it gets closed."""
 
-    def __init__(self, owner: SyncStoreClient, watch: Watch):
-        self._owner = owner
-        self._watch = watch
+    def __init__(self, runner: BlockingLoop, watch: Watch):
+        super().__init__(runner, watch, watch.__aenter__)
 
     def __getattr__(self, name):  # created_revision, next_revision, endpoint, resumes ...
-        return getattr(self._watch, name)
-
-    def __iter__(self) -> Iterator[Event]:
-        return self
-
-    def __next__(self) -> Event:
-        try:
-            return self._owner._run(self._watch.__anext__())
-        except StopAsyncIteration:
-            raise StopIteration from None
-
-    def __enter__(self) -> SyncWatch:
-        self._owner._run(self._watch.__aenter__())
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if not self._owner._closed:
-            self._owner._run(self._watch.aclose())
+        return getattr(self._stream, name)
 
 
 def _blocking(name: str):
@@ -838,15 +818,14 @@ class SyncStoreClient:
     def __init__(self, endpoints: Iterable[str] | str, *, timeout: float = DEFAULT_TIMEOUT,
                  dial_timeout: float = DEFAULT_DIAL_TIMEOUT, resume_timeout: float = DEFAULT_RESUME_TIMEOUT,
                  max_frame: int = wire.DEFAULT_MAX_FRAME):
-        self._context = zmq.Context()
+        self._runner = BlockingLoop("SyncStoreClient")
         try:
             self._client = StoreClient(endpoints, timeout=timeout, dial_timeout=dial_timeout,
-                                       resume_timeout=resume_timeout, max_frame=max_frame, context=self._context)
+                                       resume_timeout=resume_timeout, max_frame=max_frame,
+                                       context=self._runner.context)
         except BaseException:
-            self._context.destroy(linger=0)
+            self._runner.close(_nothing)
             raise
-        self._loop = asyncio.new_event_loop()
-        self._closed = False
 
     @property
     def endpoints(self) -> list[str]:
@@ -863,10 +842,7 @@ class SyncStoreClient:
         self.close()
 
     def _run(self, coro):
-        if self._closed:
-            coro.close()
-            raise RuntimeError("this SyncStoreClient is closed")
-        return self._loop.run_until_complete(coro)
+        return self._runner.run(coro)
 
     put = _blocking("put")
     range = _blocking("range")
@@ -886,21 +862,11 @@ class SyncStoreClient:
     move_leader = _blocking("move_leader")
 
     def watch(self, key: str | bytes, **kwargs) -> SyncWatch:
-        return SyncWatch(self, self._client.watch(key, **kwargs))
+        return SyncWatch(self._runner, self._client.watch(key, **kwargs))
 
     def close(self) -> None:
-        if self._closed:
-            return
-        loop = self._loop
-        try:
-            loop.run_until_complete(self._client.close())
-            leftovers = asyncio.all_tasks(loop)
-            for task in leftovers:
-                task.cancel()
-            if leftovers:
-                loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-        finally:
-            self._closed = True
-            loop.close()
-            self._context.destroy(linger=wire.CLIENT_LINGER_MS)
+        self._runner.close(self._client.close)
+
+
+async def _nothing() -> None:
+    """Nothing to close: the async client was never made."""
