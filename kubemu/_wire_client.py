@@ -11,7 +11,7 @@ import zmq
 import zmq.asyncio
 
 from ._wire_codec import (ERROR, REPLY, STREAM_END, STREAM_ITEM, STREAM_START, _describe, decode_reply,
-                          encode_call, encode_cancel, encode_stream)
+                          encode_call, encode_cancel, encode_notify, encode_stream)
 from ._wire_endpoints import _check_connect_endpoint
 from ._wire_errors import BadRequest, Cancelled, OutcomeUnknown, TooLarge, Unavailable, WireError
 from ._wire_limits import CLIENT_LINGER_MS, DEFAULT_MAX_FRAME, HWM, MAXMSGSIZE_FACTOR
@@ -197,6 +197,11 @@ class Client:
         self._next_id = 1
         self._closed = False
 
+    def connect(self) -> None:
+        """Make the socket and start connecting now, rather than at the first call (inside
+        the event loop that will use it)."""
+        self._ensure()
+
     async def __aenter__(self) -> Client:
         self._ensure()
         return self
@@ -285,6 +290,20 @@ class Client:
             raise
         finally:
             del calls[rid]
+
+    def notify(self, method: str, params: dict | None = None) -> bool:
+        """Send a one-way message: the server runs a plain (def) handler and sends nothing back,
+        not even an error. False if it was not queued: no connection yet (ZMQ_IMMEDIATE), the
+        server's queue is full, or sends wait for a connection. For protocols that survive loss
+        on their own (Raft resends), where a reply per message would only cost CPU."""
+        self._ensure()
+        rid = self._next_id
+        self._next_id = rid + 1
+        payload = self._encode(encode_notify, rid, method, params)
+        try:
+            return self._try_send(payload)
+        except Unavailable:
+            return False
 
     async def _call_idempotent(self, method: str, params: dict | None, timeout: float | None):
         self._ensure()

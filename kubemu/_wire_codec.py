@@ -14,10 +14,11 @@ log = logging.getLogger("kubemu.wire")
 
 REQ, STREAM, CANCEL = 1, 2, 3
 REPLY, ERROR, STREAM_START, STREAM_ITEM, STREAM_END, PING = 4, 5, 6, 7, 8, 9
+NOTIFY = 10  # client -> server, one way: nothing ever comes back
 
 
 class Request(NamedTuple):
-    kind: int  # REQ, STREAM or CANCEL
+    kind: int  # REQ, STREAM, NOTIFY or CANCEL
     id: int
     method: str | None
     params: dict | None
@@ -77,6 +78,11 @@ def encode_call(rid: int, method: str, params: dict | None = None, max_frame: in
 def encode_stream(rid: int, method: str, params: dict | None = None, max_frame: int | None = None) -> bytes:
     return _check_size(_packb([STREAM, rid, method, {} if params is None else params]), max_frame,
                        f"stream request {method!r}")
+
+
+def encode_notify(rid: int, method: str, params: dict | None = None, max_frame: int | None = None) -> bytes:
+    return _check_size(_packb([NOTIFY, rid, method, {} if params is None else params]), max_frame,
+                       f"notification {method!r}")
 
 
 def encode_cancel(rid: int) -> bytes:
@@ -141,7 +147,7 @@ def decode_request(frames, max_frame: int = DEFAULT_MAX_FRAME) -> Request:
     kind, rid = msg[0], msg[1]
     if type(rid) is not int:
         raise BadRequest(f"the request id must be an integer, not {type(rid).__name__}")
-    if type(kind) is int and (kind == REQ or kind == STREAM):
+    if type(kind) is int and (kind == REQ or kind == STREAM or kind == NOTIFY):
         if len(msg) != 4:
             raise _tag(BadRequest(f"a request must be [kind, id, method, params], got {len(msg)} elements"), rid)
         method, params = msg[2], msg[3]

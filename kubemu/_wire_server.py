@@ -10,7 +10,7 @@ from typing import Callable, NamedTuple
 import zmq
 import zmq.asyncio
 
-from ._wire_codec import (CANCEL, STREAM, _describe, decode_request, encode_error, encode_ping, encode_reply,
+from ._wire_codec import (CANCEL, NOTIFY, STREAM, _describe, decode_request, encode_error, encode_ping, encode_reply,
                           encode_stream_end, encode_stream_item, encode_stream_start)
 from ._wire_endpoints import _clear_stale_ipc, _parse_bind_endpoint
 from ._wire_errors import BadRequest, Cancelled, Internal, TooLarge, UnknownMethod, WireError
@@ -59,6 +59,18 @@ def _classify(name: str, fn: Callable) -> _Handler:
         required = frozenset(p.name for p in parameters if p.kind in keyword and p.default is P.empty)
         names = (None if any(p.kind == P.VAR_KEYWORD for p in parameters) else accepted, required)
     return _Handler(fn, kind, signature, names)
+
+
+def _params_error(handler: _Handler, method: str, params: dict) -> BadRequest | None:
+    """BadRequest if `params` do not bind to the handler's signature (a set test first: cheap)."""
+    names = handler.names
+    if names is None or not ((names[0] is None or params.keys() <= names[0]) and names[1] <= params.keys()):
+        if handler.signature is not None:
+            try:
+                handler.signature.bind(**params)
+            except TypeError as exc:
+                return BadRequest(f"bad params for {method!r}: {exc}", {"method": method})
+    return None
 
 
 class _PeerGone(Exception):
@@ -177,6 +189,9 @@ class Server:
         except Exception:  # a bug here must not kill the receive loop
             log.exception("%s: error decoding a message from %s", self.name, ident.hex())
             return
+        if kind == NOTIFY:
+            self._on_notify(ident, method, params)
+            return
         key = (ident, rid)
         if kind == CANCEL:
             task = self._tasks.pop(key, None)
@@ -196,14 +211,10 @@ class Server:
             else:
                 self._reject(ident, rid, BadRequest(f"{method!r} is a stream; use stream()"))
             return
-        names = handler.names
-        if names is None or not ((names[0] is None or params.keys() <= names[0]) and names[1] <= params.keys()):
-            if handler.signature is not None:
-                try:
-                    handler.signature.bind(**params)
-                except TypeError as exc:
-                    self._reject(ident, rid, BadRequest(f"bad params for {method!r}: {exc}", {"method": method}))
-                    return
+        bad = _params_error(handler, method, params)
+        if bad is not None:
+            self._reject(ident, rid, bad)
+            return
         if key in self._tasks:
             self._reject(ident, rid, BadRequest(f"request id {rid} is already in flight"))
             return
@@ -215,6 +226,32 @@ class Server:
             task = self._loop.create_task(self._run_stream(ident, rid, method, handler.fn, params))
             self._tasks[key] = task
             self._streams.setdefault(ident, {})[rid] = task
+
+    def _on_notify(self, ident: bytes, method: str, params: dict) -> None:
+        """Run a one-way message's handler inline; nothing is sent back, whatever happens."""
+        handler = self._handlers.get(method)
+        if handler is None or handler.kind != _SYNC:
+            shown = method if len(method) <= 100 else method[:100] + "..."
+            log.warning("%s: dropped a notification from %s: %r is not a plain (def) handler here",
+                        self.name, ident.hex(), shown)
+            return
+        bad = _params_error(handler, method, params)
+        if bad is not None:
+            log.warning("%s: dropped a notification from %s: %s", self.name, ident.hex(), bad)
+            return
+        try:
+            result = handler.fn(**params)
+        except WireError as err:  # the handler's answer to bad input: it logs what it must
+            log.debug("%s: notification %r from %s: %s", self.name, method, ident.hex(), err)
+            return
+        except (Exception, asyncio.CancelledError):  # nothing may escape into the receive path
+            log.exception("%s: notification %r failed", self.name, method)
+            return
+        if inspect.isawaitable(result):
+            if inspect.iscoroutine(result):
+                result.close()
+            log.warning("%s: notification %r: its handler returned an awaitable, which was not run",
+                        self.name, method)
 
     def _reject(self, ident: bytes, rid: int | None, err: WireError) -> None:
         log.warning("%s: rejected a message from peer %s: %s", self.name, ident.hex(), err)

@@ -15,6 +15,7 @@ is binary)::
       [1 REQ,          id, method, params]    call a unary handler      params: map str -> any
       [2 STREAM,       id, method, params]    open a server-push stream
       [3 CANCEL,       id]                    abandon a call or a stream; the server sends nothing back
+      [10 NOTIFY,      id, method, params]    one way: run a plain handler, send nothing back
     server -> client
       [4 REPLY,        id, result]
       [5 ERROR,        id, code, message, details]   ends a call or a stream; id is nil when the
@@ -70,6 +71,12 @@ Decisions
   Idle streams of a dead peer are found by a PING every `keepalive` seconds. SNDHWM/RCVHWM
   are 100,000 so bursts of stream items queue instead of being dropped; a peer that stays
   unable to take more for `SLOW_PEER_TIMEOUT` seconds is treated as gone.
+* `Client.notify` sends a NOTIFY: one way, for protocols that survive loss (Raft resends), so
+  a message costs no reply, no future and no timer on either side. Only plain (`def`)
+  handlers take one; nothing ever comes back, so an unknown method, bad params or a handler
+  that raises are logged (one WARNING, or the traceback) and the message is dropped. Its id
+  is the client's next request id, for logs only. notify returns False, having sent nothing,
+  when the message cannot be queued at once (no connection, or a full queue).
 * Sync handlers (plain `def`) are run inline on the receive path, without a task; they must
   be quick and must not block. Async handlers get one task per request. A handler cancelled
   by the client's CANCEL or by `Server.close()` sends nothing.
@@ -83,10 +90,10 @@ Decisions
 from __future__ import annotations
 
 from ._wire_client import IDEMPOTENT_ATTEMPTS, STREAM_BUFFER, Client, Stream
-from ._wire_codec import (CANCEL, ERROR, PING, REPLY, REQ, STREAM, STREAM_END, STREAM_ITEM, STREAM_START, Reply,
-                          Request, decode_reply, decode_request, encode_call, encode_cancel, encode_error,
-                          encode_ping, encode_reply, encode_stream, encode_stream_end, encode_stream_item,
-                          encode_stream_start)
+from ._wire_codec import (CANCEL, ERROR, NOTIFY, PING, REPLY, REQ, STREAM, STREAM_END, STREAM_ITEM, STREAM_START,
+                          Reply, Request, decode_reply, decode_request, encode_call, encode_cancel, encode_error,
+                          encode_notify, encode_ping, encode_reply, encode_stream, encode_stream_end,
+                          encode_stream_item, encode_stream_start)
 from ._wire_endpoints import SUN_PATH_MAX, ipc_endpoint, tcp_endpoint
 from ._wire_errors import (BadRequest, Cancelled, Conflict, Gone, Internal, Invalid, NotFound, OutcomeUnknown,
                            TooLarge, Unavailable, UnknownMethod, WireError, error_from_code)
@@ -99,10 +106,10 @@ __all__ = [
     "UnknownMethod", "Internal", "Gone", "Cancelled", "OutcomeUnknown", "error_from_code",
     "DEFAULT_MAX_FRAME", "ipc_endpoint", "tcp_endpoint", "Server", "Client", "Stream",
     "SyncClient", "SyncStream", "Request", "Reply", "decode_request", "decode_reply",
-    "encode_call", "encode_stream", "encode_cancel", "encode_reply", "encode_error",
+    "encode_call", "encode_stream", "encode_notify", "encode_cancel", "encode_reply", "encode_error",
     "encode_stream_start", "encode_stream_item", "encode_stream_end", "encode_ping",
     # message kinds
-    "REQ", "STREAM", "CANCEL", "REPLY", "ERROR", "STREAM_START", "STREAM_ITEM", "STREAM_END", "PING",
+    "REQ", "STREAM", "NOTIFY", "CANCEL", "REPLY", "ERROR", "STREAM_START", "STREAM_ITEM", "STREAM_END", "PING",
     # tunables
     "MAXMSGSIZE_FACTOR", "HWM", "CLIENT_LINGER_MS", "SERVER_LINGER_MS", "IDEMPOTENT_ATTEMPTS",
     "STREAM_BUFFER", "SLOW_PEER_TIMEOUT", "KEEPALIVE", "SUN_PATH_MAX",

@@ -2,8 +2,10 @@
 `SnapshotChunks` reassembles an InstallSnapshot that arrives in `raft_snapshot` chunks.
 
 All messages for one peer from one `send` (a Ready's early messages, or its others) go in one
-`raft` call (split only to stay under the frame size), fired as a task whose reply nobody
-awaits; a peer with too many unanswered calls loses messages (Raft resends). InstallSnapshot
+`raft` notification (split only to stay under the frame size): one way, as Raft's own replies
+are messages of their own, so a reply per batch would only cost CPU on both sides. A batch
+that cannot be queued at once (the peer is not connected, or its queue is full) is dropped;
+Raft resends. InstallSnapshot
 goes as the msgpack'd SNAP message in 1 MiB chunks through `raft_snapshot`, one transfer per
 peer at a time. Validating and stepping what peers send is the replica's (`Replica.rpc_raft`,
 `Replica.rpc_raft_snapshot`)."""
@@ -29,7 +31,6 @@ log = logging.getLogger("store.server")
 
 FRAME = wire.DEFAULT_MAX_FRAME  # 2 MiB: a bit above the 1.5 MiB request limit
 PEER_BATCH_BYTES = 1536 * 1024  # split one peer's messages of a Ready into calls of at most this
-PEER_MAX_INFLIGHT = 64  # unanswered `raft` calls per peer before messages are dropped (Raft resends)
 SNAP_CHUNK = 1 << 20
 SNAP_MAX_BYTES = 4 << 30
 
@@ -43,7 +44,6 @@ class _Peer:
     name: str
     endpoint: str
     client: wire.Client
-    inflight: int = 0
     snap_task: asyncio.Task | None = None
 
 
@@ -60,6 +60,7 @@ class PeerSender:
         self._timeout = timeout
         self._spawn = spawn
         self._peers: dict[str, _Peer] = {}
+        self._connected: dict[str, str] = {}  # the member map as of the last connect()
 
     def _peer(self, name: str) -> _Peer | None:
         ep = self._members.get(name)
@@ -70,7 +71,18 @@ class PeerSender:
             if peer is not None:
                 self._spawn(peer.client.close())
             peer = self._peers[name] = _Peer(name, ep, wire.Client(ep, timeout=self._timeout, max_frame=FRAME))
+            peer.client.connect()
         return peer
+
+    def connect(self) -> None:
+        """Connect to every member now, not at the first message to it (which would be
+        dropped: notify sends nothing while there is no connection). Cheap when the member map
+        has not changed since, so the replica calls it after every Ready."""
+        if self._members == self._connected:
+            return
+        for name in list(self._members):
+            self._peer(name)
+        self._connected = dict(self._members)
 
     def send(self, msgs: list[Message]) -> None:
         groups: dict[str, list[Message]] = {}
@@ -97,22 +109,15 @@ class PeerSender:
             self._fire(peer, batch)
 
     def _fire(self, peer: _Peer, batch: list[dict]) -> None:
-        if peer.inflight >= PEER_MAX_INFLIGHT:
-            self._metrics.msgs_dropped += len(batch)
-            return
-        peer.inflight += 1
-        self._metrics.msgs_sent += len(batch)
-        self._spawn(self._deliver(peer, batch))
-
-    async def _deliver(self, peer: _Peer, batch: list[dict]) -> None:
         try:
-            await peer.client.call("raft", {"msgs": batch})
-        except wire.WireError as exc:
-            log.debug("raft call to %s failed: %s", peer.name, exc)
-        except Exception as exc:
-            log.debug("raft call to %s failed: %r", peer.name, exc)
-        finally:
-            peer.inflight -= 1
+            sent = peer.client.notify("raft", {"msgs": batch})
+        except wire.WireError as exc:  # TooLarge: cannot happen below PEER_BATCH_BYTES
+            log.warning("raft message to %s not sent: %s", peer.name, exc)
+            sent = False
+        if sent:
+            self._metrics.msgs_sent += len(batch)
+        else:
+            self._metrics.msgs_dropped += len(batch)
 
     def _send_snapshot(self, m: Message) -> None:
         peer = self._peer(m.to)

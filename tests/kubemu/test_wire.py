@@ -477,6 +477,74 @@ def test_handler_failures_are_internal_and_logged_once(ep, ctx, caplog):
     run(main())
 
 
+def _stray(caplog) -> list:
+    """Client-side records of a message nobody waited for: what a notification must not cause."""
+    return [r for r in caplog.records if r.name == "kubemu.wire" and "dropped a" in r.getMessage()
+            and "notification" not in r.getMessage()]
+
+
+def test_notify_runs_a_plain_handler_in_order_and_nothing_comes_back(ep, ctx, caplog):
+    got = []
+
+    def note(x):
+        got.append(x)
+        return "ignored"
+
+    async def main():
+        async with wire.Server(ep, {"note": note, "echo": echo}, context=ctx), wire.Client(ep, context=ctx) as client:
+            await client.call("echo")  # connected: a notification is never queued without a connection
+            assert all([client.notify("note", {"x": i}) for i in range(200)])
+            # one connection delivers in order, so the call's reply comes after every note ran
+            assert await client.call("echo", {"after": 1}) == {"after": 1}
+            assert got == list(range(200))
+            assert await client.call("echo", {"again": 1}) == {"again": 1}
+    caplog.set_level(logging.DEBUG, logger="kubemu.wire")
+    run(main())
+    assert not _stray(caplog)
+
+
+def test_bad_notifications_are_logged_once_dropped_and_answered_by_nothing(ep, ctx, caplog):
+    def note(x):
+        return x
+
+    def crash():
+        raise RuntimeError("kaboom")
+
+    def refuse():
+        raise wire.Invalid("the handler logs its own reasons")
+
+    async def main():
+        handlers = {"note": note, "crash": crash, "refuse": refuse, "echo": echo}
+        async with wire.Server(ep, handlers, context=ctx), wire.Client(ep, context=ctx) as client:
+            await client.call("echo")
+            for method, params, level, fragment in [("nope", {}, logging.WARNING, "not a plain"),
+                                                    ("echo", {}, logging.WARNING, "not a plain"),
+                                                    ("note", {"y": 1}, logging.WARNING, "bad params"),
+                                                    ("crash", {}, logging.ERROR, "failed"),
+                                                    ("refuse", {}, None, None)]:
+                caplog.clear()
+                assert client.notify(method, params)
+                assert await client.call("echo", {"after": method}) == {"after": method}
+                records = [r for r in caplog.records if r.name == "kubemu.wire" and r.levelno >= logging.WARNING]
+                if level is None:
+                    assert records == []
+                else:
+                    assert len(records) == 1, records
+                    assert records[0].levelno == level and fragment in records[0].getMessage()
+                assert not _stray(caplog)
+    caplog.set_level(logging.DEBUG, logger="kubemu.wire")
+    run(main())
+
+
+def test_notify_without_a_connection_sends_nothing(sockdir, ctx):
+    async def main():
+        async with wire.Client(wire.ipc_endpoint(sockdir, "nobody.sock"), context=ctx) as client:
+            assert client.notify("note", {"x": 1}) is False
+            with pytest.raises(wire.BadRequest, match="not serializable"):
+                client.notify("note", {"x": {1, 2}})
+    run(main())
+
+
 def test_call_and_stream_kinds_must_match(ep, ctx):
     async def gen():
         yield 1
