@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import os
@@ -98,6 +99,7 @@ class Server:
         self._pump: _Pump | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: dict[tuple[bytes, int], asyncio.Task] = {}
+        self._futures: dict[tuple[bytes, int], asyncio.Future] = {}  # plain handlers' pending results
         self._streams: dict[bytes, dict[int, asyncio.Task]] = {}  # per peer, for peer loss
         self._aux: set[asyncio.Task] = set()
         self._background: list[asyncio.Task] = []
@@ -161,6 +163,9 @@ class Server:
         for task in pending:
             if not task.done() and not task.cancelling():
                 task.cancel()
+        futures, self._futures = self._futures, {}
+        for fut in futures.values():
+            fut.cancel()
         if pending:
             _, stuck = await asyncio.wait(pending, timeout=10.0)
             if stuck:
@@ -194,6 +199,10 @@ class Server:
             return
         key = (ident, rid)
         if kind == CANCEL:
+            fut = self._futures.pop(key, None)
+            if fut is not None:
+                fut.cancel()  # its owner sees it cancelled; nobody wants the reply
+                return
             task = self._tasks.pop(key, None)
             if task is not None:
                 self._forget_stream(ident, rid)
@@ -215,7 +224,7 @@ class Server:
         if bad is not None:
             self._reject(ident, rid, bad)
             return
-        if key in self._tasks:
+        if key in self._tasks or key in self._futures:
             self._reject(ident, rid, BadRequest(f"request id {rid} is already in flight"))
             return
         if handler.kind == _SYNC:
@@ -269,12 +278,31 @@ class Server:
         except asyncio.CancelledError:  # must not escape into the receive path
             payload = encode_error(rid, Cancelled(f"{method!r} was cancelled"))
         else:
+            if isinstance(result, asyncio.Future) and not isinstance(result, asyncio.Task):
+                # answered when it is done, without a task per request
+                self._futures[(ident, rid)] = result
+                result.add_done_callback(functools.partial(self._reply_when_done, ident, rid, method))
+                return
             if inspect.isawaitable(result):
                 # a plain function (a lambda, a partial) that hands back a coroutine
                 self._tasks[(ident, rid)] = self._loop.create_task(
                     self._run_call(ident, rid, method, lambda: result, {}))
                 return
             payload = self._reply_payload(rid, method, result)
+        self._send(ident, payload)
+
+    def _reply_when_done(self, ident, rid, method, fut: asyncio.Future) -> None:
+        if self._futures.get((ident, rid)) is not fut:
+            return  # cancelled by the client's CANCEL or by close(): nobody wants a reply
+        del self._futures[(ident, rid)]
+        if fut.cancelled():
+            payload = encode_error(rid, Cancelled(f"{method!r} was cancelled"))
+        elif (exc := fut.exception()) is None:
+            payload = self._reply_payload(rid, method, fut.result())
+        elif isinstance(exc, WireError):
+            payload = encode_error(rid, exc, self.max_frame)
+        else:
+            payload = self._internal(rid, method, exc)
         self._send(ident, payload)
 
     async def _run_call(self, ident, rid, method, fn, params) -> None:

@@ -78,7 +78,8 @@ Decisions
   is the client's next request id, for logs only. notify returns False, having sent nothing,
   when the message cannot be queued at once (no connection, or a full queue).
 * Sync handlers (plain `def`) are run inline on the receive path, without a task; they must
-  be quick and must not block. Async handlers get one task per request. A handler cancelled
+  be quick and must not block. One may return an `asyncio.Future` (not a coroutine): the reply
+  goes out when it is done, still without a task (a CANCEL or `close()` cancels the future). Async handlers get one task per request. A handler cancelled
   by the client's CANCEL or by `Server.close()` sends nothing.
 * Event loop: sockets are plain zmq sockets (made from the given context, by default the
   shared ``zmq.asyncio.Context.instance()``) driven from the loop's selector through the

@@ -201,7 +201,6 @@ class Replica:
         self._rid = itertools.count(1)
         # The ops this leader parsed when proposing, by request id, so that applying its own
         # entries does not parse them again; only while the proposer waits (see _propose).
-        self._proposed_ops: dict[int, Op] = {}
         self._reads: dict[bytes, tuple[asyncio.Future, float]] = {}
         self._read_batch: asyncio.Future | None = None
         self._applied_waiters: list[tuple[int, int, asyncio.Future]] = []
@@ -369,6 +368,7 @@ class Replica:
         if self._halt:
             return
         self.raft.tick()
+        self._pending.expire(now)
         self._kick.set()
         if self._watchdog is not None and now >= self._next_watchdog:
             # Only while Readys get through: a persist stuck for two intervals (a hung disk)
@@ -572,7 +572,7 @@ class Replica:
                     log.error("entry %d is undecodable; applied as a no-op", e.index)
                     req = None
                 if tag is not None and tag[0] == self.name and isinstance(tag[1], int):
-                    op = self._proposed_ops.pop(tag[1], None)
+                    op = self._pending.op(tag[1])
             elif e.kind == EntryKind.CONF_CHANGE:
                 ctag = self._apply_conf(e)
                 if ctag is not None:
@@ -706,7 +706,9 @@ class Replica:
         except wire.WireError as exc:
             log.info("could not propose %s: %s", req.get("op"), exc)
 
-    async def _propose(self, req: dict) -> dict:
+    def _propose(self, req: dict) -> asyncio.Future:
+        """Propose a client's request; the future gets its result once it applies here. A plain
+        function, so the wire answers when the future is done, without a task per request."""
         self._require_leader()
         try:
             op = parse_request(req)  # fail malformed requests before they cost a log entry
@@ -715,12 +717,8 @@ class Replica:
             check_request_size(len(data))
         except StoreError as err:
             raise to_wire_error(err) from None
-        self._proposed_ops[rid] = op
-        try:
-            self._propose_data(data)
-            return await self._pending.wait(rid, self.raft.term)
-        finally:  # applied, dropped, timed out or leadership lost: a later apply parses the entry
-            self._proposed_ops.pop(rid, None)
+        self._propose_data(data)
+        return self._pending.add(rid, self.raft.term, self.loop.time(), op)
 
     # ============================================================================ reads
 
@@ -799,8 +797,8 @@ class Replica:
             "watch": self.rpc_watch,
         }
 
-    async def rpc_put(self, key, value=b"", lease=0, prev_kv=False) -> dict:
-        return await self._propose(put_op(key, value, lease=lease, prev_kv=prev_kv))
+    def rpc_put(self, key, value=b"", lease=0, prev_kv=False) -> asyncio.Future:
+        return self._propose(put_op(key, value, lease=lease, prev_kv=prev_kv))
 
     async def rpc_range(self, key, range_end=None, revision=0, limit=0, count_only=False, keys_only=False,
                         serializable=False) -> dict:
@@ -814,23 +812,23 @@ class Replica:
         except StoreError as err:
             raise to_wire_error(err) from None
 
-    async def rpc_delete_range(self, key, range_end=None, prev_kv=False) -> dict:
+    def rpc_delete_range(self, key, range_end=None, prev_kv=False) -> asyncio.Future:
         req = {"op": "delete_range", "key": key}
         if range_end is not None:
             req["range_end"] = range_end
         if prev_kv is not False:
             req["prev_kv"] = prev_kv
-        return await self._propose(req)
+        return self._propose(req)
 
-    async def rpc_txn(self, compare=(), success=(), failure=()) -> dict:
+    def rpc_txn(self, compare=(), success=(), failure=()) -> asyncio.Future:
         if not all(isinstance(x, (list, tuple)) for x in (compare, success, failure)):
             raise wire.Invalid("txn: compare, success and failure must be lists")
-        return await self._propose(txn_op(compare, success, failure))
+        return self._propose(txn_op(compare, success, failure))
 
-    async def rpc_compact(self, revision, physical=False) -> dict:
-        return await self._propose({"op": "compact", "revision": revision})
+    def rpc_compact(self, revision, physical=False) -> asyncio.Future:
+        return self._propose({"op": "compact", "revision": revision})
 
-    async def rpc_lease_grant(self, ttl, id=0) -> dict:
+    def rpc_lease_grant(self, ttl, id=0) -> asyncio.Future:
         self._require_leader()
         if type(id) is not int or id < 0 or id > MAX_LEASE_ID:
             raise wire.Invalid("id: expected a lease id (0: let the leader choose)", {"field": "id"})
@@ -838,10 +836,10 @@ class Replica:
             taken = {lid for lid, _, _ in self.kv.leases()}
             while id == 0 or id in taken:
                 id = random.randint(1, MAX_LEASE_ID)
-        return await self._propose(lease_grant_op(id, ttl))
+        return self._propose(lease_grant_op(id, ttl))
 
-    async def rpc_lease_revoke(self, id) -> dict:
-        return await self._propose(lease_revoke_op(id))
+    def rpc_lease_revoke(self, id) -> asyncio.Future:
+        return self._propose(lease_revoke_op(id))
 
     def rpc_lease_keepalive(self, id) -> dict:
         self._require_leader()
@@ -913,7 +911,7 @@ class Replica:
             self.members[name] = endpoint
         self.metrics.proposals += 1
         self._kick.set()
-        return await self._pending.wait(rid, self.raft.term)
+        return await self._pending.add(rid, self.raft.term, self.loop.time())
 
     async def rpc_member_add(self, name, endpoint) -> dict:
         if not isinstance(endpoint, str) or not endpoint:

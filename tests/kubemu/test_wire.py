@@ -477,6 +477,48 @@ def test_handler_failures_are_internal_and_logged_once(ep, ctx, caplog):
     run(main())
 
 
+def test_plain_handler_may_answer_with_a_future(ep, ctx):
+    futures: dict[str, asyncio.Future] = {}
+
+    def later(name):
+        fut = futures[name] = asyncio.get_running_loop().create_future()
+        return fut
+
+    async def main():
+        async with wire.Server(ep, {"later": later}, context=ctx) as server, \
+                wire.Client(ep, context=ctx) as client:
+            calls = {n: asyncio.ensure_future(client.call("later", {"name": n})) for n in "abcd"}
+            while len(futures) < 4:
+                await asyncio.sleep(0.01)
+            assert not server._tasks  # no task per request
+            futures["b"].set_result({"b": 2})
+            futures["a"].set_exception(wire.NotFound("no a"))
+            futures["c"].set_exception(ValueError("a bug"))
+            futures["d"].cancel()
+            assert await calls["b"] == {"b": 2}
+            with pytest.raises(wire.NotFound, match="no a"):
+                await calls["a"]
+            with pytest.raises(wire.Internal, match="a bug"):
+                await calls["c"]
+            with pytest.raises(wire.Cancelled):
+                await calls["d"]
+            # the client gives up (timeout, then CANCEL): the handler's future is cancelled
+            with pytest.raises(wire.OutcomeUnknown):
+                await client.call("later", {"name": "e"}, timeout=0.2)
+            await asyncio.wait_for(asyncio.shield(_cancelled(futures["e"])), DEADLINE)
+            call = asyncio.ensure_future(client.call("later", {"name": "f"}))
+            while "f" not in futures:
+                await asyncio.sleep(0.01)
+        assert futures["f"].cancelled()  # closing (the client, then the server) cancels what is pending
+        call.cancel()
+    run(main())
+
+
+async def _cancelled(fut: asyncio.Future) -> None:
+    while not fut.cancelled():
+        await asyncio.sleep(0.01)
+
+
 def _stray(caplog) -> list:
     """Client-side records of a message nobody waited for: what a notification must not cause."""
     return [r for r in caplog.records if r.name == "kubemu.wire" and "dropped a" in r.getMessage()
