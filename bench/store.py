@@ -757,7 +757,7 @@ def run(quick: bool = False, kills: int | None = None, clients=None, read_client
         n_runs = len(clients) + 2 * len(read_clients) + (1 if storeclient_row else 0)
         tick = progress("kubemu", n_runs)
         report["systems"]["kubemu"] = {"version": _kubemu_version(), "settings": "python -m store defaults "
-                                       "(--tick-ms 100, --election-ticks 10, --snapshot-count 10000)",
+                                       "(--tick-ms 100, --election-ticks 10, --snapshot-count 100000)",
                                        "client": "kubemu.wire.Client to the leader (what StoreClient sends)"}
         with KubemuCluster(workdir / "kubemu", marker) as cluster:
             cluster.start()

@@ -70,6 +70,7 @@ exact contents of the three keyspaces, so a restored replica is byte-identical.
 from __future__ import annotations
 
 import operator
+from collections import OrderedDict
 from typing import Callable, Iterable, Iterator
 
 import msgpack
@@ -100,6 +101,9 @@ META_COMPACT = b"m/compact"
 META_FORMAT = b"m/format"
 FORMAT = b"1"
 KEYSPACES = (LEASE_PREFIX, META_PREFIX, REV_PREFIX)
+# Decoded records of the newest versions written, by packed revision: a put reads its key's
+# previous version, which is most often a recent one (a read of LevelDB plus a decode saved).
+RECENT_RECORDS = 4096
 
 
 def prefix_end(prefix: bytes) -> bytes:
@@ -342,6 +346,9 @@ class KVStore:
     # ------------------------------------------------------------------------------ internals
 
     def _install(self, state: _State) -> None:
+        # A revision's record never changes, so the cache needs no invalidation; it starts
+        # empty with each state all the same.
+        self._recent: OrderedDict[int, Record] = OrderedDict()
         self._index, self._leases = state.index, state.leases
         self._applied, self._rev, self._compact = state.applied, state.revision, state.compact
 
@@ -374,6 +381,9 @@ class KVStore:
         self._pending[key] = value
 
     def _record(self, packed: int) -> Record:
+        rec = self._recent.get(packed)
+        if rec is not None:
+            return rec
         key = _rev_key(packed)
         data = self._pending[key] if key in self._pending else self._backend.get(key)
         if data is None:
@@ -385,6 +395,10 @@ class KVStore:
         attachments in step and record the event."""
         packed = write.next()
         self._stage(_rev_key(packed), rec.encode())
+        recent = self._recent
+        recent[packed] = rec
+        if len(recent) > RECENT_RECORDS:
+            recent.popitem(last=False)
         self._index.append(rec.key, packed, rec.tombstone)
         old_lease = prev.lease if prev else 0
         if old_lease != rec.lease:  # a put that moves a key to another lease detaches it

@@ -19,7 +19,7 @@ class Options:
     tick_ms: int = 100
     election_ticks: int = 10
     heartbeat_ticks: int = 1
-    snapshot_count: int = 10000
+    snapshot_count: int = 100_000  # etcd's default since 3.2
     retention: tuple[str, float] = ("periodic", 300.0)  # ("periodic", secs) | ("revision", n) | ("off", 0)
     join: bool = False
     request_timeout: float = 5.0

@@ -814,3 +814,37 @@ def test_malformed_requests_only_ever_yield_store_errors(reqs):
     assert store.applied_index == len(reqs) + 2
     assert store.status()["revision"] >= 1
     assert KVStore(store.backend).snapshot() == store.snapshot()  # memory and disk agree
+
+
+def test_recent_record_cache_answers_as_the_backend_does(monkeypatch, tmp_path):
+    """Puts read their key's previous version through a small cache of recent records; what
+    they answer (prev_kv, version, create_revision) and what later reads see must be what a
+    store without that cache (reopened from the same LevelDB) answers."""
+    import random
+
+    from store import mvcc
+    monkeypatch.setattr(mvcc, "RECENT_RECORDS", 8)  # far fewer than the keys: evictions all along
+    rng = random.Random(7)
+    b = LevelDBBackend(tmp_path / "db")
+    try:
+        cached = Harness(KVStore(b))
+        answers = []
+        for i in range(300):
+            key = b"k%02d" % rng.randrange(40)
+            if rng.random() < 0.15:
+                answers.append(cached.ok(delete_op(key, prev_kv=True)))
+            else:
+                answers.append(cached.ok(put_op(key, b"v%d" % i, prev_kv=True)))
+        assert len(cached.store._recent) == 8
+        fresh = KVStore(b)  # reopened: an empty cache, every record read from LevelDB
+        for rev in range(1, cached.rev + 1, 7):
+            assert fresh.range(b"k", b"l", revision=rev) == cached.store.range(b"k", b"l", revision=rev)
+        monkeypatch.setattr(mvcc, "RECENT_RECORDS", 0)  # no cache: every previous version read back
+        replay = Harness(KVStore(MemoryBackend()))
+        rng = random.Random(7)
+        for i, answer in enumerate(answers):
+            key = b"k%02d" % rng.randrange(40)
+            req = delete_op(key, prev_kv=True) if rng.random() < 0.15 else put_op(key, b"v%d" % i, prev_kv=True)
+            assert replay.ok(req) == answer
+    finally:
+        b.close()
