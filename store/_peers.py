@@ -5,9 +5,8 @@ All messages for one peer from one `send` (a Ready's early messages, or its othe
 `raft` notification (split only to stay under the frame size): one way, as Raft's own replies
 are messages of their own, so a reply per batch would only cost CPU on both sides. A batch
 that cannot be queued at once (the peer is not connected, or its queue is full) is dropped;
-Raft resends. InstallSnapshot
-goes as the msgpack'd SNAP message in 1 MiB chunks through `raft_snapshot`, one transfer per
-peer at a time. Validating and stepping what peers send is the replica's (`Replica.rpc_raft`,
+Raft resends. InstallSnapshot goes as the msgpack'd SNAP message in 1 MiB chunks through
+`raft_snapshot`, one transfer per peer at a time. Validating and stepping what peers send is the replica's (`Replica.rpc_raft`,
 `Replica.rpc_raft_snapshot`)."""
 from __future__ import annotations
 
@@ -49,8 +48,8 @@ class _Peer:
 
 class PeerSender:
     """One wire client per peer, made from the replica's member map (shared with the replica,
-    which keeps it current; a changed endpoint gets a new client); calls run as tasks `spawn`
-    starts and the replica cancels when it closes."""
+    which keeps it current; a changed endpoint gets a new client); snapshot transfers run as
+    tasks `spawn` starts and the replica cancels when it closes."""
 
     def __init__(self, name: str, members: dict[str, str], metrics: _Metrics, timeout: float,
                  spawn: Callable[..., asyncio.Task]):

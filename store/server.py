@@ -199,8 +199,6 @@ class Replica:
         self._pending = PendingRequests(opts.request_timeout)
         self._rid_base = random.SystemRandom().getrandbits(30) << 32
         self._rid = itertools.count(1)
-        # The ops this leader parsed when proposing, by request id, so that applying its own
-        # entries does not parse them again; only while the proposer waits (see _propose).
         self._reads: dict[bytes, tuple[asyncio.Future, float]] = {}
         self._read_batch: asyncio.Future | None = None
         self._applied_waiters: list[tuple[int, int, asyncio.Future]] = []
