@@ -34,7 +34,9 @@ class KubeletNode:
         path = self.manifests / f"{name}.yaml"
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
                "spec": {"containers": containers, **spec}}
-        tmp = path.with_suffix(".tmp")  # written whole, then renamed, as an editor would
+        # written whole under a dotfile name (the kubelet skips those, as the real one does), then
+        # renamed; a visible "web.tmp" would be a manifest of its own for a moment
+        tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(json.dumps(pod))  # JSON is YAML
         os.rename(tmp, path)
         return path

@@ -50,7 +50,9 @@ class ApiNode:
 
     def manifest(self, name: str, containers: list[dict]) -> None:
         path = self.dir / "manifests" / f"{name}.yaml"
-        tmp = path.with_suffix(".tmp")
+        # written whole under a dotfile name (the kubelet skips those, as the real one does), then
+        # renamed; a visible "web.tmp" would be a manifest of its own for a moment
+        tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
                                    "spec": {"containers": containers, "terminationGracePeriodSeconds": 2}}))
         os.rename(tmp, path)
