@@ -86,6 +86,9 @@ DEFAULT_TIMEOUT = 5.0  # etcdctl's --command-timeout
 DEFAULT_DIAL_TIMEOUT = 2.0  # etcdctl's --dial-timeout
 DEFAULT_RESUME_TIMEOUT = 30.0
 SUSPECT_FOR = 2.0  # seconds a replica that did not answer is tried after the others
+# how long a leader-discovery round waits for the replicas that have not answered once the last
+# of the others has: a live replica says its role in milliseconds, a dead one may never
+STRAGGLER_GRACE = 0.25
 NOT_LEADER = "NotLeader"  # the replicas' error code for a write sent to a non-leader
 _HEDGES = 4  # a read's hedge delays: timeout * 1/15, 2/15, 4/15, 8/15 (the wire's idempotent scheme)
 
@@ -226,6 +229,7 @@ class _ReplicaClient(wire.Client):
         self.dial_timeout = dial_timeout
         self._on_lost = on_lost
         self._waiting_to_send = 0
+        self._dropped: asyncio.Future | None = None  # done when the connection drops next
 
     @property
     def unreachable(self) -> bool:
@@ -234,15 +238,34 @@ class _ReplicaClient(wire.Client):
 
     async def _send_wait(self, rid: int, payload: bytes, deadline: float, method: str) -> None:
         dial_deadline = self._loop.time() + self.dial_timeout
+        if self._dropped is None or self._dropped.done():
+            self._dropped = self._loop.create_future()
+        dropped = self._dropped
         self._waiting_to_send += 1
+        send = self._loop.create_task(super()._send_wait(rid, payload, min(deadline, dial_deadline), method))
         try:
-            await super()._send_wait(rid, payload, min(deadline, dial_deadline), method)
+            await asyncio.wait((send, dropped), return_when=asyncio.FIRST_COMPLETED)
+            if not send.done():
+                # libzmq removes the connection before the loop hears of the drop, so a request
+                # can start waiting for a replica that has just died: it goes elsewhere at once
+                # instead of waiting out the dial timeout.
+                send.cancel()
+                await asyncio.gather(send, return_exceptions=True)
+                fut = self._calls.get(rid)  # a later drop may have failed it meanwhile: this wins
+                if fut is not None and fut.done() and not fut.cancelled():
+                    fut.exception()
+                raise Unavailable(f"connection to {self.endpoint} lost; {method!r} was not sent",
+                                  {"method": method})
+            send.result()
         finally:
+            send.cancel()
             self._waiting_to_send -= 1
 
     def _on_monitor_event(self, frames: list[bytes]) -> None:
         super()._on_monitor_event(frames)
         if int.from_bytes(frames[0][:2], "little") == zmq.EVENT_DISCONNECTED:
+            if self._dropped is not None and not self._dropped.done():
+                self._dropped.set_result(None)
             self._on_lost(self.endpoint)
 
 
@@ -368,7 +391,9 @@ class StoreClient:
 
         A round ends at the first replica that says it leads, or once every replica that can
         be reached has answered: calls still waiting for a connection when all the others are
-        done do not hold it (a dead replica would hold it for the whole dial timeout). A hint
+        done do not hold it (a dead replica would hold it for the whole dial timeout), nor do
+        calls still unanswered STRAGGLER_GRACE after the last answer (a call sent just as its
+        replica died may get no answer and no disconnect either). A hint
         ("the leader is X") is believed only for an X that was not asked in the round, i.e. a
         member the endpoint list does not name: an X that was asked said it does not lead, or
         could not be reached (after a kill -9 the survivors name the dead leader until they
@@ -388,8 +413,15 @@ class StoreClient:
             hints: list[tuple[int, str]] = []
             try:
                 pending = set(calls)
+                answered_at = None
                 while pending:
-                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    grace = None if answered_at is None else max(0.0, answered_at + STRAGGLER_GRACE - loop.time())
+                    done, pending = await asyncio.wait(pending, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+                    if not done:
+                        for task in pending:
+                            errors[calls[task]] = f"no answer {STRAGGLER_GRACE:g}s after the others"
+                        break
+                    answered_at = loop.time()
                     for task in done:
                         ep = calls[task]
                         exc = task.exception()

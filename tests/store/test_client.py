@@ -501,6 +501,27 @@ def test_discovery_neither_waits_for_the_dead_leader_nor_believes_hints_naming_i
     run(main())
 
 
+def test_discovery_does_not_wait_for_a_replica_that_never_answers(sockdir):
+    """A status call sent to a replica in the instant it dies may get neither an answer nor a
+    disconnect: once the others have answered, a round waits STRAGGLER_GRACE for it, not the
+    dial timeout, and the next round finds the new leader."""
+    async def main():
+        async with cluster_and_client(sockdir, timeout=LONG, dial_timeout=LONG) as (cluster, client):
+            r0, r1, r2 = cluster.replicas
+            await client.put("a", "1")
+            r0.hooks["status"] = hang  # connected, but silent: the dead leader in that instant
+            r0.hooks["put"] = hang
+            cluster.set_leader(None)  # r1 and r2: no leader yet
+            client._forget_leader(r0.endpoint)
+            put = asyncio.ensure_future(client.put("a", "2"))
+            asked = r1.calls["status"]
+            await asyncio.wait_for(_until(lambda: r1.calls["status"] >= asked + 2), DEADLINE)  # rounds go on
+            cluster.set_leader(r2)
+            await asyncio.wait_for(put, DEADLINE)
+            assert r2.calls["put"] == 1 and r0.calls["put"] == 1  # the first put only
+    run(main())
+
+
 def test_a_not_leader_hint_naming_a_replica_that_just_failed_is_not_followed(sockdir):
     async def main():
         async with cluster_and_client(sockdir, timeout=LONG, dial_timeout=LONG) as (cluster, client):
@@ -927,3 +948,32 @@ def test_bad_endpoints_are_refused_up_front():
         sc.StoreClient("udp://127.0.0.1:1")
     assert sc.StoreClient(" ipc:///tmp/a.sock, ipc:///tmp/a.sock,ipc:///tmp/b.sock").endpoints == [
         "ipc:///tmp/a.sock", "ipc:///tmp/b.sock"]
+
+
+def test_a_request_waiting_for_a_connection_that_drops_goes_elsewhere_at_once():
+    """libzmq removes a dead replica's connection before the loop hears of the drop, so a write
+    can start waiting to be sent to a replica that just died. The drop ends that wait (not sent:
+    Unavailable, so the StoreClient tries another replica) instead of the dial timeout."""
+    sockdir = tempfile.mkdtemp(prefix="kd-")
+    lost = []
+
+    async def main():
+        ctx = zmq.asyncio.Context()
+        client = sc._ReplicaClient(wire.ipc_endpoint(sockdir, "gone.sock"), dial_timeout=600.0,
+                                   on_lost=lost.append, timeout=600.0, context=ctx)
+        try:
+            call = asyncio.ensure_future(client.call("put", {"key": b"k"}))
+            while not client.unreachable:  # nobody listens: the request waits to be sent
+                await asyncio.sleep(0.01)
+            client._on_monitor_event([zmq.EVENT_DISCONNECTED.to_bytes(2, "little") + bytes(4), b""])
+            with pytest.raises(wire.Unavailable, match="not sent"):
+                await asyncio.wait_for(call, DEADLINE)
+            assert lost == [client.endpoint] and not client.unreachable
+        finally:
+            await client.close()
+            ctx.destroy(linger=0)
+
+    try:
+        run(main())
+    finally:
+        shutil.rmtree(sockdir, ignore_errors=True)
