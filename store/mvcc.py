@@ -103,7 +103,9 @@ FORMAT = b"1"
 KEYSPACES = (LEASE_PREFIX, META_PREFIX, REV_PREFIX)
 # Decoded records of the newest versions written, by packed revision: a put reads its key's
 # previous version, which is most often a recent one (a read of LevelDB plus a decode saved).
-RECENT_RECORDS = 4096
+# Bounded by size, not count: 16 MiB holds ~5,000 pods' objects or 50,000 small values.
+RECENT_RECORD_BYTES = 16 << 20
+_RECORD_OVERHEAD = 96  # bytes a cached record costs beyond its key and value (tuple, ints, dict slot)
 
 
 def prefix_end(prefix: bytes) -> bytes:
@@ -349,6 +351,7 @@ class KVStore:
         # A revision's record never changes, so the cache needs no invalidation; it starts
         # empty with each state all the same.
         self._recent: OrderedDict[int, Record] = OrderedDict()
+        self._recent_bytes = 0
         self._index, self._leases = state.index, state.leases
         self._applied, self._rev, self._compact = state.applied, state.revision, state.compact
 
@@ -397,8 +400,10 @@ class KVStore:
         self._stage(_rev_key(packed), rec.encode())
         recent = self._recent
         recent[packed] = rec
-        if len(recent) > RECENT_RECORDS:
-            recent.popitem(last=False)
+        self._recent_bytes += len(rec.key) + len(rec.value) + _RECORD_OVERHEAD
+        while self._recent_bytes > RECENT_RECORD_BYTES and recent:
+            _, old = recent.popitem(last=False)
+            self._recent_bytes -= len(old.key) + len(old.value) + _RECORD_OVERHEAD
         self._index.append(rec.key, packed, rec.tombstone)
         old_lease = prev.lease if prev else 0
         if old_lease != rec.lease:  # a put that moves a key to another lease detaches it

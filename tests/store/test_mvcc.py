@@ -823,7 +823,7 @@ def test_recent_record_cache_answers_as_the_backend_does(monkeypatch, tmp_path):
     import random
 
     from store import mvcc
-    monkeypatch.setattr(mvcc, "RECENT_RECORDS", 8)  # far fewer than the keys: evictions all along
+    monkeypatch.setattr(mvcc, "RECENT_RECORD_BYTES", 8 * 110)  # ~8 records of 40 keys: evictions all along
     rng = random.Random(7)
     b = LevelDBBackend(tmp_path / "db")
     try:
@@ -835,11 +835,14 @@ def test_recent_record_cache_answers_as_the_backend_does(monkeypatch, tmp_path):
                 answers.append(cached.ok(delete_op(key, prev_kv=True)))
             else:
                 answers.append(cached.ok(put_op(key, b"v%d" % i, prev_kv=True)))
-        assert len(cached.store._recent) == 8
+        recent = cached.store._recent
+        assert 4 <= len(recent) <= 8 and cached.store._recent_bytes <= mvcc.RECENT_RECORD_BYTES
+        assert cached.store._recent_bytes == sum(len(r.key) + len(r.value) + mvcc._RECORD_OVERHEAD
+                                                 for r in recent.values())
         fresh = KVStore(b)  # reopened: an empty cache, every record read from LevelDB
         for rev in range(1, cached.rev + 1, 7):
             assert fresh.range(b"k", b"l", revision=rev) == cached.store.range(b"k", b"l", revision=rev)
-        monkeypatch.setattr(mvcc, "RECENT_RECORDS", 0)  # no cache: every previous version read back
+        monkeypatch.setattr(mvcc, "RECENT_RECORD_BYTES", 0)  # no cache: every previous version read back
         replay = Harness(KVStore(MemoryBackend()))
         rng = random.Random(7)
         for i, answer in enumerate(answers):
