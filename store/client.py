@@ -88,7 +88,7 @@ DEFAULT_RESUME_TIMEOUT = 30.0
 SUSPECT_FOR = 2.0  # seconds a replica that did not answer is tried after the others
 # how long a leader-discovery round waits for the replicas that have not answered once the last
 # of the others has: a live replica says its role in milliseconds, a dead one may never
-STRAGGLER_GRACE = 0.25
+STRAGGLER_GRACE = 0.5  # and a busy leader may answer late: too short would never find it
 NOT_LEADER = "NotLeader"  # the replicas' error code for a write sent to a non-leader
 _HEDGES = 4  # a read's hedge delays: timeout * 1/15, 2/15, 4/15, 8/15 (the wire's idempotent scheme)
 
