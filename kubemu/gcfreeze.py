@@ -1,0 +1,30 @@
+"""Keep CPython's cyclic garbage collector off a server's long-lived data.
+
+A store replica holds ~10^5 tracked objects that live for minutes (its in-memory Raft log, the
+MVCC index, the recent-record cache) and make almost no reference cycles: over a 30 s run at
+256 clients, 510 objects in all were collected as cyclic garbage. Yet every time the tracked
+heap grows by a quarter CPython runs a full collection over all of it: 12-17 of them in that
+run, 1.4-1.9 s of a replica's 9-15 s of CPU.
+
+`GcFreezer.tick` (call it about once a second) moves everything tracked so far into the
+permanent generation (`gc.freeze`), so the automatic collections see only what is younger than
+a second. A cycle that was alive when frozen and dies later would never be collected, so every
+`thaw_s` it unfreezes and runs one full collection: one pause (tens of milliseconds for 10^5
+objects) instead of a dozen.
+"""
+from __future__ import annotations
+
+import gc
+
+
+class GcFreezer:
+    def __init__(self, now: float, thaw_s: float = 300.0):
+        self.thaw_s = thaw_s
+        self._next_thaw = now + thaw_s
+
+    def tick(self, now: float) -> None:
+        if now >= self._next_thaw:
+            self._next_thaw = now + self.thaw_s
+            gc.unfreeze()
+            gc.collect()
+        gc.freeze()
