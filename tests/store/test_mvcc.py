@@ -599,6 +599,17 @@ def test_snapshot_restore_round_trip(shared_db, kinds):
     assert dst.store.snapshot() == src.store.snapshot()
 
 
+def test_a_snapshot_encoder_encodes_the_state_of_when_it_was_made(h):
+    for req in story():
+        h.apply(req)
+    expect = h.store.snapshot()
+    encode = h.store.snapshot_encoder()
+    for req in (put_op(b"a", b"later"), delete_op(b"b"), compact_op(h.store.revision)):
+        h.apply(req)
+    assert h.store.snapshot() != expect
+    assert encode() == expect
+
+
 def test_restore_rejects_garbage_and_changes_nothing(h):
     h.ok(put_op(b"a", b"1"))
     before = h.store.snapshot()
