@@ -52,7 +52,8 @@ write durable (one LevelDB WAL), and after kill -9 the replica reopens the KV st
 durable applied index and Raft hands the committed entries after it out again.
 
 Snapshots: every --snapshot-count applied entries the replica takes a KV snapshot (a msgpack
-envelope {"kv": KVStore.snapshot(), "members": {name: endpoint}}). It is *not* compacted into
+envelope {"kv": KVStore.snapshot(), "members": {name: endpoint}}), pinned at that index on the
+loop and encoded on the I/O thread while the Readys go on. It is *not* compacted into
 the log at once: Raft keeps the entries after the previous compaction point, and the new
 snapshot is installed with `Raft.compact` (and the entries it covers deleted from disk) only
 once min(5000, snapshot-count) more entries have applied. That tail lets a follower that lags a

@@ -57,7 +57,9 @@ class Watcher:
         self.error: Exception | None = None
 
     def offer(self, ev: CacheEvent) -> None:
-        if self.error is not None:
+        # <= start: a watch made while the cache was behind its resourceVersion (the cacher's
+        # store watch may be served by a follower that has not applied it yet)
+        if self.error is not None or ev.revision <= self.start:
             return
         if len(self.queue) >= QUEUE_LIMIT:
             self.queue.clear()
