@@ -18,12 +18,14 @@ import gc
 
 
 class GcFreezer:
-    def __init__(self, now: float, thaw_s: float = 300.0):
+    def __init__(self, thaw_s: float = 300.0):
         self.thaw_s = thaw_s
-        self._next_thaw = now + thaw_s
+        self._next_thaw: float | None = None  # thaw_s after the first tick, on the caller's clock
 
     def tick(self, now: float) -> None:
-        if now >= self._next_thaw:
+        if self._next_thaw is None:
+            self._next_thaw = now + self.thaw_s
+        elif now >= self._next_thaw:
             self._next_thaw = now + self.thaw_s
             gc.unfreeze()
             gc.collect()

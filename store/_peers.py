@@ -7,12 +7,12 @@ are messages of their own, so a reply per batch would only cost CPU on both side
 without entries (it only tells a follower the new commit index, or probes it) waits up to
 `HOLD_S` and leaves with the next batch for its peer: with one client, the append carrying the
 next write is on its way within a fraction of that, and one message, one Ready and one answer
-then do what two did. Sent at once, it cost each follower a Ready cycle and the leader two more
-answers to read just when the leader applies and replies; Raft is indifferent to the delay. A batch
-that cannot be queued at once (the peer is not connected, or its queue is full) is dropped;
-Raft resends. InstallSnapshot goes as the msgpack'd SNAP message in 1 MiB chunks through
-`raft_snapshot`, one transfer per peer at a time. Validating and stepping what peers send is the replica's (`Replica.rpc_raft`,
-`Replica.rpc_raft_snapshot`)."""
+then do what two did. Sent at once, it cost each follower a Ready cycle and the leader two
+more answers to read just when the leader applies and replies; Raft is indifferent to the
+delay. A batch that cannot be queued at once (the peer is not connected, or its queue is full)
+is dropped; Raft resends. InstallSnapshot goes as the msgpack'd SNAP message in 1 MiB chunks
+through `raft_snapshot`, one transfer per peer at a time. Validating and stepping what peers
+send is the replica's (`Replica.rpc_raft`, `Replica.rpc_raft_snapshot`)."""
 from __future__ import annotations
 
 import asyncio

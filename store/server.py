@@ -118,7 +118,6 @@ import logging
 import os
 import random
 import signal
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
@@ -235,7 +234,7 @@ class Replica:
         self._next_watchdog = 0.0
         self._ready_since: float | None = None
         self._next_housekeeping = 0.0
-        self._gc = GcFreezer(time.monotonic())  # the loop's clock
+        self._gc = GcFreezer()
         self._halt = False
         self._stopping = False
         self._loop_task: asyncio.Task | None = None
