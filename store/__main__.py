@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="election timeout in ticks, randomized in [n, 2n) (default 10)")
     p.add_argument("--heartbeat-ticks", type=_positive_int, default=1, help="heartbeat interval in ticks (default 1)")
     p.add_argument("--snapshot-count", type=_positive_int, default=100_000,
-                   help="applied entries between state-machine snapshots (default 100000, as etcd)")
+                   help="applied entries between Raft log compactions (default 100000, as etcd)")
     p.add_argument("--auto-compaction-retention", type=parse_retention, default=parse_retention("300s"),
                    metavar="DURATION|REVISIONS",
                    help="keep this much MVCC history: 300s/5m/1h (periodic), 10000 (revisions), 0 (off); "

@@ -39,7 +39,10 @@ class LeaderMixin:
 
     def _send_snapshot(self, to: str, pr: Progress) -> bool:
         # Like etcd, do not ship a (possibly large) snapshot to a peer that seems down.
-        if not pr.recent_active or self._snapshot is None:
+        if not pr.recent_active:
+            return False
+        if self._snapshot is None:
+            self._snapshot_wanted = True
             return False
         self._send(Message(MT.SNAP, to, self.id, self.term, snapshot=self._snapshot))
         pr.become_snapshot(self._snapshot.meta.index)

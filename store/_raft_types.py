@@ -248,7 +248,7 @@ class PersistentState:
 
     `entries` must be contiguous; entries at or below the snapshot index are ignored.
     `snapshot_data` is only needed to send InstallSnapshot to lagging followers; when it is
-    None the node cannot do that until the shell calls `Raft.compact()` again.
+    None and one needs it, `Raft.snapshot_wanted` asks the shell for one.
     `applied` is how far the shell's durable state machine already got (etcd's
     Config.Applied): committed entries up to it are not handed out again.
     """

@@ -143,6 +143,7 @@ class Raft(ElectionMixin, FollowerMixin, LeaderMixin):
         self._bcast_heartbeat_pending = False
         self._outstanding: Ready | None = None
         self._snapshot: Snapshot | None = None  # what we would send in InstallSnapshot
+        self._snapshot_wanted = False  # a follower needs one and _snapshot is None
         self._snap_voters: set[str] = set()  # voters as of log.snap_index
         self._voter_set: frozenset[str] = frozenset()
         self._voters: tuple[str, ...] = ()
@@ -196,6 +197,14 @@ class Raft(ElectionMixin, FollowerMixin, LeaderMixin):
     @property
     def applied(self) -> int:
         return self.log.applied
+
+    @property
+    def snapshot_wanted(self) -> bool:
+        """A follower needs entries that were compacted away, and we hold no snapshot data to
+        send it: the shell should take a snapshot and hand it over with compact(). (Like
+        etcd-io/raft's ErrSnapshotTemporarilyUnavailable: we retry on the follower's next
+        response.)"""
+        return self._snapshot_wanted
 
     @property
     def last_index(self) -> int:
@@ -281,11 +290,12 @@ class Raft(ElectionMixin, FollowerMixin, LeaderMixin):
         else:
             self._send_append(to)
 
-    def compact(self, index: int, snapshot_data: bytes) -> SnapshotMeta:
-        """The shell took a state-machine snapshot at `index` (<= applied): entries up to it
-        are dropped, and the snapshot is kept to bring up followers that need them. Calling
-        it again at the current snapshot index just replaces the data (e.g. after a restart
-        whose PersistentState had no snapshot_data). Returns the metadata to persist."""
+    def compact(self, index: int, snapshot_data: bytes | None = None) -> SnapshotMeta:
+        """Drop the entries up to `index` (<= applied): the shell's state machine holds them.
+        With `snapshot_data` (the state machine at `index`), keep it to bring up followers
+        that need the dropped entries; without, such a follower makes `snapshot_wanted` true
+        (a snapshot of ours at or after `index` is kept). Calling it again at the current
+        snapshot index just supplies the data. Returns the metadata to persist."""
         log = self.log
         if index < max(log.snap_index, 1) or index > log.applied:
             raise ValueError(f"cannot compact at {index}: snapshot is at {log.snap_index}, "
@@ -294,7 +304,11 @@ class Raft(ElectionMixin, FollowerMixin, LeaderMixin):
         meta = SnapshotMeta(index, log.term(index) or 0, tuple(sorted(voters)))
         log.compact(index)
         self._snap_voters = voters
-        self._snapshot = Snapshot(meta, snapshot_data)
+        if snapshot_data is not None:
+            self._snapshot = Snapshot(meta, snapshot_data)
+            self._snapshot_wanted = False
+        elif self._snapshot is not None and self._snapshot.meta.index < index:
+            self._snapshot = None  # it no longer reaches the log
         return meta
 
     # --- public API: Ready ----------------------------------------------------------------
@@ -391,6 +405,7 @@ class Raft(ElectionMixin, FollowerMixin, LeaderMixin):
         self._read_only = ReadIndexQueue()
         self._reads_waiting = []
         self._bcast_append_pending = self._bcast_heartbeat_pending = False
+        self._snapshot_wanted = False
 
     def _become_follower(self, term: int, leader: str | None) -> None:
         self._reset(term)

@@ -10,7 +10,7 @@ Layout under the prefix (integers unsigned big-endian)::
     e/<index 8B>      one log entry: msgpack [term, kind, data]; byte order is index order
     hardstate         msgpack [term, vote or "", commit]          (HardState.to_wire)
     snapshot/meta     msgpack {"index", "term", "voters"}          (SnapshotMeta.to_wire)
-    snapshot/data     the state-machine snapshot, as given
+    snapshot/data     a snapshot received from the leader, until the next compaction
     meta/<name>       the shell's own small records (e.g. the members' endpoints)
 
 The persisted entries are always contiguous, `first_index .. last_index`, right after the
@@ -29,8 +29,15 @@ to entries that did not reach the disk. (The state machine may then be durable a
 the persisted commit index; Raft hands out those entries again and the KV store skips them.)
 `needs_sync(ready)` tells the shell whether save() will fsync (and so belongs in a worker thread).
 
-`compact(meta, data)` records a snapshot the shell took (after `Raft.compact`) and deletes the
-entries it covers, in one synced batch as well.
+`compact(meta)` records a snapshot the shell took (after `Raft.compact`) and deletes the entries
+it covers, in one synced batch as well. The snapshot's data is NOT written: recovery does not
+need it, since the state machine's own state in this database is at least as new (and durable
+by the same fsync); it only serves followers that need a snapshot, and the shell makes one when
+that happens (etcd, likewise, sends a follower its backend database rather than a stored copy).
+Written here, the tens of megabytes of a busy store's snapshot went through LevelDB's log,
+memtable and compactions at every compaction. A snapshot received from the leader is the
+exception: its data is written with it (see save), because the state machine is restored from
+it only after that write, and a crash in between needs it again.
 
 Thread safety: `save` and `compact` may run in a worker thread (plyvel releases the GIL while
 LevelDB writes and fsyncs), one call at a time; the counters are plain ints read by the loop.
@@ -196,16 +203,17 @@ class RaftStorage:
             self.unsynced_writes += 1
         return sync
 
-    def compact(self, meta: SnapshotMeta, data: bytes, extra_meta: Iterable[tuple[bytes, bytes]] = ()) -> int:
+    def compact(self, meta: SnapshotMeta, extra_meta: Iterable[tuple[bytes, bytes]] = ()) -> int:
         """Record a snapshot the shell took at meta.index (what `Raft.compact` returned) and
-        delete the entries it covers, in one synced batch. Returns how many were deleted."""
+        delete the entries it covers, in one synced batch; its data is not written (see the
+        module docstring). Returns how many entries were deleted."""
         if meta.index < self._snap_index:
             raise ValueError(f"snapshot at {meta.index} is older than the persisted one at {self._snap_index}")
         first, last = self.first_index, self.last_index
         upto = min(meta.index, last)
         with self._view.write_batch(transaction=True, sync=True) as batch:
             batch.put(_SNAP_META, msgpack.packb(meta.to_wire(), use_bin_type=True))
-            batch.put(_SNAP_DATA, data)
+            batch.delete(_SNAP_DATA)  # an older snapshot's, received from a leader
             deleted = self._delete_entries(batch, first, upto)
             for name, value in extra_meta:
                 batch.put(_META + name, value)

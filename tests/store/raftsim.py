@@ -96,16 +96,20 @@ class SimParams:
 
 
 class Disk:
-    """What one node persisted: hard state, log entries, last snapshot."""
+    """What one node persisted: hard state, log entries, last snapshot (whose data, like the
+    store's, may be absent), and the state machine as of that snapshot (`sm`: applied, digest),
+    which the store keeps in its own database."""
 
     def __init__(self) -> None:
         self.hard = HardState()
         self.entries: list[Entry] = []
         self.snap: Snapshot | None = None
+        self.sm: tuple[int, bytes] = (0, b"")
 
     def persist(self, rd: Ready) -> None:
         if rd.snapshot is not None:
             self.snap = rd.snapshot
+            self.sm = (rd.snapshot.meta.index, rd.snapshot.data[8:])
             self.entries = []  # a snapshot replaces the whole log
         if rd.entries:
             first = rd.entries[0].index
@@ -113,8 +117,10 @@ class Disk:
         if rd.hard_state is not None:
             self.hard = rd.hard_state
 
-    def compact(self, snap: Snapshot) -> None:
+    def compact(self, snap: Snapshot, sm: tuple[int, bytes] | None = None) -> None:
         self.snap = snap
+        if sm is not None:
+            self.sm = sm
         self.entries = [e for e in self.entries if e.index > snap.meta.index]
 
     def holds(self, index: int, term: int) -> bool:
@@ -387,10 +393,14 @@ class Sim:
     def _maybe_compact(self, node: SimNode) -> None:
         n = self.p.compact_after
         r = node.raft
-        if n and r.applied - r.log.snap_index >= n:
+        if r.snapshot_wanted or (n and r.applied - r.log.snap_index >= n):
+            # Like the store, data only when the core asks for it; here also at every other
+            # compaction, so that both kinds meet crashes and elections.
             data = r.applied.to_bytes(8, "big") + node.digest
+            if not (r.snapshot_wanted or r.applied % 2):
+                data = None
             meta = r.compact(r.applied, data)
-            node.disk.compact(Snapshot(meta, data))
+            node.disk.compact(Snapshot(meta, data), (r.applied, node.digest))
 
     # --- faults --------------------------------------------------------------------------
 
@@ -405,9 +415,7 @@ class Sim:
     def _restart(self, node: SimNode) -> None:
         node.up = True
         node.raft = self._new_raft(node.id, node.peers, node.disk.state())
-        snap = node.disk.snap
-        node.applied = snap.meta.index if snap else 0
-        node.digest = snap.data[8:] if snap else b""
+        node.applied, node.digest = node.disk.sm
         node.seen_commit = node.raft.log.committed
         self._log(f"restart {node.id}: {node.raft}")
 

@@ -782,6 +782,24 @@ def test_lost_snapshot_is_sent_again():
     assert sum(m.type == MT.SNAP for m in net.sent) >= 2
 
 
+def test_compacting_without_data_asks_the_shell_for_a_snapshot_when_a_follower_needs_one():
+    net = _lagging_follower_after_compaction()  # n0 holds a snapshot at 14
+    lead = net["n0"]
+    net.propose("n0", *[b"w%d" % i for i in range(5)])
+    lead.compact(lead.applied)  # no data: the state machine holds the state; 14 no longer reaches
+    assert not lead.snapshot_wanted
+    net.isolated.clear()
+    net.tick(3)
+    assert lead.snapshot_wanted and net["n2"].log.snap_index == 0
+    assert not any(m.type == MT.SNAP for m in net.sent)
+    at = lead.applied
+    lead.compact(at, b"state@%d" % at)  # the shell answers with the state as of now
+    assert not lead.snapshot_wanted
+    net.tick(3)
+    assert [s.data for s in net.restored["n2"]] == [b"state@%d" % at]
+    assert net["n2"].commit_index == lead.commit_index
+
+
 def test_a_restarted_leader_without_snapshot_data_sends_it_once_compact_provides_it():
     net = _lagging_follower_after_compaction()
     ps = net.disks["n0"].state()
@@ -792,7 +810,9 @@ def test_a_restarted_leader_without_snapshot_data_sends_it_once_compact_provides
     net.isolated.clear()
     net.tick(5)
     assert net["n2"].log.snap_index == 0 and not any(m.type == MT.SNAP for m in net.sent)
+    assert lead.snapshot_wanted and not net["n1"].snapshot_wanted
     lead.compact(14, b"reloaded")  # the shell hands the snapshot data back
+    assert not lead.snapshot_wanted
     net.tick(3)
     assert net.restored["n2"][-1].data == b"reloaded" and net["n2"].commit_index == lead.commit_index
 

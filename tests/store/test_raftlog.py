@@ -118,11 +118,11 @@ def test_compaction_deletes_covered_entries(dbpath):
     st.save(Ready(entries=[E(1, i) for i in range(1, 21)], hard_state=HardState(1, None, 20)))
     before = st.fsyncs
     meta = SnapshotMeta(15, 1, ("a",))
-    assert st.compact(meta, b"data15", [(b"members", b"m")]) == 15
+    assert st.compact(meta, [(b"members", b"m")]) == 15
     assert st.fsyncs == before + 1
     assert st.get_meta(b"members") == b"m"
     ps = st.load(applied=15)
-    assert ps.snapshot_meta == meta and ps.snapshot_data == b"data15"
+    assert ps.snapshot_meta == meta and ps.snapshot_data is None  # the state machine has it
     assert [e.index for e in ps.entries] == list(range(16, 21))
     db.close()
     db, st = open_storage(dbpath)
@@ -131,7 +131,19 @@ def test_compaction_deletes_covered_entries(dbpath):
     r = Raft("a", [], st.load(applied=15), Config())
     assert (r.log.snap_index, r.last_index, r.commit_index, r.applied) == (15, 20, 20, 15)
     with pytest.raises(ValueError):
-        st.compact(SnapshotMeta(10, 1, ("a",)), b"older")
+        st.compact(SnapshotMeta(10, 1, ("a",)))
+    db.close()
+
+
+def test_compaction_drops_the_data_of_a_snapshot_received_earlier(dbpath):
+    db, st = open_storage(dbpath)
+    snap = Snapshot(SnapshotMeta(10, 3, ("a", "b", "c")), b"state@10")
+    st.save(Ready(snapshot=snap, entries=[E(3, i) for i in range(11, 21)], hard_state=HardState(3, None, 20)))
+    assert st.load(applied=10).snapshot_data == b"state@10"  # kept until the state machine has moved on
+    st.compact(SnapshotMeta(15, 3, ("a", "b", "c")))
+    ps = st.load(applied=20)
+    assert ps.snapshot_meta.index == 15 and ps.snapshot_data is None
+    assert [e.index for e in ps.entries] == list(range(16, 21))
     db.close()
 
 

@@ -184,6 +184,30 @@ def test_wiped_follower_rejoins_via_snapshot(make_cluster):
     assert kvs(c.call(victim, "range", {"key": b"after"})) == {b"after": b"x"}
 
 
+def test_a_wiped_follower_rejoins_from_a_leader_restarted_after_compacting(make_cluster):
+    # A replica keeps no snapshot data of its own on disk (the state machine is there): a
+    # restarted leader encodes one when a follower turns out to need it.
+    c = make_cluster(snapshot_count=10).start()
+    for i in range(40):
+        c.write("put", {"key": b"s%02d" % i, "value": b"v%d" % i})
+    wait_for(lambda: all((c.status(n) or {}).get("snapshot_index", 0) > 0 for n in c.names),
+             message="every replica compacted its log")
+    for name in c.names:
+        c.kill(name)
+    for name in c.names:
+        c.restart(name)
+    leader = c.leader()
+    victim = next(n for n in c.names if n != leader)
+    c.kill(victim)
+    c.wipe(victim)
+    c.write("put", {"key": b"s40", "value": b"v40"})
+    c.restart(victim, join=True)
+    want = {b"s%02d" % i: b"v%d" % i for i in range(41)}
+    wait_for(lambda: kvs(c.call(victim, "range", {"key": b"s", "range_end": b"t", "serializable": True})) == want)
+    assert c.status(victim)["snapshots_restored"] >= 1
+    assert c.status(leader)["snapshots_taken"] >= 1
+
+
 async def _next(stream: wire.Stream, timeout: float = DEADLINE):
     return await asyncio.wait_for(stream.__anext__(), timeout)
 
