@@ -28,7 +28,9 @@ the better of the two at each level, so the client library never flatters kubemu
 (`python -m bench.store pysyncobj-replica`; a put calls the replicated setter with a callback
 that answers the wire call once the entry is applied on that replica, the asyncio form of
 sync=True). PySyncObj keeps its Raft log in memory and never fsyncs: its figures are not
-durable writes. If an install fails the benchmark prints one line and skips that peer.
+durable writes. So beside it, kubemu runs once more with --unsafe-no-fsync (etcd's flag of that
+name; writes rows only): neither fsyncing, that ratio compares everything but the disk. If an
+install fails the benchmark prints one line and skips that peer.
 """
 from __future__ import annotations
 
@@ -64,6 +66,7 @@ FAILOVER_WRITERS = 4
 FAILOVER_PAUSE = 0.005
 PYSYNCOBJ_FAST = "PySyncObj (no batching)"
 PYSYNCOBJ_DEFAULT = "PySyncObj (defaults)"
+KUBEMU_NO_FSYNC = "kubemu (--unsafe-no-fsync)"  # PySyncObj's like: measures what the fsyncs cost
 
 # etcd's figures on this kind of machine, from the issue (etcd's own benchmark tool, gRPC)
 ETCD_REFERENCE = {"writes_per_s": {"1": 1016, "64": 10048, "256": 14115}, "p50_ms_1_client": 0.95,
@@ -309,7 +312,7 @@ class KubemuCluster(WireCluster):
         argv = [sys.executable, "-m", "store", "--name", name, "--data-dir", str(self.dir / name),
                 "--listen", self.endpoints[name], "--peers", peers]
         for key, value in self.flags.items():
-            argv += ["--" + key.replace("_", "-"), str(value)]
+            argv += ["--" + key.replace("_", "-")] + ([] if value is True else [str(value)])
         return argv
 
     def status(self, name: str, timeout: float = 1.0) -> dict | None:
@@ -829,6 +832,14 @@ def run(quick: bool = False, kills: int | None = None, clients=None, read_client
             except Skip as exc:
                 _say(f"PySyncObj skipped: {exc}")
                 report["skipped"]["pysyncobj"] = str(exc)
+            else:
+                # Neither fsyncs here: the difference is the rest of the path, not the disk.
+                tick = progress("kubemu --unsafe-no-fsync", len(clients))
+                with KubemuCluster(workdir / "kubemu-no-fsync", marker, unsafe_no_fsync=True) as cluster:
+                    cluster.start()
+                    w, _, _ = measure_system("kubemu", cluster, {KUBEMU_NO_FSYNC: "kubemu"}, clients, [], (),
+                                             seconds, warmup, marker, tick, 0, retries)
+                    writes += w
 
         # --- failover --------------------------------------------------------------------
         failover = None
@@ -854,6 +865,7 @@ def run(quick: bool = False, kills: int | None = None, clients=None, read_client
     _ratios(writes, reads)
     report["results"] = {"writes": writes, "reads": reads, "fsyncs": fsyncs, "failover": failover}
     report["targets"] = _targets(writes)
+    report["no_fsync_vs_pysyncobj"] = _no_fsync_ratios(writes)
     return report
 
 
@@ -893,6 +905,18 @@ def _targets(writes: list[dict]) -> list[dict]:
             ratio = k["writes_per_s"] / best
             out.append({"target": f"writes/s ahead of PySyncObj (its faster setting) at {k['clients']} clients",
                         "value": ratio, "unit": "x", "met": ratio > 1.0})
+    return out
+
+
+def _no_fsync_ratios(writes: list[dict]) -> list[dict]:
+    """kubemu --unsafe-no-fsync against PySyncObj's faster setting, level by level: neither
+    fsyncs, so this is the comparison of everything but the disk."""
+    out = []
+    for k in (r for r in writes if r["label"] == KUBEMU_NO_FSYNC):
+        best = max((r["writes_per_s"] for r in writes if r["system"] == "pysyncobj" and r["clients"] == k["clients"]),
+                   default=0)
+        if best:
+            out.append({"clients": k["clients"], "ratio": k["writes_per_s"] / best})
     return out
 
 
@@ -974,6 +998,9 @@ def table(report: dict):
     if "pysyncobj" in report["systems"]:
         lines.append("PySyncObj keeps its Raft log in memory and never fsyncs: its writes are not durable. "
                      "'no batching' = appendEntriesUseBatch=False; 'defaults' send entries every 0.1 s.")
+    if report.get("no_fsync_vs_pysyncobj"):
+        lines.append(f"neither fsyncing, {KUBEMU_NO_FSYNC} / PySyncObj (its faster setting): "
+                     + ", ".join(f"{x['ratio']:.2f}x at {x['clients']}" for x in report["no_fsync_vs_pysyncobj"]))
     ref = report["reference_etcd_from_issue"]["writes_per_s"]
     lines.append("etcd reference from the issue (etcd's benchmark tool): "
                  + ", ".join(f"{v:,}/s at {k}" for k, v in ref.items()))

@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "leader) instead of bootstrapping a new one")
     p.add_argument("--request-timeout", type=_seconds, default=5.0,
                    help="seconds a write may take to apply, or a read to get its read index (default 5)")
+    p.add_argument("--unsafe-no-fsync", action="store_true",
+                   help="never fsync the Raft log (as etcd's flag: a machine crash loses acknowledged "
+                        "writes); for measuring what the fsyncs cost")
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return p
 
@@ -64,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                        tick_ms=args.tick_ms, election_ticks=args.election_ticks,
                        heartbeat_ticks=args.heartbeat_ticks, snapshot_count=args.snapshot_count,
                        retention=args.auto_compaction_retention, join=args.join,
-                       request_timeout=args.request_timeout)
+                       request_timeout=args.request_timeout, unsafe_no_fsync=args.unsafe_no_fsync)
     except ValueError as exc:
         parser.error(str(exc))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stdout,

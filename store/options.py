@@ -23,6 +23,7 @@ class Options:
     retention: tuple[str, float] = ("periodic", 300.0)  # ("periodic", secs) | ("revision", n) | ("off", 0)
     join: bool = False
     request_timeout: float = 5.0
+    unsafe_no_fsync: bool = False  # etcd's --unsafe-no-fsync: for measuring, never for data
 
     def __post_init__(self) -> None:
         if self.name not in self.peers:

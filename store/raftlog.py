@@ -27,7 +27,9 @@ fsync: the commit index is volatile state in Raft (paper Figure 2), a restarted 
 again from the leader, and LevelDB's single ordered WAL means the persisted value never refers
 to entries that did not reach the disk. (The state machine may then be durable a little ahead of
 the persisted commit index; Raft hands out those entries again and the KV store skips them.)
-`needs_sync(ready)` tells the shell whether save() will fsync (and so belongs in a worker thread).
+`needs_sync(ready)` tells whether save() fsyncs. `fsync=False` (`--unsafe-no-fsync`, as etcd's
+flag of that name) writes the same batches without ever syncing: for measuring what the fsyncs
+cost, never for data anyone wants back after a crash of the machine.
 
 `compact(meta)` records a snapshot the shell took (after `Raft.compact`) and deletes the entries
 it covers, in one synced batch as well. The snapshot's data is NOT written: recovery does not
@@ -83,8 +85,9 @@ def _decode_entry(key: bytes, value: bytes) -> Entry:
 class RaftStorage:
     """The durable half of one Raft node (see the module docstring)."""
 
-    def __init__(self, db: plyvel.DB, prefix: bytes = b"raft/"):
+    def __init__(self, db: plyvel.DB, prefix: bytes = b"raft/", fsync: bool = True):
         self._db = db
+        self._fsync = fsync
         self._prefix = prefix
         self._view = db.prefixed_db(prefix)
         self.fsyncs = 0  # synced writes (one per Ready that had something to persist, plus compactions)
@@ -158,8 +161,8 @@ class RaftStorage:
     def needs_sync(self, rd: Ready) -> bool:
         """Whether save(rd) fsyncs: new entries, a snapshot, or a new term or vote."""
         hs = rd.hard_state
-        return bool(rd.entries) or rd.snapshot is not None or (
-            hs is not None and (hs.term, hs.vote) != (self._hard.term, self._hard.vote))
+        return self._fsync and (bool(rd.entries) or rd.snapshot is not None or (
+            hs is not None and (hs.term, hs.vote) != (self._hard.term, self._hard.vote)))
 
     def save(self, rd: Ready) -> bool:
         """Persist a Ready's snapshot, entries and hard state in one batch, synced unless only
@@ -211,7 +214,7 @@ class RaftStorage:
             raise ValueError(f"snapshot at {meta.index} is older than the persisted one at {self._snap_index}")
         first, last = self.first_index, self.last_index
         upto = min(meta.index, last)
-        with self._view.write_batch(transaction=True, sync=True) as batch:
+        with self._view.write_batch(transaction=True, sync=self._fsync) as batch:
             batch.put(_SNAP_META, msgpack.packb(meta.to_wire(), use_bin_type=True))
             batch.delete(_SNAP_DATA)  # an older snapshot's, received from a leader
             deleted = self._delete_entries(batch, first, upto)
@@ -222,7 +225,7 @@ class RaftStorage:
             self.first_index, self.last_index = meta.index + 1, meta.index
         else:
             self.first_index = meta.index + 1
-        self.fsyncs += 1
+        self.fsyncs += self._fsync
         return deleted
 
     @staticmethod

@@ -276,7 +276,10 @@ class Replica:
         os.makedirs(self.opts.data_dir, mode=0o700, exist_ok=True)
         self.db = plyvel.DB(os.path.join(self.opts.data_dir, "db"), create_if_missing=True,
                             write_buffer_size=MEMTABLE_BYTES)
-        self.storage = RaftStorage(self.db, prefix=b"raft/")
+        self.storage = RaftStorage(self.db, prefix=b"raft/", fsync=not self.opts.unsafe_no_fsync)
+        if self.opts.unsafe_no_fsync:
+            log.warning("--unsafe-no-fsync: the Raft log is never fsynced; a crash of the machine "
+                        "can lose acknowledged writes")
         self.kv = KVStore(LevelDBBackend(self.db, prefix=b"kv/"))
         raw = self.storage.get_meta(b"members")
         if raw:
@@ -898,7 +901,7 @@ class Replica:
             "revision": kv.revision, "compact_revision": kv.compact_revision,
             "db_size": self._db_size(),
             "fsyncs": st.fsyncs + m.extra_fsyncs, "persisted_entries": st.entries_written,
-            "unsynced_writes": st.unsynced_writes,
+            "unsynced_writes": st.unsynced_writes, "unsafe_no_fsync": self.opts.unsafe_no_fsync,
             "proposals": m.proposals, "applied_entries": m.applied_entries, "readies": m.readies,
             "read_index_requests": m.read_index_requests,
             "snapshots_taken": m.snapshots_taken, "snapshots_installed": m.snapshots_installed,

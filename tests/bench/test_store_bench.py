@@ -73,3 +73,16 @@ def test_bench_command_offers_the_store_suite():
     assert "store" in result.output and "--clients" in result.output and "--peers" in result.output
     bad = CliRunner().invoke(main, ["bench", "store", "--peers", "zookeeper"])
     assert bad.exit_code != 0 and "zookeeper" in bad.output
+
+
+def test_no_fsync_rows_are_compared_with_pysyncobj_level_by_level(tmp_path):
+    def row(system, label, clients, rate):
+        return {"system": system, "label": label, "clients": clients, "writes_per_s": rate}
+
+    writes = [row("kubemu", "kubemu", 1, 600.0), row("kubemu", store.KUBEMU_NO_FSYNC, 1, 900.0),
+              row("kubemu", store.KUBEMU_NO_FSYNC, 16, 4000.0), row("pysyncobj", store.PYSYNCOBJ_FAST, 1, 1000.0),
+              row("pysyncobj", store.PYSYNCOBJ_DEFAULT, 1, 10.0), row("pysyncobj", store.PYSYNCOBJ_FAST, 16, 3200.0)]
+    assert store._no_fsync_ratios(writes) == [{"clients": 1, "ratio": 0.9}, {"clients": 16, "ratio": 1.25}]
+    assert store._no_fsync_ratios(writes[:3]) == []  # no PySyncObj in the run: nothing to compare
+    argv = store.KubemuCluster(tmp_path, str(tmp_path), unsafe_no_fsync=True, tick_ms=10).argv("store-0")
+    assert argv[-3:] == ["--unsafe-no-fsync", "--tick-ms", "10"]

@@ -83,6 +83,17 @@ def test_commit_only_change_is_written_without_fsync(dbpath):
     db.close()
 
 
+def test_unsafe_no_fsync_writes_the_same_but_never_syncs(dbpath):
+    db = plyvel.DB(dbpath, create_if_missing=True)
+    st = RaftStorage(db, fsync=False)
+    assert st.save(Ready(hard_state=HardState(2, "b", 0), entries=[E(2, 1), E(2, 2)])) is False
+    st.compact(SnapshotMeta(1, 2, ("a",)))
+    assert st.fsyncs == 0 and st.unsynced_writes == 1
+    ps = st.load(applied=1)
+    assert ps.hard_state == HardState(2, "b", 0) and [e.index for e in ps.entries] == [2]
+    db.close()
+
+
 def test_truncation_of_conflicting_suffix(dbpath):
     db, st = open_storage(dbpath)
     st.save(Ready(entries=[E(1, i) for i in range(1, 8)]))

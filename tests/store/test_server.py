@@ -162,6 +162,16 @@ def test_kill_all_under_writer_loses_no_acknowledged_write(make_cluster):
                                                                            "serializable": True}))))
 
 
+def test_unsafe_no_fsync_serves_without_syncing_and_says_so(make_cluster):
+    c = make_cluster(unsafe_no_fsync=True).start()
+    for i in range(20):
+        c.write("put", {"key": b"n%02d" % i, "value": b"v"})
+    leader = c.leader()
+    st = c.status(leader)
+    assert st["unsafe_no_fsync"] is True and st["fsyncs"] == 0 and st["persisted_entries"] >= 20
+    assert "--unsafe-no-fsync" in c.log_text(leader)
+
+
 def test_wiped_follower_rejoins_via_snapshot(make_cluster):
     c = make_cluster(snapshot_count=10).start()
     for i in range(60):
