@@ -644,13 +644,9 @@ class Replica:
     # ============================================================================ snapshots
 
     async def _maybe_snapshot(self) -> None:
-        """Like etcd: every `snapshot_count` applied entries, drop the Raft log up to
-        SNAPSHOT_CATCHUP_ENTRIES behind the applied index (slow followers catch up from what
-        is left). That needs no snapshot data: the state machine holds the state, in the same
-        database. Data is made only when the core asks for it (`snapshot_wanted`: a follower
-        needs entries that are gone): the state as of now, encoded on the I/O thread. (Made at
-        every compaction instead, the 30-90 MB of a busy store's history took 1-2 s of CPU in
-        each replica at once, and writes dropped to a third meanwhile.)"""
+        """Compact the log, and make a snapshot only for a follower that needs one (see the
+        module docstring). Made at every compaction instead, a busy store's 30-90 MB of
+        history took 1-2 s of CPU in each replica at once, and writes dropped to a third."""
         raft = self.raft
         held = self._held_snapshot
         if held is not None and held[0] <= raft.applied:  # (after a restart it may be ahead)
