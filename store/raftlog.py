@@ -31,15 +31,15 @@ the persisted commit index; Raft hands out those entries again and the KV store 
 flag of that name) writes the same batches without ever syncing: for measuring what the fsyncs
 cost, never for data anyone wants back after a crash of the machine.
 
-`compact(meta)` records a snapshot the shell took (after `Raft.compact`) and deletes the entries
-it covers, in one synced batch as well. The snapshot's data is NOT written: recovery does not
-need it, since the state machine's own state in this database is at least as new (and durable
-by the same fsync); it only serves followers that need a snapshot, and the shell makes one when
-that happens (etcd, likewise, sends a follower its backend database rather than a stored copy).
-Written here, the tens of megabytes of a busy store's snapshot went through LevelDB's log,
-memtable and compactions at every compaction. A snapshot received from the leader is the
-exception: its data is written with it (see save), because the state machine is restored from
-it only after that write, and a crash in between needs it again.
+`compact(meta)` records a compaction (after `Raft.compact`) and deletes the entries it covers,
+in one synced batch as well. No snapshot data is written: recovery does not need it, since the
+state machine's own state in this database is at least as new (and durable by the same fsync);
+it only serves followers that need a snapshot, and the shell makes one when that happens (etcd,
+likewise, sends a follower its backend database rather than a stored copy). Written here, the
+tens of megabytes of a busy store's snapshot went through LevelDB's log, memtable and
+compactions at every compaction. A snapshot received from the leader is the exception: its data
+is written with it (see save), because the state machine is restored from it only after that
+write, and a crash in between needs it again.
 
 Thread safety: `save` and `compact` may run in a worker thread (plyvel releases the GIL while
 LevelDB writes and fsyncs), one call at a time; the counters are plain ints read by the loop.
@@ -207,8 +207,8 @@ class RaftStorage:
         return sync
 
     def compact(self, meta: SnapshotMeta, extra_meta: Iterable[tuple[bytes, bytes]] = ()) -> int:
-        """Record a snapshot the shell took at meta.index (what `Raft.compact` returned) and
-        delete the entries it covers, in one synced batch; its data is not written (see the
+        """Record that the log now starts after meta.index (what `Raft.compact` returned) and
+        delete the entries up to it, in one synced batch; no snapshot data is written (see the
         module docstring). Returns how many entries were deleted."""
         if meta.index < self._snap_index:
             raise ValueError(f"snapshot at {meta.index} is older than the persisted one at {self._snap_index}")

@@ -209,7 +209,7 @@ class Replica:
         self._kick: asyncio.Event | None = None
         self._done: asyncio.Event | None = None
         self._progress: asyncio.Event | None = None
-        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-fsync")
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="store-io")  # compactions, snapshot encoding
         self._pending = PendingRequests(opts.request_timeout)
         self._rid_base = random.SystemRandom().getrandbits(30) << 32
         self._rid = itertools.count(1)
