@@ -2,8 +2,8 @@
 
 `kubemu up` (Kubernetes' own timings, 1 control-plane node: init, the kubelet, 3 store
 replicas, apiserver, scheduler, controller-manager, one shim per container), left alone for a
-settling period, then sampled once a second over the window. Every process whose environment
-carries KUBEMU_STATE_DIR=<the cluster> counts.
+settling period, then sampled once a second over the window. Every process of the cluster's
+nodes (what kubemu started: kubemu/ownership.py) counts.
 
 - memory: PSS (proportional set size: each shared page divided among the processes mapping
   it, so the sum is what the cluster really occupies; the Python interpreter's pages are
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 
+from kubemu import cluster
 from kubemu.statedir import StateDir
 
 from .benchcluster import role, running_cluster
@@ -44,7 +45,7 @@ def _cpu_seconds(procs: dict[int, psutil.Process]) -> dict[int, float]:
 
 
 def sample(state: StateDir, window: float, tick=None) -> dict:
-    procs = {p.pid: p for p in state.processes()}
+    procs = {p.pid: p for p in cluster.processes(state)}
     roles = {pid: role(p) for pid, p in procs.items()}
     start = _cpu_seconds(procs)
     began = last = time.perf_counter()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from kubemu import cluster
+from kubemu import cluster, ownership
 from kubemu.statedir import StateDir
 
 from .reconcile_cpuprofile import role_of
@@ -60,9 +60,9 @@ def _teardown(state: StateDir, in_main: bool) -> None:
         previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         cluster.down(state)
-        left = state.processes()
+        left = cluster.processes(state)
         if left:
-            state.kill_processes()
+            ownership.kill_all(left, 10.0)
             raise LeftBehind(f"processes of {state.root} survived `kubemu down`: {[p.pid for p in left]}")
     finally:
         if in_main:

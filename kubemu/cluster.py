@@ -1,10 +1,13 @@
 """`kubemu up` and `kubemu down`: the kubeadm analog. Writes each node's units and, on the
 control-plane node (node-0), the static pod manifests of the control plane; starts one init per
-node in its own session; waits for every node to be Ready; later stops them in order, leaving no
-process behind. Worker nodes reach the control plane by its endpoint, as `kubeadm join` does."""
+node in its own session and cgroup; waits for every node to be Ready; later stops them in order,
+leaving no process of theirs behind and touching no other (kubemu/ownership.py). Worker nodes
+reach the control plane by its endpoint, as `kubeadm join` does."""
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
 import shlex
 import signal
@@ -16,8 +19,12 @@ from pathlib import Path
 
 import psutil
 
-from . import wire
+from kubelet.shim import proc_stat
+
+from . import cgroups, ownership, wire
 from .statedir import ENV, StateDir
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -215,12 +222,49 @@ def write_node(state: StateDir, node: str, restart_sec: float = 10, watchdog_sec
 
 
 def start_init(state: StateDir, node: str) -> subprocess.Popen:
+    """Start the node's init in a session of its own and in a new cgroup of the node's
+    (kubemu/ownership.py), and record both: only what is recorded is ever stopped as the node's."""
     node_dir = state.node_dir(node)
+    # The environment names the cluster for tools and tests; kubemu never selects processes by it.
     env = dict(os.environ, **{ENV: str(state.root)})
+    argv = [sys.executable, "-m", "init", "--node-dir", str(node_dir), "--node", node]
     with open(node_dir / "logs" / "init.stdout.log", "ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "init", "--node-dir", str(node_dir), "--node", node],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                env=env, start_new_session=True)
+        def popen(preexec_fn=None) -> subprocess.Popen:
+            return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                    start_new_session=True, preexec_fn=preexec_fn)
+        node_cgroup, proc = _start_in_new_cgroup(ownership.cgroup_name(state.root, node), popen)
+    stat = proc_stat(proc.pid)
+    ownership.Owned(proc.pid, stat[1] if stat else -1, node_cgroup).save(node_dir)
+    return proc
+
+
+def _start_in_new_cgroup(name: str, popen) -> tuple[cgroups.Cgroup | None, subprocess.Popen]:
+    """popen(preexec_fn) with the child moved into cgroup `name`'s init.scope before it execs;
+    without such a cgroup (or if the move is refused), plain popen(), and the fallback said once."""
+    cg = cgroups.create(name)
+    if cg is not None:
+        leaf = cg.child(ownership.INIT_LEAF)
+        try:
+            leaf.path.mkdir(exist_ok=True)
+            procs_fd = leaf.open_procs()
+        except OSError:
+            pass
+        else:
+            try:
+                return cg, popen(lambda: cgroups.join(procs_fd))
+            except subprocess.SubprocessError:  # the write to cgroup.procs failed in the child
+                pass
+            finally:
+                os.close(procs_fd)
+        ownership.remove_node_cgroup(cg)
+    _say_fallback()
+    return None, popen()
+
+
+@functools.cache
+def _say_fallback() -> None:
+    """Once per process: `kubemu up` starts several inits."""
+    log.warning("kubemu: %s", ownership.FALLBACK_NOTE)
 
 
 def node_status(state: StateDir, node: str, timeout: float = 3.0) -> dict | None:
@@ -268,7 +312,7 @@ def write_hollow(state: StateDir, count: int, t: Timings) -> list[str]:
 def up(state: StateDir, count: int, *, fast: bool = False, store_replicas: int = STORE_REPLICAS,
        hollow_nodes: int = 0, watchdog_sec: float = 30) -> tuple[list[str], list[str]]:
     """Write and boot the cluster; (the nodes with an init, the hollow nodes)."""
-    already = state.running_nodes()
+    already = stoppable(state)
     if already:
         raise RuntimeError(f"a cluster is already running in {state.root} (nodes: {', '.join(already)}); "
                            "`kubemu down` first")
@@ -289,30 +333,42 @@ def start_node(state: StateDir, node: str) -> None:
         raise RuntimeError(f"there is no node {node} in {state.root}")
     if state.init_pid(node) is not None:
         raise RuntimeError(f"node {node} is already running")
+    left = state.owned(node)
+    if left is not None:  # what outlived the node's last init does not outlive a reboot
+        left.kill(10.0)
+        left.release()
     start_init(state, node)
 
 
-def kill_node(state: StateDir, node: str) -> int:
-    """SIGKILL a node's init: a machine failure. Its kubelet and pods die with it (PDEATHSIG)."""
-    pid = state.init_pid(node)
-    if pid is None:
+def kill_node(state: StateDir, node: str, timeout: float = 10.0) -> int:
+    """SIGKILL every process of the node at once (a machine failure) and return init's PID
+    once they are gone; the node's cgroup is removed (`node start` makes a new one)."""
+    if node not in state.nodes():
+        raise RuntimeError(f"there is no node {node} in {state.root}")
+    owned = state.owned(node)
+    if owned is None or owned.init() is None:
         raise RuntimeError(f"node {node} is not running")
-    proc = psutil.Process(pid)
-    proc.kill()
-    proc.wait(10)
-    # Nothing of the node may survive it; PDEATHSIG does it, this only waits for it to be so.
-    node_procs = [p for p in state.processes() if _on_node(p, state.node_dir(node))]
-    _gone, alive = psutil.wait_procs(node_procs, timeout=10)
-    for p in alive:
-        p.kill()
-    return pid
+    owned.kill(timeout)
+    owned.release()
+    return owned.pid
 
 
-def _on_node(proc: psutil.Process, node_dir: Path) -> bool:
-    try:
-        return any(str(node_dir) in arg for arg in proc.cmdline())
-    except psutil.Error:
-        return False
+def init_exit_report(node: str, returncode: int) -> tuple[str, bool]:
+    """What the foreground `kubemu up` says when a node's init, its child, has exited (its
+    Popen-style return code: -N for signal N), and whether the cluster stops with it: it
+    does when the node held the control plane."""
+    if returncode < 0:
+        try:
+            how = f"init was killed ({signal.Signals(-returncode).name})"
+        except ValueError:
+            how = f"init was killed (signal {-returncode})"
+    elif returncode == 0:
+        how = "init shut down"
+    else:
+        how = f"init exited with status {returncode}"
+    if node == CONTROL_PLANE_NODE:
+        return f"{node}: {how}; the control plane ran there: stopping the cluster", True
+    return f"{node}: {how}", False
 
 
 def ready_nodes(state: StateDir, timeout: float = 5.0) -> dict[str, bool] | None:
@@ -347,22 +403,51 @@ def wait_ready(state: StateDir, nodes: list[str], timeout: float) -> None:
     raise TimeoutError(f"node(s) {', '.join(missing)} not Ready within {timeout:g}s")
 
 
+def processes(state: StateDir) -> list[psutil.Process]:
+    """Every live process of the nodes kubemu started in the state directory."""
+    return [p for n in state.nodes() if (o := state.owned(n)) is not None for p in o.processes()]
+
+
+def stoppable(state: StateDir) -> list[str]:
+    """The nodes `kubemu down` has something to stop on: a running init, or processes left
+    in a node's cgroup after its init died."""
+    return [n for n in state.nodes()
+            if state.init_pid(n) is not None or ((o := state.owned(n)) is not None and o.processes())]
+
+
 def down(state: StateDir, timeout: float = 150.0) -> list[int]:
-    """Stop every node's init (which stops its units in order, TimeoutStopSec respected) and
-    return once no process of the state directory is left. Returns stragglers it had to kill."""
+    """Stop every node's init (which stops its units in order, TimeoutStopSec respected),
+    then SIGKILL what is left of each node kubemu started, and remove its cgroups. Returns
+    the PIDs of the stragglers it had to kill."""
+    nodes = state.nodes()
+    owned = {n: o for n in nodes if (o := state.owned(n)) is not None}
+    # Without a cgroup a node's processes are init's descendants: listed while init lives.
+    before = {n: o.processes() for n, o in owned.items() if o.cgroup is None}
     inits = []
-    for node in state.nodes():
+    for node in nodes:
         pid = state.init_pid(node)
         if pid is None:
+            continue
+        try:
+            proc = psutil.Process(pid)
+        except psutil.Error:
             continue
         try:
             with wire.SyncClient(state.init_endpoint(node), timeout=3.0) as client:
                 client.call("shutdown")
         except wire.WireError:
-            os.kill(pid, signal.SIGTERM)
-        inits.append(psutil.Process(pid))
-    _gone, alive = psutil.wait_procs(inits, timeout=timeout)
-    for proc in alive:
-        proc.kill()
-    # Anything still marked with this state directory was leaked by a layer below: no survivors.
-    return state.kill_processes()
+            proc.terminate()
+        inits.append(proc)
+    for proc in ownership.wait_gone(inits, timeout):
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    stragglers = []
+    for node, o in owned.items():
+        if o.cgroup is not None:
+            stragglers += o.kill(10.0)
+        else:
+            stragglers += ownership.kill_all([p for p in before[node] if not ownership.gone(p)], 10.0)
+        o.release()
+    return stragglers

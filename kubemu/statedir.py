@@ -3,10 +3,12 @@
     <state dir>/                      --state-dir, $KUBEMU_STATE_DIR, or ~/.kubemu (mode 0700)
       api-endpoint                    the apiserver's endpoint (written by `kubemu up`)
       store-endpoints                 the store replicas' endpoints, one a line
+      images.yaml                     the image catalog (optional, the user's; kubemu never writes it)
       nodes/<node>/units/*.service    what init supervises (kubelet.service, written by `kubemu up`)
       nodes/<node>/manifests/         the kubelet's static pods
       nodes/<node>/logs/              init.log and one <unit>.log per unit
       nodes/<node>/init.sock          init's control socket; notify.sock, init.pid beside it
+      nodes/<node>/owner.json         what kubemu started: init's PID and start time, the node's cgroup
       nodes/<node>/pods/<ns>_<name>_<uid>/   a pod: pod.json, status.json (the kubelet's), and per
                                       container its shims' files and <restartCount>.log
 """
@@ -17,6 +19,8 @@ import os
 from pathlib import Path
 
 import psutil
+
+from .ownership import Owned
 
 ENV = "KUBEMU_STATE_DIR"
 
@@ -59,12 +63,24 @@ class StateDir:
         except OSError:
             return None
 
+    def owned(self, node: str) -> Owned | None:
+        """What kubemu recorded when it started the node's init (kubemu/ownership.py)."""
+        return Owned.load(self.node_dir(node))
+
     def init_pid(self, node: str) -> int | None:
-        """The PID of the node's init if it is running (its pidfile names a live init)."""
+        """The PID of the node's init if it is running: the one kubemu started (its recorded
+        PID and start time), else one started by hand (`python -m init`), named by its pidfile."""
+        owned = self.owned(node)
+        if owned is not None:
+            init = owned.init()
+            return init.pid if init else None
+        pidfile = self.node_dir(node) / "init.pid"
         try:
-            pid = int((self.node_dir(node) / "init.pid").read_text().strip())
+            pid = int(pidfile.read_text().strip())
             proc = psutil.Process(pid)
-            if proc.status() == psutil.STATUS_ZOMBIE or "init" not in proc.cmdline():
+            # A process born after the pidfile was written did not write it: a reused PID.
+            # (1 s of slack: the boot time a start time is computed from has whole seconds.)
+            if proc.status() == psutil.STATUS_ZOMBIE or proc.create_time() > pidfile.stat().st_mtime + 1:
                 return None
             return pid
         except (OSError, ValueError, psutil.Error):
@@ -88,30 +104,6 @@ class StateDir:
         if not nodes:
             raise NoCluster(f"no kubemu cluster is running in {self.root} (start one with `kubemu up`)")
         return nodes
-
-    def processes(self) -> list[psutil.Process]:
-        """Every live process that belongs to this state directory (marked by $KUBEMU_STATE_DIR)."""
-        mine = []
-        for proc in psutil.process_iter():
-            try:
-                if proc.pid != os.getpid() and proc.environ().get(ENV) == str(self.root) \
-                        and proc.status() != psutil.STATUS_ZOMBIE:
-                    mine.append(proc)
-            except psutil.Error:
-                continue
-        return mine
-
-
-    def kill_processes(self) -> list[int]:
-        """SIGKILL every process of this state directory; their PIDs, once they are gone."""
-        procs = self.processes()
-        for proc in procs:
-            try:
-                proc.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(procs, timeout=10)
-        return [p.pid for p in procs]
 
 
 def node_sort_key(name: str):

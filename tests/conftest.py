@@ -12,7 +12,8 @@ import psutil
 import pytest
 from hypothesis import settings
 
-from kubemu.statedir import StateDir
+from kubemu import cgroups, ownership
+from kubemu.statedir import ENV
 
 # CI replays the same examples every run (a new random find must not fail an unrelated change);
 # local runs keep exploring and hypothesis's database replays what they found.
@@ -46,12 +47,30 @@ def alive(pid: int) -> bool:
 
 
 def marked_processes(marker: str) -> list[psutil.Process]:
-    """Live processes whose environment carries KUBEMU_STATE_DIR=marker."""
-    return StateDir(marker).processes()
+    """Live processes whose environment carries KUBEMU_STATE_DIR=marker: what a test started
+    (spawn_marked, or kubemu with that variable set), and everything those started. A test's
+    leak detector only: kubemu itself never picks processes by their environment."""
+    mine = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(ENV) == marker \
+                    and proc.status() != psutil.STATUS_ZOMBIE:
+                mine.append(proc)
+        except psutil.Error:
+            continue
+    return mine
 
 
 def kill_marked(marker: str) -> list[int]:
-    return StateDir(marker).kill_processes()
+    """SIGKILL every marked process; their PIDs, once they are gone."""
+    procs = marked_processes(marker)
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=10)
+    return [p.pid for p in procs]
 
 
 @pytest.fixture
@@ -62,7 +81,20 @@ def state_dir(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("k")
     yield path
     leaked = kill_marked(str(path))
+    cgroups_left = remove_cluster_cgroups(path)
     assert not leaked, f"test leaked processes {leaked}"
+    assert not cgroups_left, f"test left cgroups behind: {cgroups_left}"
+
+
+def remove_cluster_cgroups(state_dir: Path) -> list[str]:
+    """Kill and remove the cgroups kubemu made for a state directory; those there were."""
+    left = []
+    for cg in cgroups.candidates(ownership.cluster_cgroup_name(state_dir.absolute())):
+        if cg.path.is_dir():
+            left.append(str(cg.path))
+            wait_for(lambda: cg.kill() or not cg.populated(), message=f"{cg.path} to empty")
+            cg.remove()
+    return left
 
 
 def python() -> str:

@@ -1,0 +1,93 @@
+"""kubemu/ownership.py: the record kubemu keeps of what it started, and waiting for processes
+that are not our children (a zombie is gone for anyone but its parent)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import psutil
+
+from kubelet.shim import proc_stat
+from kubemu import cgroups, ownership
+from tests.conftest import DEADLINE
+
+
+def test_the_record_round_trips_and_garbage_is_no_record(tmp_path):
+    owned = ownership.Owned(123, 456, cgroups.Cgroup(tmp_path / "cg", 2))
+    owned.save(tmp_path)
+    assert ownership.Owned.load(tmp_path) == owned
+    ownership.Owned(7, 8, None).save(tmp_path)
+    assert ownership.Owned.load(tmp_path) == ownership.Owned(7, 8, None)
+    for text in ("", "{", "[]", '{"init": {"pid": "x"}}', '{"init": 5, "cgroup": null}'):
+        (tmp_path / ownership.RECORD).write_text(text)
+        assert ownership.Owned.load(tmp_path) is None
+    assert ownership.Owned.load(tmp_path / "nosuch") is None
+
+
+def test_init_is_the_recorded_process_only():
+    """Same PID, other start time: a later process that reused the PID is not the node's init."""
+    proc = subprocess.Popen(["sleep", "1000"])
+    try:
+        start = proc_stat(proc.pid)[1]
+        assert ownership.Owned(proc.pid, start, None).init().pid == proc.pid
+        assert ownership.Owned(proc.pid, start + 1, None).init() is None
+        assert [p.pid for p in ownership.Owned(proc.pid, start + 1, None).processes()] == []
+        proc.kill()
+        deadline = time.monotonic() + DEADLINE
+        while proc_stat(proc.pid)[0] != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ownership.Owned(proc.pid, start, None).init() is None  # a zombie is no running init
+    finally:
+        proc.kill()
+        proc.wait()
+    assert ownership.Owned(proc.pid, start, None).init() is None
+
+
+def test_wait_gone_takes_a_zombie_for_gone():
+    """The bug of `kubemu node kill`: waiting with psutil on a process that is not our child
+    until it disappears never ends while its parent has not reaped it."""
+    zombie = subprocess.Popen(["true"])
+    wait = psutil.Process(zombie.pid)
+    deadline = time.monotonic() + DEADLINE
+    while wait.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        time.sleep(0.01)
+    try:
+        assert ownership.gone(wait)
+        assert ownership.wait_gone([wait], timeout=DEADLINE) == []
+    finally:
+        zombie.wait()
+    assert ownership.gone(wait)
+    running = subprocess.Popen(["sleep", "1000"])
+    try:
+        assert ownership.wait_gone([psutil.Process(running.pid)], timeout=0.1) == [psutil.Process(running.pid)]
+    finally:
+        running.kill()
+        running.wait()
+
+
+def test_the_fallback_finds_init_and_its_descendants_only(tmp_path):
+    init = subprocess.Popen(["/bin/sh", "-c", "sleep 1000 & sleep 1000 & wait"], start_new_session=True)
+    other = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+    try:
+        owned = ownership.Owned(init.pid, proc_stat(init.pid)[1], None)
+        deadline = time.monotonic() + DEADLINE
+        while len(owned.processes()) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        found = {p.pid for p in owned.processes()}
+        assert len(found) == 3 and init.pid in found and other.pid not in found
+        assert sorted(owned.kill(DEADLINE)) == sorted(found)
+        assert init.wait(DEADLINE) == -9 and owned.processes() == []
+        assert other.poll() is None
+    finally:
+        for p in (init, other):
+            p.kill()
+            p.wait()
+
+
+def test_cgroup_names_are_per_state_dir_and_node(tmp_path):
+    a, b = ownership.cgroup_name(tmp_path / "a", "node-1"), ownership.cgroup_name(tmp_path / "b", "node-1")
+    assert a != b and a.startswith("kubemu/") and a.endswith("/node-1")
+    cluster = ownership.cluster_cgroup_name(tmp_path / "a")
+    assert ownership.cgroup_name(tmp_path / "a", "node-10").startswith(cluster + "/")
+    assert os.sep not in cluster.removeprefix("kubemu/")
