@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 
+from . import images
 from .agent import Kubelet, Options
 from .nodestatus import NodeConfig, parse_taint
 from .podworker import Settings
@@ -28,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backoff-max", type=float, default=300.0, help="CrashLoopBackOff's cap (300 s)")
     p.add_argument("--time-scale", type=float, default=1.0,
                    help="multiply every pod timing (backoff, probes, grace periods) by this")
+    p.add_argument("--image-catalog",
+                   help="the image catalog file (default: the state directory's images.yaml, NODE_DIR/../../images.yaml; "
+                        "absent: the shipped defaults only)")
     api = p.add_argument_group("the node in the API (with --api)")
     api.add_argument("--api", help="the apiserver's wire endpoint; without it, static pods only")
     api.add_argument("--cpu", help="the node's cpu capacity (default: this machine's cpu count)")
@@ -66,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
                                      time_scale=args.time_scale),
                    api=args.api, node_config=node_config, lease_duration=args.node_lease_duration_seconds,
                    renew_interval=args.node_status_update_frequency,
-                   status_interval=args.node_status_report_frequency)
+                   status_interval=args.node_status_report_frequency,
+                   image_catalog=os.path.abspath(args.image_catalog or os.path.join(
+                       node_dir, os.pardir, os.pardir, images.CATALOG_FILE)))
     asyncio.run(Kubelet(opts).run())
     return 0
 

@@ -14,28 +14,34 @@ API has been heard from.
 
 A restarted kubelet adopts what it finds: containers keep running under their shims, and
 each pod directory keeps the Pod it was started for (pod.json), so pods whose manifest has
-gone are still stopped gracefully.
+gone are still stopped gracefully. A pod's status comes from what the runtime recorded
+(start and end times, exit records, the start before the latest), never from what only this
+kubelet saw, so a restarted kubelet reports the same status. A shim that dies is heard at
+once (kubelet/shimwatch.py).
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass
 
 from kubemu.api.quantity import memory_bytes
-from kubemu.api.times import format_time
+from kubemu.api.times import format_micro_time, format_time, parse_micro_time
 from kubemu.sdnotify import notify, watchdog_interval
 
-from . import manifests
+from . import images, manifests
 from .nodestatus import NodeConfig
 from .podworker import KillContainer, PodWorker, RecordEvent, RunProbe, Settings, StartContainer
 from .prober import run_probe
 from .runtime import ContainerSpec, Runtime
 from .shim import read_json, write_json
+from .shimwatch import ShimWatch
 
 log = logging.getLogger("kubelet")
 
@@ -65,6 +71,7 @@ class Options:
     lease_duration: int = 40
     renew_interval: float = 10.0
     status_interval: float = 300.0
+    image_catalog: str | None = None       # the catalog file (kubelet/images.py); None: defaults only
 
 
 class Kubelet:
@@ -79,8 +86,10 @@ class Kubelet:
         self.bad_manifests: dict[str, str] = {}  # path -> the error already reported
         self.dirty: set[str] = set()
         self.events_path = os.path.join(opts.node_dir, "events.jsonl")
+        self._catalog: tuple[tuple | None, images.Catalog] | None = None  # (file's identity, catalog)
         self.wall_offset = time.time() - time.monotonic()
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.shims: ShimWatch | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task] = set()
         self._stop = asyncio.Event()
@@ -98,6 +107,7 @@ class Kubelet:
         self.loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._stop.set)
+        self.shims = ShimWatch(self.runtime, self.loop)
         self._adopt()
         self._spawn(self._watch_containers())
         self.sync_manifests()
@@ -117,6 +127,7 @@ class Kubelet:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.shims.close()
         log.info("kubelet stopped; %d pod(s) left running under their shims", len(self.workers))
 
     def _spawn(self, coro) -> None:
@@ -169,8 +180,15 @@ class Kubelet:
             if pod is None:
                 log.warning("%s: no %s, cannot adopt; leaving it alone", pod_dir, POD_FILE)
                 continue
-            found = {name: self._on_our_clock(st.as_found()) for name, st in self.runtime.list_containers(pod_dir).items()}
-            worker = PodWorker.adopt(pod, self.opts.settings, now, found, wall_offset=self.wall_offset)
+            for name in self.runtime.list_containers(pod_dir):
+                for n in self.runtime.restart_counts(pod_dir, name):
+                    if self.runtime.record_lost(pod_dir, name, n):
+                        log.warning("%s: container %s#%d: its shim died while the kubelet was away",
+                                    os.path.basename(pod_dir), name, n)
+            found = {name: self._on_our_clock(record) for name, record in self.runtime.found(pod_dir).items()}
+            worker = PodWorker.adopt(pod, self.opts.settings, now, found, start_time=self._ours(_seen(pod)),
+                                     wall_offset=self.wall_offset,
+                                     images=self.resolve_image)
             self.workers[pod_dir] = worker
             if pod["metadata"].get("annotations", {}).get(manifests.CONFIG_SOURCE) == SOURCE_API:
                 self.api_pods[pod_dir] = pod  # until the API says otherwise
@@ -181,9 +199,13 @@ class Kubelet:
     def _on_our_clock(self, record: dict) -> dict:
         """The shims record wall-clock times; the pod workers run on the monotonic clock."""
         for key in ("started_at", "finished_at"):
-            if record.get(key) is not None:
-                record[key] -= self.wall_offset
+            record[key] = self._ours(record.get(key))
+        if record.get("previous") is not None:
+            self._on_our_clock(record["previous"])
         return record
+
+    def _ours(self, wall: float | None) -> float | None:
+        return None if wall is None else wall - self.wall_offset
 
     # -- the manifest source ----------------------------------------------------------------
 
@@ -248,11 +270,11 @@ class Kubelet:
             source = {} if pod_dir in self.static else {manifests.CONFIG_SOURCE: SOURCE_API}
             pod = dict(pod, metadata=dict(pod["metadata"], annotations={
                 **(pod["metadata"].get("annotations") or {}), **source,
-                manifests.CONFIG_SEEN: format_time(time.time())}))
+                manifests.CONFIG_SEEN: format_micro_time(now + self.wall_offset)}))  # its startTime too
             pod.pop("status", None)
             os.makedirs(pod_dir, exist_ok=True)
             write_json(os.path.join(pod_dir, POD_FILE), pod)
-            worker = PodWorker(pod, self.opts.settings, now, wall_offset=self.wall_offset)
+            worker = PodWorker(pod, self.opts.settings, now, wall_offset=self.wall_offset, images=self.resolve_image)
             self.workers[pod_dir] = worker
             log.info("pod %s/%s: started syncing (uid %s)", worker.namespace, worker.name, worker.uid)
             self._execute(pod_dir, worker.sync(now))
@@ -267,7 +289,7 @@ class Kubelet:
             if isinstance(action, StartContainer):
                 self._start_container(pod_dir, worker, action)
             elif isinstance(action, KillContainer):
-                self.runtime.stop(pod_dir, action.container, action.grace)
+                self.runtime.stop(pod_dir, action.container, action.grace, action.termination_message)
                 log.info("pod %s/%s: %s", worker.namespace, worker.name, action.reason)
             elif isinstance(action, RunProbe):
                 self._spawn(self._probe(pod_dir, worker, action))
@@ -280,12 +302,49 @@ class Kubelet:
         try:
             self.runtime.start(ContainerSpec(
                 pod_dir=pod_dir, name=action.container, restart_count=action.restart_count,
-                argv=list(spec.get("command") or []) + list(spec.get("args") or []),
+                argv=list(action.argv),
                 env=_container_env(worker.pod, spec), cwd=spec.get("workingDir") or None,
-                memory_limit=_memory_limit(spec), grace=self.opts.settings.scaled(worker.grace_seconds)))
+                memory_limit=_memory_limit(spec), grace=self.opts.settings.scaled(worker.grace_seconds)),
+                on_shim=functools.partial(self._shim_launched, pod_dir, action.container, action.restart_count))
         except OSError as exc:
             self._execute(pod_dir, worker.container_start_failed(
                 action.container, "CreateContainerError", f"failed to start shim: {exc}", self.now()))
+
+    def _shim_launched(self, pod_dir: str, name: str, restart_count: int, shim_pid: int | None) -> None:
+        """Runtime.start's report, from its launcher thread, handed to the loop."""
+        try:
+            self.loop.call_soon_threadsafe(self.shims.launched, pod_dir, name, restart_count, shim_pid)
+        except RuntimeError:
+            pass  # the loop is closed: we are exiting, and the next kubelet finds the shim in its files
+
+    def resolve_image(self, container: dict) -> images.Run | images.PullError:
+        """What a container runs, from the image catalog as its file reads now: an edit to
+        the file counts from the next start (or pull retry), with no kubelet restart."""
+        return images.resolve(container, self._image_catalog())
+
+    def _image_catalog(self) -> images.Catalog:
+        path = self.opts.image_catalog
+        if path is None:
+            return images.defaults_only(sys.executable)
+        try:
+            st = os.stat(path)
+            identity = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            identity = None
+        except OSError as exc:
+            identity = ("error", exc.strerror)
+        if self._catalog is None or self._catalog[0] != identity:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    catalog = images.load(f.read(), path, python=sys.executable)
+            except FileNotFoundError:
+                catalog = images.load(None, path, python=sys.executable)
+            except (OSError, UnicodeDecodeError) as exc:
+                catalog = images.unreadable(path, getattr(exc, "strerror", None) or str(exc), python=sys.executable)
+            if catalog.error:
+                log.error("image catalog: %s", catalog.error)
+            self._catalog = (identity, catalog)
+        return self._catalog[1]
 
     async def _probe(self, pod_dir: str, worker: PodWorker, action: RunProbe) -> None:
         spec = _container_spec(worker.pod, action.container)
@@ -307,11 +366,15 @@ class Kubelet:
             state = self.runtime.state(pod_dir, name, restart_count)
             now = self.now()
             if what == "started":
-                actions = worker.container_started(name, state.pid, now)
+                actions = worker.container_started(name, state.pid, now, self._ours(state.started_at))
+                self.shims.watch(pod_dir, name, state)
             elif state.start_failed:
-                actions = worker.container_start_failed(name, "CreateContainerError", state.message or "", now)
+                actions = worker.container_start_failed(name, "CreateContainerError", state.message or "", now,
+                                                        self._ours(state.finished_at))
             else:
-                actions = worker.container_exited(name, state.exit_code, state.signal, state.oom_killed, now)
+                actions = worker.container_exited(name, state.exit_code, state.signal, state.oom_killed, now,
+                                                  started_at=self._ours(state.started_at),
+                                                  finished_at=self._ours(state.finished_at), message=state.message)
                 self.runtime.prune(pod_dir, name)
             self._execute(pod_dir, actions)
             self._after_event()
@@ -377,6 +440,14 @@ class Kubelet:
         if self.api is not None and worker is not None:
             self.api.event(worker.pod, type_, reason, message,
                            f"spec.containers{{{container}}}" if container else None)
+
+
+def _seen(pod: dict) -> float | None:
+    """When this kubelet (or its predecessor) first saw the pod: the worker's startTime."""
+    try:
+        return parse_micro_time(pod["metadata"]["annotations"][manifests.CONFIG_SEEN])
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _container_spec(pod: dict, name: str) -> dict:

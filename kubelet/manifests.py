@@ -211,7 +211,7 @@ def _decode(content: bytes) -> Any:
     try:
         documents = [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
     except yaml.MarkedYAMLError as e:
-        raise ManifestError(f"invalid YAML: {_yaml_problem(e)}") from None
+        raise ManifestError(f"invalid YAML: {yaml_problem(e)}") from None
     except yaml.reader.ReaderError as e:  # a control character; YAML allows printable text only
         raise ManifestError(f"invalid YAML: unacceptable character #x{e.character:04x} at "
                             f"character {e.position}: {e.reason}") from None
@@ -227,7 +227,7 @@ def _decode(content: bytes) -> Any:
     return documents[0]
 
 
-def _yaml_problem(e: yaml.MarkedYAMLError) -> str:
+def yaml_problem(e: yaml.MarkedYAMLError) -> str:
     """'line L, column C: <problem> (<context> at line ...)', lines and columns from 1."""
     mark = e.problem_mark or e.context_mark
     text = e.problem or e.context or "malformed"

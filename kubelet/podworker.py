@@ -15,6 +15,9 @@ Containers", "Configure Liveness, Readiness and Startup Probes"):
     out a CrashLoopBackOff (kubelet/backoff.py) and raise the container's restartCount;
   * probes (kubelet/probes.py): startup gates liveness and readiness; a settled liveness or
     startup failure kills the container gracefully, and it is restarted per restartPolicy;
+  * what a container runs is its command/args over its image's entrypoint and cmd (the
+    `images` resolver, kubelet/images.py); an image that cannot be had waits in ErrImagePull,
+    then ImagePullBackOff (the kubelet's image backoff), and creates no container;
   * `stop` (pod deleted, manifest gone or changed) kills every container with the grace
     period and never restarts anything again;
   * `status(now)` is the pod's status in the API's JSON shape.
@@ -28,18 +31,30 @@ multiplied by `Settings.time_scale` before use; durations in actions are on the 
 from __future__ import annotations
 
 import enum
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kubemu.api.times import format_time
 
 from . import probes as pr
 from .backoff import Backoff, go_duration
+from .images import NO_CATALOG, PullError, Run, resolve
 
 NODE_IP = "127.0.0.1"  # every pod shares the host's network in kubemu
 
 # Exit code a container runtime reports when the process could not be started
 # (containerd's StartError: 128, reason StartError).
 START_ERROR_EXIT = 128
+
+# The kubelet's image pull backoff (imageBackOffPeriod, MaxImageBackOff), and how soon it
+# syncs a pod again after a sync failed (backOffPeriod): seconds, time-scaled.
+IMAGE_BACKOFF_INITIAL = 10.0
+IMAGE_BACKOFF_MAX = 300.0
+ERROR_RESYNC = 10.0
+# The event the kubelet records when it does not even try to pull (events.FailedToInspectImage,
+# events.ErrImageNeverPullPolicy).
+NOT_PULLED_EVENTS = {"InvalidImageName": "InspectFailed", "ErrImageNeverPull": "ErrImageNeverPull"}
 
 
 # --- settings -----------------------------------------------------------------------------
@@ -79,6 +94,7 @@ class StartContainer:
     container: str
     init: bool
     restart_count: int  # the restartCount of the instance being started
+    argv: tuple[str, ...] = ()  # what to run: command/args over the image's (kubelet/images.py)
 
 
 @dataclass(frozen=True)
@@ -88,6 +104,9 @@ class KillContainer:
     container: str
     grace: float  # seconds on the shell's clock (already time-scaled)
     reason: str  # human message, e.g. "Container web failed liveness probe, will be restarted"
+    # What the instance's terminated state will say (a probe kill): kept with the stop
+    # request, so that a restarted kubelet shows it too.
+    termination_message: str | None = None
 
 
 @dataclass(frozen=True)
@@ -169,6 +188,16 @@ def exit_termination(exit_code: int | None, signal: int | None, oom_killed: bool
     return Termination(code, reason, signal, message, started_at, finished_at)
 
 
+def recorded_termination(record: dict, now: float) -> Termination:
+    """The end of an instance as the runtime recorded it (a record PodWorker.adopt takes):
+    a start failure as container_start_failed reports it, anything else as exit_termination."""
+    finished_at = now if record.get("finished_at") is None else record["finished_at"]
+    if record.get("reason") == "StartError":
+        return Termination(START_ERROR_EXIT, "StartError", None, record.get("message"), finished_at, finished_at)
+    return exit_termination(record.get("exit_code"), record.get("signal"), bool(record.get("oom_killed")),
+                            record.get("started_at"), finished_at, record.get("message"))
+
+
 # --- one container ---------------------------------------------------------------------------
 
 class CState(enum.Enum):
@@ -197,6 +226,7 @@ class _Container:
     prev: Termination | None = None  # the one before: lastState while `last` is the state
     restart_at: float | None = None  # EXITED: when it may start again; None: never
     waiting: tuple[str, str] | None = None  # reason, message shown while not running
+    pull_retry_at: float | None = None  # its image could not be had: not to be started before
     killing_for: str | None = None  # "stop" | "liveness" | "startup"
     kill_deadline: float | None = None
     kill_message: str | None = None
@@ -231,11 +261,19 @@ class _Container:
 
 # --- the pod worker --------------------------------------------------------------------------
 
+Resolver = Callable[[dict], Run | PullError]  # a container spec -> what to run (kubelet/images.py)
+
+
 class PodWorker:
-    def __init__(self, pod: dict, settings: Settings, now: float, *, wall_offset: float = 0.0):
+    def __init__(self, pod: dict, settings: Settings, now: float, *, wall_offset: float = 0.0,
+                 images: Resolver | None = None):
+        """`images` resolves a container's argv from its image (the shell's current catalog);
+        by default only command/args run."""
         self.pod = pod
         self.settings = settings
         self.wall_offset = wall_offset
+        self._images = images or functools.partial(resolve, catalog=NO_CATALOG)
+        self._pulls: dict[str, tuple[float, float]] = {}  # image -> (its pull backoff, last failed pull)
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
         self.name: str = meta.get("name", "")
@@ -274,7 +312,7 @@ class PodWorker:
             for c in self._startable():
                 due = self._start_due_at(c)
                 if due is not None and due <= now:
-                    actions.append(self._start(c, now))
+                    actions += self._start(c, now)
             actions += self._probes_due(now)
         self._refresh_conditions(now)
         return actions
@@ -299,19 +337,53 @@ class PodWorker:
 
     def _start_due_at(self, c: _Container) -> float | None:
         if c.state is CState.WAITING:
-            return self._created
-        if c.state is CState.EXITED:
-            return c.restart_at
-        return None
+            due = self._created
+        elif c.state is CState.EXITED:
+            due = c.restart_at
+        else:
+            return None
+        return due if due is None or c.pull_retry_at is None else max(due, c.pull_retry_at)
 
-    def _start(self, c: _Container, now: float) -> StartContainer:
+    def _start(self, c: _Container, now: float) -> list[Action]:
+        run = self._images(c.spec)
+        if isinstance(run, PullError):
+            return self._pull_failed(c, run, now)
+        if c.pull_retry_at is not None:
+            c.pull_retry_at, c.waiting = None, None
         if c.attempted:
             c.restart_count += 1
         c.attempted = True
         c.state, c.restart_at = CState.STARTING, None
         # The backoff's up-time clock runs from the moment the kubelet lets it (re)start.
         self._backoff.record_start(c.name, now)
-        return StartContainer(c.name, c.init, c.restart_count)
+        pulled = ([RecordEvent("Pulled", f'Container image "{run.image}" already present on machine', "Normal", c.name)]
+                  if run.image else [])
+        return pulled + [StartContainer(c.name, c.init, c.restart_count, run.argv)]
+
+    def _pull_failed(self, c: _Container, err: PullError, now: float) -> list[Action]:
+        """The kubelet's EnsureImageExists: a failed pull (ErrImagePull) starts or grows the
+        image's backoff (10 s doubling to 300 s, forgotten after 600 s without a failure); a
+        sync while it runs pulls nothing and waits with ImagePullBackOff. The pod is synced
+        again ERROR_RESYNC after a failed pull (at most), and when the backoff ends. No
+        container was created: restartCount does not move."""
+        if err.reason != "ErrImagePull":  # nothing was pulled: nothing to back off
+            c.waiting, c.pull_retry_at = (err.reason, err.message), now + self.settings.scaled(ERROR_RESYNC)
+            return [RecordEvent(NOT_PULLED_EVENTS.get(err.reason, "Failed"), err.message, "Warning", c.name),
+                    RecordEvent("Failed", f"Error: {err.reason}", "Warning", c.name)]
+        delay, failed_at = self._pulls.get(err.image, (0.0, None))
+        if failed_at is not None and now < failed_at + delay:
+            message = f'Back-off pulling image "{err.image}"'
+            c.waiting, c.pull_retry_at = ("ImagePullBackOff", message), failed_at + delay
+            return [RecordEvent("BackOff", message, "Normal", c.name),
+                    RecordEvent("Failed", "Error: ImagePullBackOff", "Warning", c.name)]
+        initial, cap = self.settings.scaled(IMAGE_BACKOFF_INITIAL), self.settings.scaled(IMAGE_BACKOFF_MAX)
+        delay = initial if failed_at is None or now - failed_at >= 2 * cap else min(2 * delay, cap)
+        self._pulls[err.image] = (delay, now)
+        c.waiting = ("ErrImagePull", err.message)
+        c.pull_retry_at = now + min(delay, self.settings.scaled(ERROR_RESYNC))
+        return [RecordEvent("Pulling", f'Pulling image "{err.image}"', "Normal", c.name),
+                RecordEvent("Failed", f'Failed to pull image "{err.image}": {err.message}', "Warning", c.name),
+                RecordEvent("Failed", "Error: ErrImagePull", "Warning", c.name)]
 
     def _probes_due(self, now: float) -> list[Action]:
         actions: list[Action] = []
@@ -327,38 +399,48 @@ class PodWorker:
 
     # -- what the shell reports ------------------------------------------------------------
 
-    def container_started(self, name: str, pid: int, now: float) -> list[Action]:
+    def container_started(self, name: str, pid: int, now: float, started_at: float | None = None) -> list[Action]:
+        """`started_at`: when the runtime says the process started (shown as startedAt), if
+        it recorded it; `now` otherwise."""
         c = self._by_name.get(name)
         if c is None or c.state is not CState.STARTING:
             return []  # not asked for, or already answered
-        self._mark_running(c, pid, now)
+        self._mark_running(c, pid, now if started_at is None else started_at)
         actions: list[Action] = [RecordEvent("Created", f"Created container {name}", "Normal", name),
                                  RecordEvent("Started", f"Started container {name}", "Normal", name)]
         if self.stopping:  # stopped while it was starting: it goes at once, in the time left
             actions += self._kill(c, "stop", self._grace_left(now), f"Stopping container {name}", now)
         return actions + self.sync(now)
 
-    def container_start_failed(self, name: str, reason: str, message: str, now: float) -> list[Action]:
+    def container_start_failed(self, name: str, reason: str, message: str, now: float,
+                               failed_at: float | None = None) -> list[Action]:
         """The process could not be started: counts as a crash (exit 128, StartError) for
-        restartPolicy and backoff; `reason`/`message` show as the waiting state."""
+        restartPolicy and backoff; `reason`/`message` show as the waiting state. `failed_at`:
+        when the runtime recorded the failure, if it did."""
         c = self._by_name.get(name)
         if c is None or c.state is not CState.STARTING:
             return []
         c.waiting = (reason, message)
-        end = Termination(START_ERROR_EXIT, "StartError", None, message, now, now)
+        at = now if failed_at is None else failed_at
+        end = Termination(START_ERROR_EXIT, "StartError", None, message, at, at)
         actions: list[Action] = [RecordEvent("Failed", f"Error: {message}", "Warning", name)]
         actions += self._terminated(c, end, now)
         return actions + self.sync(now)
 
     def container_exited(self, name: str, exit_code: int | None, signal: int | None,
-                         oom_killed: bool, now: float) -> list[Action]:
+                         oom_killed: bool, now: float, *, started_at: float | None = None,
+                         finished_at: float | None = None, message: str | None = None) -> list[Action]:
+        """`started_at`, `finished_at`, `message`: what the runtime recorded of the instance
+        (shown in its terminated state), where it did; decisions use `now`."""
         c = self._by_name.get(name)
         if c is None or c.state not in LIVE:
             return []  # already accounted for
         if c.state is CState.STARTING:  # died before the start was reported: it did start
-            c.started_at = now
-        end = exit_termination(exit_code, signal, oom_killed, c.started_at, now,
-                               c.kill_message if c.killing_for in ("liveness", "startup") else None)
+            c.started_at = now if started_at is None else started_at
+        if message is None and c.killing_for in ("liveness", "startup"):
+            message = c.kill_message
+        end = exit_termination(exit_code, signal, oom_killed, c.started_at, now if finished_at is None else finished_at,
+                               message)
         return self._terminated(c, end, now) + self.sync(now)
 
     def probe_result(self, name: str, kind: str, success: bool, message: str, now: float) -> list[Action]:
@@ -421,9 +503,11 @@ class PodWorker:
         c.probes = {kind: pr.ProbeState.begin(kind, spec, started_at, self.settings.time_scale)
                     for kind, spec in c.probe_specs.items()}
 
-    def _kill(self, c: _Container, why: str, grace: float, message: str, now: float) -> list[Action]:
+    def _kill(self, c: _Container, why: str, grace: float, message: str, now: float,
+              termination_message: str | None = None) -> list[Action]:
         c.state, c.killing_for, c.kill_message, c.kill_deadline = CState.KILLING, why, message, now + grace
-        return [RecordEvent("Killing", message, "Normal", c.name), KillContainer(c.name, grace, message)]
+        return [RecordEvent("Killing", message, "Normal", c.name),
+                KillContainer(c.name, grace, message, termination_message)]
 
     def _probe_kill(self, c: _Container, kind: str, now: float) -> list[Action]:
         # A probe may carry its own terminationGracePeriodSeconds (liveness/startup only).
@@ -432,7 +516,7 @@ class PodWorker:
         message = f"Container {c.name} failed {kind} probe"
         if should_restart(self.restart_policy, c.init, PROBE):
             message += ", will be restarted"
-        return self._kill(c, kind, grace, message, now)
+        return self._kill(c, kind, grace, message, now, termination_message=message)
 
     def _terminated(self, c: _Container, end: Termination, now: float) -> list[Action]:
         """An instance ended: record it, then decide whether and when it comes back."""
@@ -457,12 +541,20 @@ class PodWorker:
 
     @classmethod
     def adopt(cls, pod: dict, settings: Settings, now: float, containers: dict[str, dict],
-              *, wall_offset: float = 0.0) -> "PodWorker":
+              *, wall_offset: float = 0.0, images: Resolver | None = None,
+              start_time: float | None = None) -> "PodWorker":
         """A worker for a pod whose containers the shell found already there (via their shims):
         running ones are taken over as they are, exited ones are restarted per restartPolicy
         (the backoff history died with the old kubelet, as in Kubernetes), restart counts
-        carry on. Running containers are probed afresh, as after a kubelet restart."""
-        worker = cls(pod, settings, now, wall_offset=wall_offset)
+        carry on. Running containers are probed afresh, as after a kubelet restart.
+
+        `containers`: name -> the latest start's record (Runtime's ContainerState.as_found:
+        state "running"|"exited", restart_count, pid, started_at, and for an exited one
+        exit_code, signal, oom_killed, finished_at, reason, message), with the start before
+        it, if the runtime kept it, under "previous" (an exited record): the status reads as
+        it did before the restart, lastState and its times included. `start_time`: when the
+        pod was first seen (its startTime), if the shell kept it; else its earliest start."""
+        worker = cls(pod, settings, now, wall_offset=wall_offset, images=images)
         for name, found in containers.items():
             c = worker._by_name.get(name)
             if c is not None:
@@ -474,13 +566,15 @@ class PodWorker:
                 if c.state is CState.WAITING:
                     c.state, c.attempted, c.last = CState.EXITED, True, Termination(0, "Completed")
         starts = [c.started_at for c in worker._by_name.values() if c.started_at is not None]
-        worker._start_time = min([now, *starts])
+        worker._start_time = min([now, *starts]) if start_time is None else start_time
         worker._refresh_conditions(now)
         return worker
 
     def _adopt_one(self, c: _Container, found: dict, now: float) -> None:
         c.attempted = True
         c.restart_count = max(0, int(found.get("restart_count") or 0))
+        previous = found.get("previous")
+        c.last = None if previous is None else recorded_termination(previous, now)
         started_at = found.get("started_at")
         started_at = now if started_at is None else started_at
         if found.get("state") == "running":
@@ -488,10 +582,7 @@ class PodWorker:
             self._backoff.record_start(c.name, started_at)
             return
         c.started_at = started_at
-        finished_at = found.get("finished_at")
-        end = exit_termination(found.get("exit_code"), found.get("signal"), bool(found.get("oom_killed")),
-                               started_at, now if finished_at is None else finished_at)
-        self._terminated(c, end, now)
+        self._terminated(c, recorded_termination(dict(found, started_at=started_at), now), now)
 
     # -- status ------------------------------------------------------------------------------
 

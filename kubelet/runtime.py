@@ -27,7 +27,9 @@ each start of it (restartCount N) has its own shim and its own files there:
                   OOMKilled; a start failure has exit_code 128, reason StartError and
                   containerd's message (no state.json then) - the kubelet reports it as
                   CreateContainerError.
-    N.stop.json   written by the kubelet to stop gracefully: {grace}. See `stop`.
+    N.stop.json   written by the kubelet to stop gracefully: {grace, message}; the message,
+                  if any, is what the instance's terminated state says (a probe kill), so a
+                  restarted kubelet shows it too. See `stop`.
     shim.log      the shims' own messages, every start of the container.
 
 The memory limit is a watch, not a cgroup (there are none to use): the shim samples the RSS
@@ -40,8 +42,14 @@ ever sees complete files, and each appears exactly once. `watch` reports N.state
 the container directories: an exit is seen on the loop's next turn, and log writes wake nobody).
 
 What a start looks like from the files (`state`): spec only, lock held = starting; state.json
-= running; exit.json = exited; no exit.json and the lock free = the shim died without saying
-(kill -9, a power cut): exited with reason ContainerStatusUnknown, as Kubernetes reports it.
+= running; exit.json = exited. No exit.json and the lock free = the shim died without saying
+(kill -9 of it): while its container still runs (it dies with its shim, PR_SET_PDEATHSIG,
+unless it got away) the start counts as running; once the container is gone it is exited
+with containerd's report for a task whose shim died: exit status 137 (128 + SIGKILL, the
+signal its death sends the container), or a StartError (128) if no container was started
+yet. `record_lost` writes that report down as N.exit.json (the kubelet calls it as soon as
+its pidfd on the shim says the shim is gone: kubelet/shimwatch.py), so every later reader,
+a restarted kubelet too, sees the same end.
 
 Stop protocol: `stop` writes N.stop.json {grace} and then sends SIGTERM to the shim named in
 N.state.json. The shim, on SIGTERM, reads the grace period from N.stop.json, sends SIGTERM
@@ -67,14 +75,15 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kubemu.child import RESET_SIGNALS
 
-from .shim import (EXIT, LOG, SHIM_LOG, SPEC, STATE, STOP, instance_file, proc_stat, read_json,
-                   write_json)
+from .shim import (EXIT, LOG, SHIM_LOG, SPEC, START_ERROR_EXIT, STATE, STOP, instance_file, proc_stat,
+                   read_json, write_json)
 
 if TYPE_CHECKING:
     from kubemu.dirwatch import DirWatch
@@ -84,6 +93,7 @@ if TYPE_CHECKING:
 SUPERVISOR_VARS = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID",
                    "LISTEN_FDNAMES")
 LOCK_FD = 3  # where the shim finds the spec's locked file
+PID_FD = 4  # where the launcher reports the shim's PID
 _SEEN_LIMIT = 10_000
 _INSTANCE_FILE = re.compile(r"(\d+)\.(spec|state|exit|stop)\.json|(\d+)\.log")
 _EVENT_FILE = re.compile(r"(\d+)\.(state|exit)\.json")
@@ -119,6 +129,7 @@ class ContainerState:
     reason: str | None = None  # StartError | OOMKilled | ContainerStatusUnknown | None
     message: str | None = None
     pid_start: int | None = None  # the container's start time in clock ticks (PID reuse)
+    shim_alive: bool = False  # no exit record yet, and its shim holds the lock
 
     @property
     def starting(self) -> bool:
@@ -134,7 +145,7 @@ class ContainerState:
         A container still starting counts as running (without a PID yet): its live shim will
         start it or report the start error, and the watch says which."""
         record = {k: getattr(self, k) for k in ("restart_count", "pid", "started_at", "exit_code",
-                                                "signal", "oom_killed", "finished_at")}
+                                                "signal", "oom_killed", "finished_at", "reason", "message")}
         record["state"] = "exited" if self.exited else "running"
         return record
 
@@ -163,20 +174,26 @@ class Runtime:
 
     # -- starting ------------------------------------------------------------------------
 
-    def start(self, spec: ContainerSpec) -> None:
+    def start(self, spec: ContainerSpec, on_shim: Callable[[int | None], None] | None = None) -> None:
         """Launch the shim of this container start and return without waiting for it;
-        FileExistsError if this restart count was started already."""
+        FileExistsError if this restart count was started already. `on_shim` is called (from
+        another thread) with the shim's PID once the launcher has exited, or None if the
+        launcher died without starting a shim."""
         cdir = self.container_dir(spec.pod_dir, spec.name)
         os.makedirs(cdir, exist_ok=True)
         lock_fd = self._write_locked_spec(cdir, spec)
+        report_r, report_w = os.pipe2(os.O_CLOEXEC)
+        report_w = _high_fd(report_w)
         try:
-            pid = self._launch(cdir, spec.restart_count, lock_fd)
+            pid = self._launch(cdir, spec.restart_count, lock_fd, report_w)
         except OSError:
+            os.close(report_r)
             _unlink(instance_file(cdir, spec.restart_count, SPEC))  # not started: may be retried
             raise
         finally:
             os.close(lock_fd)  # the launcher holds the lock from here on
-        threading.Thread(target=_reap_launcher, args=(pid,), name=f"shim-launcher-{pid}",
+            os.close(report_w)
+        threading.Thread(target=_reap_launcher, args=(pid, report_r, on_shim), name=f"shim-launcher-{pid}",
                          daemon=True).start()
 
     def _write_locked_spec(self, cdir: str, spec: ContainerSpec) -> int:
@@ -196,12 +213,13 @@ class Runtime:
             os.unlink(tmp)
         return fd
 
-    def _launch(self, cdir: str, restart_count: int, lock_fd: int) -> int:
+    def _launch(self, cdir: str, restart_count: int, lock_fd: int, report_fd: int) -> int:
         """posix_spawn the shim's launcher: no fork() of the big kubelet (init/spawn.py).
         It gets a process group of its own: init kills the kubelet's group when the kubelet
         dies, and a start already under way must not die with it."""
         argv = [sys.executable, "-m", "kubelet.shim", "--dir", cdir, "--restart-count", str(restart_count),
-                "--spec", instance_file(cdir, restart_count, SPEC), "--lock-fd", str(LOCK_FD)]
+                "--spec", instance_file(cdir, restart_count, SPEC), "--lock-fd", str(LOCK_FD),
+                "--pid-fd", str(PID_FD)]
         init = os.getppid()
         stat = proc_stat(init)
         if stat is not None:
@@ -209,7 +227,8 @@ class Runtime:
         out = _high_fd(os.open(os.path.join(cdir, SHIM_LOG),
                                os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644))
         actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0), (os.POSIX_SPAWN_DUP2, out, 1),
-                   (os.POSIX_SPAWN_DUP2, out, 2), (os.POSIX_SPAWN_DUP2, lock_fd, LOCK_FD)]
+                   (os.POSIX_SPAWN_DUP2, out, 2), (os.POSIX_SPAWN_DUP2, lock_fd, LOCK_FD),
+                   (os.POSIX_SPAWN_DUP2, report_fd, PID_FD)]
         try:
             return os.posix_spawn(sys.executable, argv, self.env_base, file_actions=actions, setpgroup=0,
                                   setsigdef=RESET_SIGNALS, setsigmask=())
@@ -247,27 +266,39 @@ class Runtime:
         states = {name: self.state(pod_dir, name) for name in _subdirs(pod_dir)}
         return {name: state for name, state in states.items() if state is not None}
 
+    def found(self, pod_dir: str) -> dict[str, dict]:
+        """What PodWorker.adopt takes for the pod: every container's latest start as_found,
+        with the start before it (which `prune` keeps) under "previous"."""
+        found = {}
+        for name, state in self.list_containers(pod_dir).items():
+            found[name] = record = state.as_found()
+            earlier = [n for n in self.restart_counts(pod_dir, name) if n < state.restart_count]
+            previous = self.state(pod_dir, name, earlier[-1]) if earlier else None
+            if previous is not None and previous.exited:
+                record["previous"] = previous.as_found()
+        return found
+
     def is_running(self, state: ContainerState) -> bool:
         """Whether the container's process is alive: not a zombie, and not a newer process
         that was given the same PID."""
-        if state.exited or state.pid is None:
-            return False
-        stat = proc_stat(state.pid)
-        if stat is None or stat[0] in "ZX":
-            return False
-        return state.pid_start is None or stat[1] == state.pid_start
+        return not state.exited and _process_alive(state.pid, state.pid_start)
 
     # -- stopping ------------------------------------------------------------------------
 
-    def stop(self, pod_dir: str, name: str, grace: float) -> None:
+    def stop(self, pod_dir: str, name: str, grace: float, message: str | None = None) -> None:
         """Stop the container's latest start gracefully through its shim (protocol in the
-        module docstring); a later call with a shorter grace shortens it."""
+        module docstring); a later call with a shorter grace shortens it. `message`: what
+        its terminated state is to say (kept from an earlier call if not given)."""
         cdir = self.container_dir(pod_dir, name)
         counts = self.restart_counts(pod_dir, name)
         if not counts or os.path.exists(instance_file(cdir, counts[-1], EXIT)):
             return
         n = counts[-1]
-        write_json(instance_file(cdir, n, STOP), {"grace": grace})
+        stop = {"grace": grace}
+        message = message or (read_json(instance_file(cdir, n, STOP)) or {}).get("message")
+        if message:
+            stop["message"] = message
+        write_json(instance_file(cdir, n, STOP), stop)
         started = read_json(instance_file(cdir, n, STATE))
         if started is None:
             return  # the shim will find stop.json right after writing state.json
@@ -276,9 +307,37 @@ class Runtime:
         else:  # no shim (cannot happen short of a kill -9 of it): nobody can keep the grace
             self.kill(pod_dir, name, signal.SIGKILL)
 
-    def kill(self, pod_dir: str, name: str, sig: int) -> None:
-        """Send `sig` to the process group of the container's latest start, if it runs."""
-        state = self.state(pod_dir, name)
+    def record_lost(self, pod_dir: str, name: str, restart_count: int) -> bool:
+        """Write N.exit.json for a start whose shim died without writing it, once its
+        container's process is gone too (module docstring); whether it wrote one. What is
+        left of its process group (children orphaned when it died with its shim) is
+        SIGKILLed first: the shim would have, and a new start must not find them there."""
+        cdir = self.container_dir(pod_dir, name)
+        if os.path.exists(instance_file(cdir, restart_count, EXIT)):
+            return False
+        state = self.state(pod_dir, name, restart_count)
+        if state is None or not state.exited or state.shim_alive:
+            return False  # never started, its shim lives, or its container still runs
+        if state.pgid:
+            _kill_group(state.pgid, state.pid_start)
+        record = _lost_record(read_json(instance_file(cdir, restart_count, STATE)) or {}, restart_count,
+                              time.time())
+        path = instance_file(cdir, restart_count, EXIT)
+        tmp = os.path.join(cdir, f".{restart_count}.{EXIT}.{os.getpid()}.lost")
+        with open(tmp, "w") as f:
+            json.dump(record, f)
+        try:
+            os.link(tmp, path)  # unlike rename, never replaces: the shim may have written its own
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+
+    def kill(self, pod_dir: str, name: str, sig: int, restart_count: int | None = None) -> None:
+        """Send `sig` to the process group of the container's start (its latest if no count
+        given), if it runs."""
+        state = self.state(pod_dir, name, restart_count)
         if state is not None and state.pgid and self.is_running(state):
             _signal(state.pgid, sig, group=True)
 
@@ -367,24 +426,51 @@ def _spec_json(spec: ContainerSpec, env_base: dict[str, str]) -> str:
 
 
 def _read_state(cdir: str, name: str, n: int) -> ContainerState:
-    started = read_json(instance_file(cdir, n, STATE))
+    started = read_json(instance_file(cdir, n, STATE)) or {}
     ended = read_json(instance_file(cdir, n, EXIT))
-    if ended is None and not _shim_alive(cdir, n):
-        ended = read_json(instance_file(cdir, n, EXIT)) or {  # written just before it exited?
-            "reason": "ContainerStatusUnknown",
-            "message": "the container's shim is gone without reporting how the container ended"}
-    return _container_state(name, n, started or {}, ended)
+    shim_alive = ended is None and _shim_alive(cdir, n)
+    if ended is None and not shim_alive:
+        ended = read_json(instance_file(cdir, n, EXIT))  # written just before it exited?
+        if ended is None and not _process_alive(started.get("pid"), started.get("pid_start")):
+            ended = _lost_record(started, n, None)  # until record_lost writes it down
+    stop = read_json(instance_file(cdir, n, STOP)) or {}
+    return _container_state(name, n, started, ended, stop.get("message"), shim_alive)
 
 
-def _container_state(name: str, n: int, started: dict, ended: dict | None) -> ContainerState:
+def _lost_record(started: dict, n: int, finished_at: float | None) -> dict:
+    """containerd's report for a task whose shim died: killed (137), the signal the shim's
+    death sends the container; a start error (128) if it died before starting it."""
+    shim, pid = started.get("shim_pid"), started.get("pid")
+    record = {"restart_count": n, "shim_pid": shim, "pid": pid, "exit_code": None, "signal": int(signal.SIGKILL),
+              "oom_killed": False, "started_at": started.get("started_at"), "finished_at": finished_at,
+              "reason": None, "message": f"the container's shim (pid {shim}) died: the container was killed"}
+    if pid is None:
+        record.update(exit_code=START_ERROR_EXIT, signal=None, reason="StartError",
+                      message="the container's shim died before it started the container")
+    return record
+
+
+def _container_state(name: str, n: int, started: dict, ended: dict | None, stop_message: str | None,
+                     shim_alive: bool) -> ContainerState:
     end = ended or {}
     return ContainerState(
         name=name, restart_count=n, shim_pid=started.get("shim_pid", end.get("shim_pid")),
         pid=started.get("pid", end.get("pid")), pgid=started.get("pgid"),
         started_at=started.get("started_at", end.get("started_at")), exited=ended is not None,
         exit_code=end.get("exit_code"), signal=end.get("signal"), oom_killed=bool(end.get("oom_killed")),
-        finished_at=end.get("finished_at"), reason=end.get("reason"), message=end.get("message"),
-        pid_start=started.get("pid_start"))
+        finished_at=end.get("finished_at"), reason=end.get("reason"),
+        message=end.get("message") or (stop_message if ended is not None else None),
+        pid_start=started.get("pid_start"), shim_alive=shim_alive)
+
+
+def _process_alive(pid: int | None, pid_start: int | None) -> bool:
+    """Whether the process runs: not a zombie, and not a newer process given the same PID."""
+    if not pid:
+        return False
+    stat = proc_stat(pid)
+    if stat is None or stat[0] in "ZX":
+        return False
+    return pid_start is None or stat[1] == pid_start
 
 
 def _shim_alive(cdir: str, n: int) -> bool:
@@ -401,6 +487,35 @@ def _shim_alive(cdir: str, n: int) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def _kill_group(pgid: int, since: int | None) -> None:
+    """SIGKILL every process of the process group `pgid` (one that started no earlier than
+    its leader, `since` in clock ticks), each through a pidfd after checking its group, so
+    that a PID reused meanwhile is never hit. The group is the container's own session's: no
+    other process can have its ID while one of its members lives."""
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        if not _in_group(pid, pgid, since):
+            continue
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            continue  # gone meanwhile
+        try:
+            if _in_group(pid, pgid, since):  # the process the pidfd names
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+
+def _in_group(pid: int, pgid: int, since: int | None) -> bool:
+    stat = proc_stat(pid)
+    return stat is not None and stat[2] == pgid and stat[0] not in "ZX" and (since is None or stat[1] >= since)
 
 
 def _unseen(seen: dict[Event, None], events: list[Event]) -> list[Event]:
@@ -420,13 +535,18 @@ async def _close_when_set(stop_event: asyncio.Event, changes: DirWatch) -> None:
     changes.close()  # ends the watch's iteration, even while it waits
 
 
-def _reap_launcher(pid: int) -> None:
-    """The launcher exits as soon as it has forked the shim; collect it so that it leaves
-    no zombie (one blocking waitpid in a thread, not a poll)."""
+def _reap_launcher(pid: int, report_fd: int, on_shim: Callable[[int | None], None] | None) -> None:
+    """The launcher exits as soon as it has forked the shim: read the shim's PID it reports
+    (up to EOF: the launcher is gone, and the shim closed its copy), collect the launcher so
+    that it leaves no zombie (blocking calls in a thread, not a poll), and pass the PID on."""
+    with os.fdopen(report_fd, "rb") as report:
+        text = report.read().strip()
     try:
         os.waitpid(pid, 0)
     except ChildProcessError:
         pass  # someone reaped every child (a waitpid(-1) elsewhere in the kubelet)
+    if on_shim is not None:
+        on_shim(int(text) if text.isdigit() else None)
 
 
 def _high_fd(fd: int) -> int:

@@ -2,7 +2,7 @@
 
     python -m kubelet.shim --dir CONTAINER_DIR --restart-count N [--grace SECONDS]
                            [--memory-limit BYTES] [--spec FILE] [--lock-fd FD]
-                           [--init-pid PID:START_TICKS] [-- ARGV...]
+                           [--init-pid PID:START_TICKS] [--pid-fd FD] [-- ARGV...]
 
 `--spec FILE` is a JSON object with any of argv, env, cwd, memory_limit, grace; its keys win
 over the flags. Without a spec `env` is the shim's own environment. `--lock-fd FD` is an open
@@ -10,7 +10,9 @@ file holding an exclusive flock(2) that the shim keeps for its whole life: the k
 the lock before launching us, so "lock free" means "no shim alive" with no window at all.
 `--init-pid` names the process the shim must die with (the kubelet's parent, init): if it is
 gone by the time the shim has armed its death signal, init died while the shim was being
-launched (a power cut) and the shim exits instead of living on under PID 1.
+launched (a power cut) and the shim exits instead of living on under PID 1. `--pid-fd FD`: the
+launched process writes the real shim's PID there (decimal) before it exits, so the kubelet
+can hold a pidfd on the shim from its very start (kubelet/shimwatch.py).
 
 What the shim does, in order (the files are described in kubelet/runtime.py):
   1. detach: the launched process forks the real shim and exits at once; the shim calls
@@ -91,16 +93,17 @@ def read_json(path: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time in clock ticks) of a process from /proc/<pid>/stat, or None.
-    The start time tells a process from a later one that got the same PID."""
+def proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state letter, start time in clock ticks, process group ID) of a process from
+    /proc/<pid>/stat, or None. The start time tells a process from a later one that got the
+    same PID."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
     except OSError:
         return None
     fields = data[data.rfind(b")") + 2:].split()  # the command name may contain spaces and ")"
-    return fields[0].decode(), int(fields[19])
+    return fields[0].decode(), int(fields[19]), int(fields[2])
 
 
 def log(config: "Config | None", message: str) -> None:
@@ -120,7 +123,8 @@ class Config:
 
     FLAGS = {"--dir": ("dir", str), "--restart-count": ("restart_count", int),
              "--grace": ("grace", float), "--memory-limit": ("memory_limit", int),
-             "--spec": ("spec", str), "--lock-fd": ("lock_fd", int), "--init-pid": ("init", str)}
+             "--spec": ("spec", str), "--lock-fd": ("lock_fd", int), "--init-pid": ("init", str),
+             "--pid-fd": ("pid_fd", int)}
 
     def __init__(self) -> None:
         self.dir = ""
@@ -129,6 +133,7 @@ class Config:
         self.memory_limit: int | None = None
         self.spec: str | None = None
         self.lock_fd: int | None = None
+        self.pid_fd: int | None = None  # where the launched process reports the shim's PID
         self.init: str | None = None  # PID:START_TICKS of the process to die with
         self.argv: list[str] = []
         self.env: dict[str, str] = dict(os.environ)
@@ -184,8 +189,13 @@ def detach(config: Config) -> None:
     has been re-parented and armed with PR_SET_PDEATHSIG (see the module docstring)."""
     launcher = os.getpid()
     rd, wr = os.pipe()
-    if os.fork() != 0:
-        os._exit(0)  # the launcher: its exit closes `wr` and re-parents the shim
+    shim = os.fork()
+    if shim != 0:  # the launcher: its exit closes `wr` and re-parents the shim
+        if config.pid_fd is not None:
+            _report_pid(config.pid_fd, shim)
+        os._exit(0)
+    if config.pid_fd is not None:
+        os.close(config.pid_fd)  # the reader's EOF: the launcher has exited
     os.close(wr)
     os.setsid()
     os.read(rd, 1)  # EOF: the launcher is exiting (no polling while it finishes)
@@ -199,6 +209,13 @@ def detach(config: Config) -> None:
     if config.init and not _same_process(config.init):
         log(config, f"init {config.init} died while the shim was launched: not starting")
         os._exit(1)
+
+
+def _report_pid(fd: int, pid: int) -> None:
+    try:
+        os.write(fd, f"{pid}\n".encode())
+    except OSError:
+        pass  # nobody reads it any more: the kubelet finds the shim in N.state.json
 
 
 def _same_process(pid_start: str) -> bool:
@@ -498,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"usage: python -m kubelet.shim --dir DIR --restart-count N [--grace S] "
               f"[--memory-limit BYTES] [--spec FILE] [--lock-fd FD] [--init-pid PID:START] "
-              f"[-- ARGV...]\nerror: {exc}",
+              f"[--pid-fd FD] [-- ARGV...]\nerror: {exc}",
               file=sys.stderr)
         return 2
     try:

@@ -499,9 +499,10 @@ def _container(c: _Checker, ctr: dict, path: str, *, init: bool, seen: set[str])
             c.add(duplicate(name_path, name))
         seen.add(name)
     c.strings(ctr.get("command"), child(path, "command"))
-    if ctr.get("command") is None or ctr["command"] == []:
-        c.add(required(child(path, "command"),
-                       "kubemu runs containers as processes: a command is required"))
+    # Kubernetes requires an image; kubemu also runs a bare command. Whether an image can be
+    # had is the kubelet's to find out (its image catalog), as a registry's is in Kubernetes.
+    if _absent(ctr.get("image")) and (ctr.get("command") is None or ctr["command"] == []):
+        c.add(required(child(path, "image"), "a container needs an image or, in kubemu, a command"))
     _env(c, ctr, path)
     port_names = _ports(c, ctr.get("ports"), child(path, "ports"))
     _resources(c, ctr.get("resources"), child(path, "resources"))

@@ -11,3 +11,9 @@ def format_time(ts: float) -> str:
 
 def format_micro_time(ts: float) -> str:
     return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_micro_time(stamp: str) -> float:
+    """format_micro_time's text back to seconds since the epoch; ValueError if it is not one."""
+    moment = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.replace(tzinfo=datetime.timezone.utc).timestamp()

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kubemu import cluster, wire
+from kubemu.kubectl.printers import pod_row
 from kubemu.statedir import StateDir
 from tests.conftest import alive, spawn_marked, terminate, wait_for
 
@@ -60,6 +61,13 @@ class KubeletNode:
         c = self.container(pod)
         cid = (c or {}).get("containerID", "")
         return int(cid.removeprefix("process://")) if "running" in (c or {}).get("state", {}) and cid else None
+
+    def shim_pid(self, pod: str, container: str = "main") -> int | None:
+        """The shim of the container's current start, from the start's state file."""
+        n = (self.container(pod, container) or {}).get("restartCount", 0)
+        for state in (self.dir / "pods").glob(f"default_{pod}-node-0_*/{container}/{n}.state.json"):
+            return json.loads(state.read_text())["shim_pid"]
+        return None
 
     def kubelet_log(self) -> str:
         path = self.dir / "logs" / "kubelet.log"
@@ -151,7 +159,7 @@ def test_invalid_manifest_is_skipped_and_others_run(node):
     wait_for(lambda: node.pid("fine"), message="the valid pod")
     log = wait_for(lambda: (l := node.kubelet_log()) and "garbage.yaml" in l and "broken.yaml" in l and l,
                    message="the errors to be logged")
-    assert "spec.containers[0].command: Required value" in log
+    assert "spec.containers[0].image: Required value" in log
     events = [json.loads(line) for line in (node.dir / "events.jsonl").read_text().splitlines()]
     assert {e["reason"] for e in events} >= {"FailedToLoadManifest"}
     assert node.pod("broken") is None
@@ -215,3 +223,71 @@ def test_many_pods_ending_together_do_not_trip_the_kubelet(node):
              message="every pod stopped and removed")
     assert node.kubelet()["main_pid"] == kubelet_pid
     assert "kubelet task failed" not in node.kubelet_log()
+
+
+def test_a_killed_shim_is_noticed_and_its_container_restarted(node):
+    node.manifest("web", [sleeper()])
+    first = wait_for(lambda: node.pid("web"), message="the pod")
+    os.kill(node.shim_pid("web"), signal.SIGKILL)
+    wait_for(lambda: not alive(first), message="the container to die with its shim")
+    # Heard at once through the pidfd: the status says how it ended, and a new start runs.
+    second = wait_for(lambda: (p := node.pid("web")) and p != first and p, message="the restart")
+    c = node.container("web")
+    assert c["restartCount"] == 1 and alive(second)
+    term = c["lastState"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (137, "Error") and "shim" in term["message"]
+
+
+def test_a_container_that_outlives_its_killed_shim_is_stopped(node, tmp_path):
+    armed = tmp_path / "armed"
+    # It clears the death signal its shim set (prctl PR_SET_PDEATHSIG, 0): only the kubelet can stop it now.
+    clear = f"import ctypes\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\nopen({str(armed)!r}, 'w').close()"
+    node.manifest("stray", [sleeper(extra=clear)], restartPolicy="Never")
+    pid = wait_for(lambda: node.pid("stray"), message="the pod")
+    wait_for(armed.exists, message="the death signal to be cleared")
+    os.kill(node.shim_pid("stray"), signal.SIGKILL)
+    wait_for(lambda: not alive(pid), message="the kubelet to kill the container")
+    term = wait_for(lambda: (node.container("stray") or {}).get("state", {}).get("terminated"),
+                    message="the pod's status to show the end")
+    assert term["exitCode"] == 137 and node.pod("stray")["status"]["phase"] == "Failed"
+    assert node.pid("stray") is None  # nothing reported running (what `kubemu ps` shows)
+
+
+def test_status_reads_the_same_after_a_kubelet_restart(node):
+    node.manifest("web", [sleeper()])
+    first = wait_for(lambda: node.pid("web"), message="the pod")
+    os.kill(first, signal.SIGKILL)
+    wait_for(lambda: (p := node.pid("web")) and p != first, message="the restart")
+    before = node.pod("web")
+    status_file = next((node.dir / "pods").glob("default_web-node-0_*/status.json"))
+    written = _identity(status_file)
+
+    kubelet = node.kubelet()["main_pid"]
+    os.kill(kubelet, signal.SIGKILL)
+    wait_for(lambda: (k := node.kubelet())["main_pid"] not in (None, kubelet) and k["active_state"] == "active",
+             message="init to restart the kubelet")
+    wait_for(lambda: _identity(status_file) != written, message="the new kubelet to write the status")
+    after = node.pod("web")
+    assert after["status"]["containerStatuses"] == before["status"]["containerStatuses"]
+    assert after["status"]["startTime"] == before["status"]["startTime"]
+    now = time.time()
+    assert pod_row(after, now) == pod_row(before, now)  # RESTARTS "1 (Ns ago)" included
+    assert before["status"]["containerStatuses"][0]["lastState"]["terminated"]["signal"] == 9
+
+
+def test_a_shim_killed_with_the_kubelet_is_reported_by_the_next_one(node):
+    node.manifest("web", [sleeper()])
+    first = wait_for(lambda: node.pid("web"), message="the pod")
+    kubelet = node.kubelet()["main_pid"]
+    os.kill(kubelet, signal.SIGKILL)
+    os.kill(node.shim_pid("web"), signal.SIGKILL)
+    second = wait_for(lambda: (p := node.pid("web")) and p != first and p, message="the restart")
+    c = node.container("web")
+    assert c["restartCount"] == 1 and alive(second) and not alive(first)
+    term = c["lastState"]["terminated"]
+    assert (term["exitCode"], term["reason"]) == (137, "Error") and "shim" in term["message"]
+
+def _identity(path: Path) -> tuple[int, int]:
+    """Tells a rewritten file (written whole and renamed over: a new inode, a later mtime)."""
+    st = path.stat()
+    return st.st_ino, st.st_mtime_ns

@@ -152,7 +152,7 @@ def test_yaml_strings_stay_strings():
 
 # --- a bad manifest: one line naming the file and the problem --------------------------------------
 
-CMD_REQUIRED = "Required value: kubemu runs containers as processes: a command is required"
+IMAGE_REQUIRED = "Required value: a container needs an image or, in kubemu, a command"
 
 
 @pytest.mark.parametrize("content, expected", [
@@ -187,7 +187,7 @@ def test_unusable_files(content, expected):
      'Pod "web-node-0" is invalid: [spec.other: Unknown field, '
      'spec.containers: Invalid value: "x": must be a list]'),
     (b'    command: ["python", "-m", "http.server", "8080"]\n', b"",
-     f'Pod "web-node-0" is invalid: spec.containers[0].command: {CMD_REQUIRED}'),
+     f'Pod "web-node-0" is invalid: spec.containers[0].image: {IMAGE_REQUIRED}'),
     (b'    command: ["python", "-m", "http.server", "8080"]\n', b"    command: 5\n",
      'Pod "web-node-0" is invalid: spec.containers[0].command: Invalid value: 5: '
      "must be a list of strings"),

@@ -6,6 +6,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from kubelet.images import load, resolve
 from kubelet.podworker import (KillContainer, PodWorker, RecordEvent, RunProbe, Settings,
                                StartContainer, format_time)
 
@@ -652,6 +653,108 @@ def test_adopt_ignores_unknown_containers():
     assert starts(w.sync(T0)) == [("app", 0)]
 
 
+# --- the status a restarted kubelet rebuilds ------------------------------------------------------
+
+WALL = 1_700_000_000  # the wall clock's offset from the fake clock
+SHIM_DIED = "the container's shim (pid 99) died: the container was killed"
+
+
+def record(state, n, started_at, pid=None, **end) -> dict:
+    """A start as the runtime's files keep it (Runtime.found's records)."""
+    out = {"state": state, "restart_count": n, "pid": pid, "started_at": started_at, "exit_code": None,
+           "signal": None, "oom_killed": False, "finished_at": None, "reason": None, "message": None}
+    return {**out, **end}
+
+
+def crashed_and_restarted(policy="Always"):
+    """A container crashed (exit 1) and was restarted: the live worker, and its records."""
+    w = PodWorker(pod(policy=policy), S, T0, wall_offset=WALL)
+    w.sync(T0)
+    w.container_started("app", 100, T0 + 0.2, started_at=T0 + 0.1)
+    w.container_exited("app", 1, None, False, T0 + 5.2, started_at=T0 + 0.1, finished_at=T0 + 5.1)
+    w.sync(T0 + 5.2)
+    w.container_started("app", 101, T0 + 5.4, started_at=T0 + 5.3)
+    return w, {"app": record("running", 1, T0 + 5.3, 101, previous=record("exited", 0, T0 + 0.1, 100, exit_code=1,
+                                                                             finished_at=T0 + 5.1))}
+
+
+def shim_killed():
+    w = PodWorker(pod(), S, T0, wall_offset=WALL)
+    w.sync(T0)
+    w.container_started("app", 100, T0 + 0.2, started_at=T0 + 0.1)
+    w.container_exited("app", None, signal.SIGKILL, False, T0 + 3.2, finished_at=T0 + 3.1, message=SHIM_DIED)
+    w.sync(T0 + 3.2)
+    w.container_started("app", 101, T0 + 3.4, started_at=T0 + 3.3)
+    previous = record("exited", 0, T0 + 0.1, 100, signal=9, finished_at=T0 + 3.1, message=SHIM_DIED)
+    return w, {"app": record("running", 1, T0 + 3.3, 101, previous=previous)}
+
+
+def probe_killed():
+    liveness = {**EXEC, "periodSeconds": 1, "failureThreshold": 1}
+    w = PodWorker(pod(ctr("app", livenessProbe=liveness)), S, T0, wall_offset=WALL)
+    w.sync(T0)
+    w.container_started("app", 100, T0, started_at=T0)
+    w.sync(T0 + 1)
+    kill = kills(w.probe_result("app", "liveness", False, "no", T0 + 1))
+    message = kill[0][2]
+    w.container_exited("app", None, signal.SIGTERM, False, T0 + 1.5, finished_at=T0 + 1.4)
+    w.sync(T0 + 1.5)
+    w.container_started("app", 101, T0 + 1.6, started_at=T0 + 1.6)
+    previous = record("exited", 0, T0, 100, signal=15, finished_at=T0 + 1.4, message=message)
+    return w, {"app": record("running", 1, T0 + 1.6, 101, previous=previous)}
+
+
+def start_failed():
+    w = PodWorker(pod(), S, T0, wall_offset=WALL)
+    w.sync(T0)
+    w.container_start_failed("app", "CreateContainerError", "exec: nope", T0 + 0.2, failed_at=T0 + 0.1)
+    w.sync(T0 + 0.2)
+    w.container_started("app", 101, T0 + 0.4, started_at=T0 + 0.3)
+    previous = record("exited", 0, None, None, exit_code=128, finished_at=T0 + 0.1, reason="StartError",
+                      message="exec: nope")
+    return w, {"app": record("running", 1, T0 + 0.3, 101, previous=previous)}
+
+
+def completed_after_a_crash():
+    w, _ = crashed_and_restarted("OnFailure")
+    w.container_exited("app", 0, None, False, T0 + 8.2, started_at=T0 + 5.3, finished_at=T0 + 8.1)
+    previous = record("exited", 0, T0 + 0.1, 100, exit_code=1, finished_at=T0 + 5.1)
+    return w, {"app": record("exited", 1, T0 + 5.3, 101, exit_code=0, finished_at=T0 + 8.1, previous=previous)}
+
+
+@pytest.mark.parametrize("history", [crashed_and_restarted, shim_killed, probe_killed, start_failed,
+                                     completed_after_a_crash])
+def test_adoption_rebuilds_the_same_status_from_the_runtimes_records(history):
+    """What a kubelet restart must not change: lastState and its times (the "(3s ago)" of
+    RESTARTS), the running instance's start, restartCount, the pod's startTime."""
+    live, found = history()
+    now = T0 + 20
+    adopted = PodWorker.adopt(live.pod, S, now, found, wall_offset=WALL, start_time=T0)
+    before, after = live.status(now), adopted.status(now)
+    assert after["containerStatuses"] == before["containerStatuses"]
+    assert (after["phase"], after["startTime"]) == (before["phase"], before["startTime"])
+    assert before["containerStatuses"][0]["lastState"]["terminated"]  # there is something to keep
+
+
+def test_shim_death_is_a_crash_with_the_runtimes_report():
+    w = running()
+    acts = w.container_exited("app", None, signal.SIGKILL, False, T0 + 3, finished_at=T0 + 2.9, message=SHIM_DIED)
+    assert starts(acts) == [("app", 1)]  # the first restart is immediate, as after any crash
+    term = cstatus(w, "app", T0 + 3)["lastState"]["terminated"]
+    assert (term["exitCode"], term["reason"], term["signal"], term["message"]) == (137, "Error", 9, SHIM_DIED)
+    assert term["finishedAt"] == format_time(T0 + 2.9)
+    assert "containerID" not in cstatus(w, "app", T0 + 3)  # the dead PID is not reported running
+
+
+def test_probe_kill_says_what_the_terminated_state_will_say():
+    liveness = {**EXEC, "periodSeconds": 1, "failureThreshold": 1}
+    w = running(pod(ctr("app", livenessProbe=liveness)))
+    w.sync(T0 + 1)
+    kill = [a for a in w.probe_result("app", "liveness", False, "no", T0 + 1) if isinstance(a, KillContainer)]
+    assert kill[0].termination_message == "Container app failed liveness probe, will be restarted"
+    assert [a.termination_message for a in running().stop(T0) if isinstance(a, KillContainer)] == [None]
+
+
 # --- status shape ---------------------------------------------------------------------------------
 
 def test_status_shape():
@@ -813,3 +916,108 @@ class PodWorkerMachine(RuleBasedStateMachine):
 
 PodWorkerMachine.TestCase.settings = hsettings(max_examples=150, stateful_step_count=40, deadline=None)
 test_random_event_sequences = PodWorkerMachine.TestCase
+
+
+# --- images: the catalog's answer, ErrImagePull and ImagePullBackOff --------------------------------
+
+class Images:
+    """A resolver over a catalog the test edits (the shell's catalog file)."""
+
+    def __init__(self, text: str | None = None):
+        self.catalog = load(text, "/s/images.yaml", python="/py")
+
+    def __call__(self, container: dict):
+        return resolve(container, self.catalog)
+
+
+def imaged(image="nosuch/image:1", **kw) -> dict:
+    return {"name": "app", "image": image, **kw}
+
+
+def waiting(w, now):
+    return cstatus(w, "app", now)["state"].get("waiting", {}).get("reason")
+
+
+def test_an_image_from_the_catalog_runs_its_entrypoint():
+    w = PodWorker(pod(imaged("busybox:1.36")), S, T0, images=Images())
+    acts = w.sync(T0)
+    start = next(a for a in acts if isinstance(a, StartContainer))
+    assert start.argv == ("sh",) and start.restart_count == 0
+    assert events(acts) == [("Pulled", 'Container image "busybox:1.36" already present on machine', "Normal")]
+
+
+def test_an_unknown_image_backs_off_as_the_kubelets_image_pulls_do():
+    w = PodWorker(pod(imaged()), S, T0, images=Images())
+    acts = w.sync(T0)
+    assert starts(acts) == []
+    assert [e[:1] + e[2:] for e in events(acts)] == [("Pulling", "Normal"), ("Failed", "Warning"),
+                                                     ("Failed", "Warning")]
+    assert events(acts)[1][1].startswith('Failed to pull image "nosuch/image:1": failed to resolve reference')
+    assert events(acts)[2][1] == "Error: ErrImagePull"
+    c = cstatus(w, "app", T0)
+    assert c["state"]["waiting"]["reason"] == "ErrImagePull" and "/s/images.yaml" in c["state"]["waiting"]["message"]
+    assert c["restartCount"] == 0 and c["lastState"] == {} and w.phase() == "Pending"
+    # Pulls fail at 0, 10, 30, 70, 150, 310 (backoff 10 s doubling); in between, a sync
+    # ERROR_RESYNC (10 s) after each failed pull finds the image backing off.
+    timeline, shown = [], {}
+    now = T0
+    while now < T0 + 1000:
+        now = w.next_deadline()
+        acts = w.sync(now)
+        assert starts(acts) == []
+        timeline.append((round(now - T0), waiting(w, now)))
+        shown[waiting(w, now)] = cstatus(w, "app", now)["state"]["waiting"]["message"]
+    assert timeline[:9] == [(10, "ErrImagePull"), (20, "ImagePullBackOff"), (30, "ErrImagePull"),
+                            (40, "ImagePullBackOff"), (70, "ErrImagePull"), (80, "ImagePullBackOff"),
+                            (150, "ErrImagePull"), (160, "ImagePullBackOff"), (310, "ErrImagePull")]
+    pulls = [t for t, reason in timeline if reason == "ErrImagePull"]
+    assert {b - a for a, b in zip(pulls[5:], pulls[6:])} == {300}, "capped at 300 s"
+    assert shown["ImagePullBackOff"] == 'Back-off pulling image "nosuch/image:1"'
+
+
+def test_the_backoff_is_scaled_and_a_fixed_catalog_starts_the_container():
+    images = Images()
+    w = PodWorker(pod(imaged()), Settings(time_scale=0.1), T0, images=images)
+    w.sync(T0)
+    assert w.next_deadline() == pytest.approx(T0 + 1)
+    images.catalog = load("images:\n- image: nosuch/image\n  cmd: [run]\n", "/s/images.yaml", python="/py")
+    acts = w.sync(T0 + 1)
+    assert [(a.argv, a.restart_count) for a in acts if isinstance(a, StartContainer)] == [(("run",), 0)]
+    assert waiting(w, T0 + 1) == "ContainerCreating"
+
+
+def test_an_image_gone_before_a_restart_keeps_the_restart_count_and_last_state():
+    images = Images("images:\n- image: app\n  cmd: [run]\n")
+    w = PodWorker(pod(imaged("app")), S, T0, images=images)
+    assert starts(w.sync(T0)) == [("app", 0)]
+    w.container_started("app", 100, T0)
+    images.catalog = load(None, "/s/images.yaml", python="/py")
+    acts = w.container_exited("app", 1, None, False, T0 + 5)  # the first restart is immediate
+    assert starts(acts) == []
+    c = cstatus(w, "app", T0 + 5)
+    assert c["restartCount"] == 0 and c["lastState"]["terminated"]["exitCode"] == 1
+    assert c["state"]["waiting"]["reason"] == "ErrImagePull"
+    images.catalog = load("images:\n- image: app\n  cmd: [run]\n", "/s/images.yaml", python="/py")
+    assert starts(w.sync(w.next_deadline())) == [("app", 1)]
+
+
+@pytest.mark.parametrize("container, reason, event", [
+    (imaged("Nginx"), "InvalidImageName", "InspectFailed"),
+    (imaged(imagePullPolicy="Never"), "ErrImageNeverPull", "ErrImageNeverPull"),
+])
+def test_an_image_not_even_tried_is_retried_without_backoff(container, reason, event):
+    w = PodWorker(pod(container), S, T0, images=Images())
+    acts = w.sync(T0)
+    assert [e[0] for e in events(acts)] == [event, "Failed"]
+    assert events(acts)[-1] == ("Failed", f"Error: {reason}", "Warning")
+    for k in (1, 2, 3):
+        assert w.next_deadline() == T0 + 10 * k
+        w.sync(T0 + 10 * k)
+        assert waiting(w, T0 + 10 * k) == reason
+
+
+def test_a_pod_stopped_while_its_image_backs_off_terminates_at_once():
+    w = PodWorker(pod(imaged()), S, T0, images=Images())
+    w.sync(T0)
+    assert w.stop(T0 + 1) == [] and w.is_terminated() and w.next_deadline() is None
+    assert w.phase() == "Failed"

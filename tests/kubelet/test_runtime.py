@@ -156,14 +156,88 @@ def test_memory_limit_from_the_spec(runtime):
     assert (state.exit_code, state.signal, state.oom_killed, state.reason) == (137, 9, True, "OOMKilled")
 
 
-def test_a_shim_gone_without_a_word_is_status_unknown(runtime):
+# A container that clears the death signal its shim gave it: it outlives a killed shim.
+ESCAPER = ("import ctypes, time; ctypes.CDLL(None).prctl(1, 0, 0, 0, 0); "  # PR_SET_PDEATHSIG, 0
+           "print('ready', flush=True); time.sleep(600)")
+
+
+def test_a_shim_gone_without_a_word_ends_as_containerd_reports_it(runtime):
+    pod = runtime.pod_dir(POD)
     runtime.start(spec(runtime, py(SLEEP)))
     state = running(runtime)
     os.kill(state.shim_pid, signal.SIGKILL)
     wait_for(lambda: not alive(state.pid), message="the container to die with its shim")
     state = exited(runtime)
-    assert state.reason == "ContainerStatusUnknown" and state.exit_code is None and state.signal is None
-    assert not runtime.is_running(state)
+    # containerd's report for a task whose shim died: killed (137), no reason of its own
+    assert (state.exit_code, state.signal, state.reason, state.finished_at) == (None, signal.SIGKILL, None, None)
+    assert f"shim (pid {state.shim_pid}) died" in state.message and not runtime.is_running(state)
+    assert runtime.record_lost(pod, "c", 0)  # written down once...
+    recorded = runtime.state(pod, "c", 0)
+    assert recorded.finished_at is not None and recorded.message == state.message
+    assert not runtime.record_lost(pod, "c", 0)  # ...and never again
+    assert runtime.state(pod, "c", 0).finished_at == recorded.finished_at
+
+
+def test_a_container_that_outlives_its_shim_runs_until_killed(runtime):
+    pod = runtime.pod_dir(POD)
+    runtime.start(spec(runtime, py(ESCAPER)))
+    state = running(runtime)
+    log = Path(runtime.log_path(pod, "c", 0))
+    wait_for(lambda: "ready" in log.read_text(), message="the container to clear its death signal")
+    os.kill(state.shim_pid, signal.SIGKILL)
+    wait_for(lambda: not alive(state.shim_pid), message="the shim to die")
+    found = runtime.state(pod, "c", 0)
+    assert not found.exited and not found.shim_alive and runtime.is_running(found)
+    assert not runtime.record_lost(pod, "c", 0)  # its container still runs
+    runtime.kill(pod, "c", signal.SIGKILL, 0)
+    wait_for(lambda: not alive(state.pid), message="the container to die")
+    assert runtime.record_lost(pod, "c", 0)
+    assert runtime.state(pod, "c", 0).signal == signal.SIGKILL
+
+
+def test_start_reports_the_shims_pid(runtime):
+    reported = []
+    runtime.start(spec(runtime, py(SLEEP)), on_shim=reported.append)
+    state = running(runtime)
+    assert wait_for(lambda: reported, message="the report") == [state.shim_pid]
+    runtime.stop(runtime.pod_dir(POD), "c", grace=5)
+    exited(runtime)
+
+
+def test_a_launcher_that_dies_reports_no_shim(node):  # noqa: F811 - the fixture imported above
+    """Its start is lost before any container ran: a start error, once written down."""
+    rt = Runtime(str(node), env_base=dict(marker_env(node), PYTHONHOME="/nonexistent"))  # python cannot start
+    os.makedirs(rt.pod_dir(POD))
+    reported = []
+    rt.start(spec(rt, py(SLEEP)), on_shim=reported.append)
+    assert wait_for(lambda: reported, message="the report") == [None]
+    assert rt.record_lost(rt.pod_dir(POD), "c", 0)
+    state = exited(rt)
+    assert (state.exit_code, state.reason, state.pid) == (128, "StartError", None) and state.start_failed
+
+
+def test_stop_keeps_the_termination_message(runtime):
+    pod = runtime.pod_dir(POD)
+    runtime.start(spec(runtime, py(SLEEP)))
+    running(runtime)
+    runtime.stop(pod, "c", grace=5, message="Container c failed liveness probe, will be restarted")
+    runtime.stop(pod, "c", grace=1)  # a shorter grace keeps the message
+    assert exited(runtime).message == "Container c failed liveness probe, will be restarted"
+
+
+def test_found_carries_the_start_before_the_latest(runtime):
+    pod = runtime.pod_dir(POD)
+    runtime.start(spec(runtime, py("raise SystemExit(3)")))
+    exited(runtime, n=0)
+    runtime.start(spec(runtime, py(SLEEP), n=1))
+    running(runtime)
+    found = runtime.found(pod)["c"]
+    assert found["state"] == "running" and found["restart_count"] == 1
+    previous = found["previous"]
+    assert (previous["state"], previous["exit_code"], previous["restart_count"]) == ("exited", 3, 0)
+    assert previous["started_at"] <= previous["finished_at"] <= found["started_at"]
+    runtime.stop(pod, "c", grace=5)
+    exited(runtime, n=1)
 
 
 def test_remove_pod_only_once_stopped(runtime):

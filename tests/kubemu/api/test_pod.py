@@ -19,7 +19,7 @@ LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
     "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
     "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
-COMMAND_REQUIRED = "Required value: kubemu runs containers as processes: a command is required"
+IMAGE_REQUIRED = "Required value: a container needs an image or, in kubemu, a command"
 
 
 def pod(**spec_extra):
@@ -245,6 +245,16 @@ def test_minimal_and_realistic_pods_are_valid():
     assert validate_pod(default_pod(realistic_pod(), with_status=True)) == []
 
 
+def test_an_image_without_a_command_is_valid():
+    """The docs' Deployment (`image: nginx:1.14.2`, no command): whether the image can be had
+    is the kubelet's to find out (its image catalog), not the apiserver's."""
+    p = pod()
+    p["spec"]["containers"] = [{"name": "nginx", "image": "nginx:1.14.2", "ports": [{"containerPort": 80}]}]
+    assert validate_pod(default_pod(p)) == []
+    p["spec"]["containers"][0]["image"] = "nosuch/image:1"
+    assert validate_pod(default_pod(p)) == []
+
+
 def test_generate_name_instead_of_name():
     p = pod()
     p["metadata"] = {"generateName": "web-"}
@@ -284,8 +294,8 @@ def test_generate_name_instead_of_name():
     ("spec.containers[0]", "x", 'spec.containers[0]: Invalid value: "x": must be an object'),
     ("spec.containers[0].name", DELETE, "spec.containers[0].name: Required value"),
     ("spec.containers[0].name", "App", f'spec.containers[0].name: Invalid value: "App": {LABEL_MSG}'),
-    ("spec.containers[0].command", DELETE, f"spec.containers[0].command: {COMMAND_REQUIRED}"),
-    ("spec.containers[0].command", [], f"spec.containers[0].command: {COMMAND_REQUIRED}"),
+    ("spec.containers[0].command", DELETE, f"spec.containers[0].image: {IMAGE_REQUIRED}"),
+    ("spec.containers[0].command", [], f"spec.containers[0].image: {IMAGE_REQUIRED}"),
     ("spec.containers[0].command", 5,
      "spec.containers[0].command: Invalid value: 5: must be a list of strings"),
     ("spec.containers[0].command", "sleep 1",
@@ -379,7 +389,7 @@ def test_generate_name_instead_of_name():
     ("spec.initContainers", [{"name": "init", "command": ["true"],
                               "livenessProbe": {"exec": {"command": ["true"]}}}],
      "spec.initContainers[0].livenessProbe: Forbidden: may not be set for init containers"),
-    ("spec.initContainers", [{"name": "init"}], f"spec.initContainers[0].command: {COMMAND_REQUIRED}"),
+    ("spec.initContainers", [{"name": "init"}], f"spec.initContainers[0].image: {IMAGE_REQUIRED}"),
     ("spec.restartPolicy", "Sometimes",
      'spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", '
      '"OnFailure", "Never"'),
@@ -416,7 +426,7 @@ def test_multiple_errors_are_all_reported():
         'spec.restartPolicy: Unsupported value: "Sometimes": supported values: "Always", '
         '"OnFailure", "Never"',
         'spec.containers[1].name: Duplicate value: "app"',
-        f"spec.containers[1].command: {COMMAND_REQUIRED}",
+        f"spec.containers[1].image: {IMAGE_REQUIRED}",
     ]
 
 
