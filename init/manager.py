@@ -54,7 +54,7 @@ class Manager:
         return self.services[name].restart(now) + self._run_jobs(now)
 
     def reset_failed(self, name: str | None, now: float) -> list[Action]:
-        names = [name] if name else list(self.services)
+        names = list(self.services) if name is None else [name]  # only no name means all
         for n in names:
             self._require(n)
             self.services[n].reset_failed(now)

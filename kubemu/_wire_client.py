@@ -20,7 +20,8 @@ from ._wire_pump import _NOBLOCK, _Pump, _wake
 log = logging.getLogger("kubemu.wire")
 
 IDEMPOTENT_ATTEMPTS = 4
-STREAM_BUFFER = 100_000  # items a client buffers for one unread stream before giving up on it
+# bytes (as they came over the wire) a client buffers for one unread stream before giving up on it
+STREAM_BUFFER = 32 * 1024 * 1024
 
 
 def _expire_call(fut: asyncio.Future, method: str, timeout: float) -> None:
@@ -56,6 +57,8 @@ class Stream:
         self.id: int | None = None
         self._state = _NEW
         self._items: collections.deque = collections.deque()
+        self._sizes: collections.deque[int] = collections.deque()  # of the items, as received
+        self._buffered = 0
         self._end: object = None  # _STOP or the WireError to raise once the items are consumed
         self._started: asyncio.Future | None = None
         self._waiter: asyncio.Future | None = None
@@ -112,6 +115,7 @@ class Stream:
             await self._open()
         while True:
             if self._items:
+                self._buffered -= self._sizes.popleft()
                 return self._items.popleft()
             end = self._end
             if end is not None:
@@ -131,10 +135,14 @@ class Stream:
     async def aclose(self) -> None:
         if self.id is not None and self._client._streams.pop(self.id, None) is not None:
             self._client._send_nowait(encode_cancel(self.id))
-        if self._started is not None and not self._started.done():
+        # only an opener still waiting reads `_started`; failing it after a failed open would
+        # leave an exception nobody retrieves (asyncio logs those)
+        if self._state == _OPENING and self._started is not None and not self._started.done():
             self._started.set_exception(Cancelled("stream closed"))
         self._state = _DONE
         self._items.clear()
+        self._sizes.clear()
+        self._buffered = 0
         self._end = _STOP
         self._wake()
 
@@ -149,12 +157,14 @@ class Stream:
         if not self._started.done():
             self._started.set_result(None)
 
-    def _on_item(self, item) -> None:
+    def _on_item(self, item, size: int) -> None:
         self._items.append(item)
-        if len(self._items) > STREAM_BUFFER:
+        self._sizes.append(size)
+        self._buffered += size
+        if self._buffered > STREAM_BUFFER:
             self._client._send_nowait(encode_cancel(self.id))
-            self._finish(Unavailable(f"stream {self.method!r} cancelled: the consumer fell "
-                                     f"{STREAM_BUFFER} items behind"))
+            self._finish(Unavailable(f"stream {self.method!r} cancelled: the consumer fell more than "
+                                     f"{STREAM_BUFFER // 2**20} MiB behind", {"reason": "SlowConsumer"}))
         self._wake()
 
     def _finish(self, end) -> None:
@@ -451,7 +461,7 @@ class Client:
         elif kind == STREAM_ITEM:
             stream = self._streams.get(rid)
             if stream is not None:
-                stream._on_item(value)
+                stream._on_item(value, len(frames[0]))
             else:
                 log.debug("dropped an item of unknown or closed stream %s", rid)
         elif kind == ERROR:

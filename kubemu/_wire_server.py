@@ -13,15 +13,22 @@ import zmq.asyncio
 
 from ._wire_codec import (CANCEL, NOTIFY, STREAM, _describe, decode_request, encode_error, encode_ping, encode_reply,
                           encode_stream_end, encode_stream_item, encode_stream_start)
+from ._wire_backlog import PeerBacklog
 from ._wire_endpoints import _clear_stale_ipc, _parse_bind_endpoint
-from ._wire_errors import BadRequest, Cancelled, Internal, TooLarge, UnknownMethod, WireError
+from ._wire_errors import BadRequest, Cancelled, Internal, TooLarge, Unavailable, UnknownMethod, WireError
 from ._wire_limits import DEFAULT_MAX_FRAME, HWM, MAXMSGSIZE_FACTOR
+from ._wire_params import ParamSpec, handler_params
 from ._wire_pump import _NOBLOCK, _SNDMORE_NOBLOCK, _Pump
+from .ratelimit import LogThrottle
 
 log = logging.getLogger("kubemu.wire")
 
 SERVER_LINGER_MS = 0
 SLOW_PEER_TIMEOUT = 30.0
+# A peer's stream messages that libzmq may hold at most (by bytes: the HWM counts messages),
+# and how long a stream waits for its peer to take them before it is ended as too slow.
+PEER_BUFFER_BYTES = 16 * 1024 * 1024
+SLOW_STREAM_TIMEOUT = 10.0
 KEEPALIVE = 5.0
 _YIELD_EVERY = 64  # a stream whose generator never waits yields to the event loop this often
 
@@ -31,10 +38,7 @@ _SYNC, _CORO, _GEN = 0, 1, 2
 class _Handler(NamedTuple):
     fn: Callable
     kind: int  # _SYNC, _CORO or _GEN
-    signature: inspect.Signature | None
-    # (accepted names or None for **kwargs, required names): a set test instead of
-    # Signature.bind on every request; bind still words the error
-    names: tuple[frozenset | None, frozenset] | None
+    params: ParamSpec | None  # None: not knowable, the call itself complains
 
 
 def _classify(name: str, fn: Callable) -> _Handler:
@@ -47,35 +51,21 @@ def _classify(name: str, fn: Callable) -> _Handler:
         kind = _CORO
     else:
         kind = _SYNC
-    try:
-        signature = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return _Handler(fn, kind, None, None)  # some builtins: let the call itself complain
-    P = inspect.Parameter
-    keyword = (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)
-    parameters = signature.parameters.values()
-    names = None
-    if not any(p.kind == P.POSITIONAL_ONLY for p in parameters):
-        accepted = frozenset(p.name for p in parameters if p.kind in keyword)
-        required = frozenset(p.name for p in parameters if p.kind in keyword and p.default is P.empty)
-        names = (None if any(p.kind == P.VAR_KEYWORD for p in parameters) else accepted, required)
-    return _Handler(fn, kind, signature, names)
+    return _Handler(fn, kind, handler_params(name, fn))
 
 
 def _params_error(handler: _Handler, method: str, params: dict) -> BadRequest | None:
-    """BadRequest if `params` do not bind to the handler's signature (a set test first: cheap)."""
-    names = handler.names
-    if names is None or not ((names[0] is None or params.keys() <= names[0]) and names[1] <= params.keys()):
-        if handler.signature is not None:
-            try:
-                handler.signature.bind(**params)
-            except TypeError as exc:
-                return BadRequest(f"bad params for {method!r}: {exc}", {"method": method})
-    return None
+    """BadRequest if `params` do not fit the handler's signature (names and annotated types)."""
+    spec = handler.params
+    return None if spec is None else spec.error(method, params)
 
 
 class _PeerGone(Exception):
     pass
+
+
+class _SlowPeer(Exception):
+    """A stream's peer did not take its messages in time (it is still connected)."""
 
 
 class Server:
@@ -94,6 +84,7 @@ class Server:
         self.max_frame = max_frame
         self.keepalive = keepalive
         self._handlers = {method: _classify(method, fn) for method, fn in handlers.items()}
+        self._throttle = LogThrottle()
         self._context = context
         self._sock: zmq.Socket | None = None
         self._pump: _Pump | None = None
@@ -101,6 +92,7 @@ class Server:
         self._tasks: dict[tuple[bytes, int], asyncio.Task] = {}
         self._futures: dict[tuple[bytes, int], asyncio.Future] = {}  # plain handlers' pending results
         self._streams: dict[bytes, dict[int, asyncio.Task]] = {}  # per peer, for peer loss
+        self._backlogs: dict[bytes, PeerBacklog] = {}  # per peer with streams
         self._aux: set[asyncio.Task] = set()
         self._background: list[asyncio.Task] = []
         self._ipc_ino: int | None = None
@@ -172,6 +164,7 @@ class Server:
                 log.warning("%s: %d handler(s) ignored cancellation at close", self.name, len(stuck))
         self._tasks.clear()
         self._streams.clear()
+        self._backlogs.clear()
         self._aux.clear()
         self._sock.close(SERVER_LINGER_MS)
         path = self._spec.ipc_path
@@ -235,18 +228,19 @@ class Server:
             task = self._loop.create_task(self._run_stream(ident, rid, method, handler.fn, params))
             self._tasks[key] = task
             self._streams.setdefault(ident, {})[rid] = task
+            if ident not in self._backlogs:
+                self._backlogs[ident] = PeerBacklog()
 
     def _on_notify(self, ident: bytes, method: str, params: dict) -> None:
         """Run a one-way message's handler inline; nothing is sent back, whatever happens."""
         handler = self._handlers.get(method)
         if handler is None or handler.kind != _SYNC:
             shown = method if len(method) <= 100 else method[:100] + "..."
-            log.warning("%s: dropped a notification from %s: %r is not a plain (def) handler here",
-                        self.name, ident.hex(), shown)
+            self._warn_peer(ident, "dropped a notification from %s: %r is not a plain (def) handler here", shown)
             return
         bad = _params_error(handler, method, params)
         if bad is not None:
-            log.warning("%s: dropped a notification from %s: %s", self.name, ident.hex(), bad)
+            self._warn_peer(ident, "dropped a notification from %s: %s", bad)
             return
         try:
             result = handler.fn(**params)
@@ -263,8 +257,19 @@ class Server:
                         self.name, method)
 
     def _reject(self, ident: bytes, rid: int | None, err: WireError) -> None:
-        log.warning("%s: rejected a message from peer %s: %s", self.name, ident.hex(), err)
+        self._warn_peer(ident, "rejected a message from peer %s: %s", err)
         self._send(ident, encode_error(rid, err, self.max_frame))
+
+    def _warn_peer(self, ident: bytes, fmt: str, what: object) -> None:
+        """One WARNING for a peer's bad message, rate-limited per peer (a server under attack
+        must not flood its log): the rest are DEBUG, counted in the next WARNING."""
+        quiet = self._throttle.allow(ident, self._loop.time())
+        if quiet is None:
+            log.debug("%s: " + fmt, self.name, ident.hex(), what)
+        elif quiet:
+            log.warning("%s: " + fmt + " (and %d more from it, not logged)", self.name, ident.hex(), what, quiet)
+        else:
+            log.warning("%s: " + fmt, self.name, ident.hex(), what)
 
     # -- running handlers -----------------------------------------------------------------
 
@@ -328,10 +333,11 @@ class Server:
     async def _run_stream(self, ident, rid, method, fn, params) -> None:
         agen = None
         final = None
+        backlog = self._backlogs.get(ident) or PeerBacklog()  # none: the peer is already gone
         try:
             try:
                 agen = fn(**params)
-                await self._stream_send(ident, encode_stream_start(rid))
+                await self._stream_send(ident, encode_stream_start(rid), backlog)
                 sent = 0
                 async for item in agen:
                     try:
@@ -343,7 +349,7 @@ class Server:
                     except Exception as exc:
                         final = self._internal(rid, method, exc, "stream item is not serializable")
                         break
-                    await self._stream_send(ident, payload)
+                    await self._stream_send(ident, payload, backlog)
                     sent += 1
                     if not sent % _YIELD_EVERY:
                         await asyncio.sleep(0)
@@ -355,9 +361,14 @@ class Server:
                 if asyncio.current_task().cancelling():
                     raise
                 final = encode_error(rid, Cancelled(f"stream {method!r} was cancelled"))
+            except _PeerGone:
+                raise  # ordinary client behaviour, logged once by _peer_gone: not a handler failure
+            except _SlowPeer:
+                final = self._too_slow(ident, rid, method, backlog)
             except Exception as exc:
                 final = self._internal(rid, method, exc)
-            await self._stream_send(ident, final)
+            # past the byte bound: the last message is small, and the peer must learn the end
+            await self._stream_send(ident, final, backlog, bounded=False)
         except _PeerGone:
             pass
         finally:
@@ -375,6 +386,19 @@ class Server:
             streams.pop(rid, None)
             if not streams:
                 del self._streams[ident]
+                self._backlogs.pop(ident, None)
+
+    def _too_slow(self, ident: bytes, rid: int, method: str, backlog: PeerBacklog) -> bytes:
+        """End a stream whose peer stopped taking its messages, as etcd and kube-apiserver drop
+        a watcher that cannot keep up; the client starts it again (a watch: from the last
+        revision it received)."""
+        limit = PEER_BUFFER_BYTES // 2**20
+        log.warning("%s: ended stream %r of peer %s: it fell over %d MiB behind and did not catch up within %gs "
+                    "(a slow consumer)", self.name, method, ident.hex(), limit, SLOW_STREAM_TIMEOUT)
+        return encode_error(rid, Unavailable(
+            f"stream {method!r} ended: the client fell more than {limit} MiB behind and did not catch up "
+            f"within {SLOW_STREAM_TIMEOUT:g}s; start it again (a watch: from the last revision received)",
+            {"reason": "SlowConsumer", "method": method}))
 
     def _internal(self, rid, method, exc: Exception, what: str = "failed") -> bytes:
         log.error("%s: handler %r %s", self.name, method, what, exc_info=exc)
@@ -431,18 +455,38 @@ class Server:
             finally:
                 self._pump.kick()
 
-    async def _stream_send(self, ident: bytes, payload: bytes) -> None:
-        """Send in order, waiting while the peer's queue is full; _PeerGone if it never drains."""
+    async def _stream_send(self, ident: bytes, payload: bytes, backlog: PeerBacklog, bounded: bool = True) -> None:
+        """Send in order, first waiting while the peer holds PEER_BUFFER_BYTES (`bounded`) or
+        its queue is full; _SlowPeer if it takes nothing in time, _PeerGone if it is gone."""
+        if bounded and backlog.queued() > PEER_BUFFER_BYTES:
+            await self._drained(backlog)
         try:
-            self._send_now(ident, payload)
+            if backlog.wants_mark():
+                sock = self._sock
+                sock.send(ident, _SNDMORE_NOBLOCK)
+                backlog.on_sent(len(payload), sock.send(zmq.Frame(payload, copy=False, track=True), _NOBLOCK,
+                                                        copy=False, track=True))
+            else:
+                self._send_now(ident, payload)
+                backlog.on_sent(len(payload))
         except zmq.Again:
             if not await self._send_patiently(ident, payload):
                 raise _PeerGone() from None
+            backlog.on_sent(len(payload))
         except zmq.ZMQError as exc:
             self._send_failed(ident, exc)
             raise _PeerGone() from None
         finally:
             self._pump.kick()
+
+    async def _drained(self, backlog: PeerBacklog) -> None:
+        deadline = self._loop.time() + SLOW_STREAM_TIMEOUT
+        delay = 0.001
+        while backlog.queued() > PEER_BUFFER_BYTES:
+            if self._loop.time() >= deadline:
+                raise _SlowPeer()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
 
     def _send_failed(self, ident: bytes, exc: zmq.ZMQError) -> None:
         if exc.errno == zmq.EHOSTUNREACH:
@@ -452,6 +496,7 @@ class Server:
 
     def _peer_gone(self, ident: bytes, why: str) -> None:
         streams = self._streams.pop(ident, None)
+        self._backlogs.pop(ident, None)
         if not streams:
             log.debug("%s: peer %s %s", self.name, ident.hex(), why)
             return

@@ -15,6 +15,8 @@ a clock, so tests drive them with plain numbers.
     default_controller_rate_limiter()  client-go's DefaultControllerRateLimiter: max of the
                                        exponential (5 ms .. 1000 s) and the bucket (10 qps,
                                        burst 100)
+    LogThrottle                        whether to log one more occurrence per key (a wire
+                                       server's rejected messages, per peer)
 """
 from __future__ import annotations
 
@@ -132,3 +134,45 @@ def default_controller_rate_limiter() -> MaxOfRateLimiter:
         ItemExponentialFailureRateLimiter(base=0.005, max=1000.0),
         BucketRateLimiter(qps=10.0, burst=100),
     )
+
+
+class LogThrottle:
+    """Whether to log one more occurrence of something a key (a peer) keeps doing: the first
+    occurrence, then at most one every `interval` seconds per key, and no more than `qps`
+    (burst `burst`) over all keys, so a flood from many keys is bounded too. Pure: `now` is
+    passed in.
+
+    `allow` answers None to stay quiet (the occurrence is counted), or how many occurrences of
+    that key were kept quiet since its last logged one, for the line to say."""
+
+    def __init__(self, interval: float = 10.0, qps: float = 1.0, burst: int = 20, max_keys: int = 4096) -> None:
+        self.interval = interval
+        self.max_keys = max_keys
+        self._bucket = BucketRateLimiter(qps=qps, burst=burst)
+        self._keys: dict[Hashable, list] = {}  # key -> [time of its last logged line, quiet since]
+
+    def allow(self, key: Hashable, now: float) -> int | None:
+        state = self._keys.get(key)
+        if state is not None and now - state[0] < self.interval:
+            state[1] += 1
+            return None
+        if self._bucket.tokens(now) < 1:
+            if state is None:
+                self._remember(key, [now - self.interval, 1], now)  # its next one may be logged
+            else:
+                state[1] += 1
+            return None
+        self._bucket.when(key, now)
+        quiet = 0 if state is None else state[1]
+        self._remember(key, [now, 0], now)
+        return quiet
+
+    def _remember(self, key: Hashable, state: list, now: float) -> None:
+        self._keys[key] = state
+        if len(self._keys) > self.max_keys:
+            # forget keys whose window is over (their quiet counts are lost), oldest first
+            # when that is not enough
+            self._keys = {k: s for k, s in self._keys.items() if now - s[0] < self.interval}
+            while len(self._keys) > self.max_keys // 2:
+                del self._keys[next(iter(self._keys))]
+            self._keys[key] = state

@@ -33,8 +33,11 @@ Decisions
 * An unknown method is answered with code "UnknownMethod" (`UnknownMethod`, a `BadRequest`),
   not "NotFound": handlers use NotFound for missing objects, and a caller must be able to tell
   "no such pod" from "this server does not speak that method" (version skew).
-* Params are bound to the handler's signature before the handler runs, so a missing or
-  unexpected keyword is BadRequest while a TypeError raised inside a handler is Internal.
+* Params are checked against the handler's signature before the handler runs: a missing or
+  unexpected keyword, or a value of a type its annotation does not admit (`_wire_params`:
+  str, int, float, bool, bytes, dict, list, ``X | None``, ``list[X]``, Literal; bool is not
+  an int), is BadRequest, while a TypeError raised inside a handler is Internal. The checks
+  are built once per handler, when the Server is made.
 * A call that was sent but got no reply within its timeout raises `OutcomeUnknown`: the server
   may or may not have acted. A call that could not even be sent within the timeout (no
   connection: DEALER sockets use ZMQ_IMMEDIATE, so nothing is queued for a missing peer)
@@ -58,19 +61,30 @@ Decisions
   ZMQ_MAXMSGSIZE is set to 4 x max_frame: a peer that sends a bigger frame is disconnected by
   libzmq itself, without any reply (its client sees the connection drop, then reconnects).
 * Malformed messages (and unknown methods, bad params, a call of a stream method or the
-  reverse) get an error reply (the ROUTER always has the sender's routing id) and exactly one
-  WARNING on the "kubemu.wire" logger; a handler that raises anything but a
-  WireError gets an Internal reply and one ERROR line with the traceback. The server keeps
-  serving either way. Nothing is logged per message on the normal path.
+  reverse) get an error reply (the ROUTER always has the sender's routing id) and one log
+  line on the "kubemu.wire" logger: a WARNING for a peer's first, then at most one WARNING per
+  peer every 10 s, saying how many were not logged, and at most 1 a second (burst 20) over
+  all peers (`ratelimit.LogThrottle`); the rest are DEBUG. A handler that raises anything
+  but a WireError gets an Internal reply and one ERROR line with the traceback. The server
+  keeps serving either way. Nothing is logged per message on the normal path.
 * LINGER: clients 200 ms (a small positive linger so a CANCEL queued just before close still
   flushes; libzmq issue #4660 shows a DEALER that closes right after sending over ipc can lose
   the message, so nothing here relies on close to flush: every request that matters is
   answered before the caller moves on); servers 0 (a closing server has nobody to flush to).
 * ROUTER_MANDATORY is on, so a send to a vanished peer fails with EHOSTUNREACH instead of being
   dropped: that peer's streams are cancelled (their generators closed) and one line is logged.
-  Idle streams of a dead peer are found by a PING every `keepalive` seconds. SNDHWM/RCVHWM
+  Idle streams of a dead peer are found by a PING every `keepalive` seconds; a peer that
+  goes away mid-stream is one WARNING line, not a handler failure. SNDHWM/RCVHWM
   are 100,000 so bursts of stream items queue instead of being dropped; a peer that stays
   unable to take more for `SLOW_PEER_TIMEOUT` seconds is treated as gone.
+* Slow stream consumers: what libzmq holds for one peer's streams is bounded by bytes,
+  `PEER_BUFFER_BYTES` (16 MiB; tracked with `_wire_backlog`, the HWM only counts messages).
+  Past it a stream waits for the peer to drain; a peer that takes nothing for
+  `SLOW_STREAM_TIMEOUT` (10 s) has that stream ended with Unavailable, details
+  ``{"reason": "SlowConsumer"}``, and one WARNING, as kube-apiserver closes a watcher that
+  cannot keep up; the client starts it again (a watch: from the last revision it received).
+  A client likewise buffers at most `STREAM_BUFFER` bytes (32 MiB) of one stream its
+  consumer does not read, then cancels it with the same error.
 * `Client.notify` sends a NOTIFY: one way, for protocols that survive loss (Raft resends), so
   a message costs no reply, no future and no timer on either side. Only plain (`def`)
   handlers take one; nothing ever comes back, so an unknown method, bad params or a handler
@@ -99,7 +113,7 @@ from ._wire_endpoints import SUN_PATH_MAX, ipc_endpoint, tcp_endpoint
 from ._wire_errors import (BadRequest, Cancelled, Conflict, Gone, Internal, Invalid, NotFound, OutcomeUnknown,
                            TooLarge, Unavailable, UnknownMethod, WireError, error_from_code)
 from ._wire_limits import CLIENT_LINGER_MS, DEFAULT_MAX_FRAME, HWM, MAXMSGSIZE_FACTOR
-from ._wire_server import KEEPALIVE, SERVER_LINGER_MS, SLOW_PEER_TIMEOUT, Server
+from ._wire_server import KEEPALIVE, PEER_BUFFER_BYTES, SERVER_LINGER_MS, SLOW_PEER_TIMEOUT, SLOW_STREAM_TIMEOUT, Server
 from ._wire_sync import SyncClient, SyncStream
 
 __all__ = [
@@ -113,7 +127,7 @@ __all__ = [
     "REQ", "STREAM", "NOTIFY", "CANCEL", "REPLY", "ERROR", "STREAM_START", "STREAM_ITEM", "STREAM_END", "PING",
     # tunables
     "MAXMSGSIZE_FACTOR", "HWM", "CLIENT_LINGER_MS", "SERVER_LINGER_MS", "IDEMPOTENT_ATTEMPTS",
-    "STREAM_BUFFER", "SLOW_PEER_TIMEOUT", "KEEPALIVE", "SUN_PATH_MAX",
+    "STREAM_BUFFER", "SLOW_PEER_TIMEOUT", "PEER_BUFFER_BYTES", "SLOW_STREAM_TIMEOUT", "KEEPALIVE", "SUN_PATH_MAX",
 ]
 
 # Like trio: the public classes and functions say they come from here (tracebacks, reprs, and

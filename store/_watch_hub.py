@@ -1,6 +1,6 @@
-"""The replica's watch fan-out: one `_Watcher` (a bounded queue of live batches) per watch
-stream, all of them fed by the apply path through the `WatchHub`; and `history`, the stored
-events a watch replays before it goes live. The `watch` handler itself is `Replica.rpc_watch`."""
+"""The replica's watch fan-out: one `_Watcher` (a queue of live batches, bounded by count and
+by bytes) per watch stream, all of them fed by the apply path through the `WatchHub`; and
+`history`, the stored events a watch replays before it goes live. The `watch` handler itself is `Replica.rpc_watch`."""
 from __future__ import annotations
 
 import asyncio
@@ -13,7 +13,10 @@ from ._mvcc_requests import KeyRange
 from .errors import to_wire_error
 from .mvcc import Event, KVStore, StoreError
 
-WATCH_QUEUE_ITEMS = 1024  # live batches a watcher may fall behind before it is cancelled
+# how far a watcher may fall behind before it is cancelled: in live batches, and in the bytes
+# of their keys and values (a count alone lets big values pin any amount of memory)
+WATCH_QUEUE_ITEMS = 1024
+WATCH_QUEUE_BYTES = 16 * 1024 * 1024
 HISTORY_CHUNK_EVENTS = 512
 
 
@@ -21,14 +24,19 @@ def _event_wire(ev: Event, prev_kv: bool) -> dict:
     return {"type": ev.type, "kv": ev.kv, "prev_kv": ev.prev_kv if prev_kv else None}
 
 
+def _kv_bytes(kv: dict | None) -> int:
+    return 0 if kv is None else len(kv["key"]) + len(kv.get("value") or b"")
+
+
 class _Watcher:
     """One watch stream's live side: a bounded queue of batches filled by the apply path."""
 
-    __slots__ = ("keys", "prev_kv", "start", "items", "wake", "error")
+    __slots__ = ("keys", "prev_kv", "start", "items", "queued_bytes", "wake", "error")
 
     def __init__(self, keys: KeyRange, prev_kv: bool, start: int):
         self.keys, self.prev_kv, self.start = keys, prev_kv, start
-        self.items: collections.deque = collections.deque()
+        self.items: collections.deque[tuple[dict, int]] = collections.deque()  # (batch, its bytes)
+        self.queued_bytes = 0
         self.wake = asyncio.Event()
         self.error: wire.WireError | None = None
 
@@ -40,18 +48,21 @@ class _Watcher:
                 if ev.kv["mod_revision"] >= start and ev.kv["key"] in keys]
         if not mine:
             return
-        if len(self.items) >= WATCH_QUEUE_ITEMS:
-            self.fail(wire.Unavailable(f"watch cancelled: the watcher fell {WATCH_QUEUE_ITEMS} batches "
-                                       f"behind; watch again from the last revision received",
-                                       {"reason": "slow watcher"}))
+        size = sum(_kv_bytes(ev["kv"]) + _kv_bytes(ev["prev_kv"]) for ev in mine)
+        if len(self.items) >= WATCH_QUEUE_ITEMS or self.queued_bytes + size > WATCH_QUEUE_BYTES:
+            self.fail(wire.Unavailable(f"watch cancelled: the watcher fell more than {WATCH_QUEUE_ITEMS} batches "
+                                       f"or {WATCH_QUEUE_BYTES // 2**20} MiB behind; watch again from the last "
+                                       f"revision received", {"reason": "slow watcher"}))
             return
-        self.items.append({"header": {"revision": revision}, "events": mine})
+        self.items.append(({"header": {"revision": revision}, "events": mine}, size))
+        self.queued_bytes += size
         self.wake.set()
 
     def fail(self, err: wire.WireError) -> None:
         if self.error is None:
             self.error = err
             self.items.clear()
+            self.queued_bytes = 0
             self.wake.set()
 
     async def next(self) -> dict:
@@ -59,7 +70,9 @@ class _Watcher:
             if self.error is not None:
                 raise self.error
             if self.items:
-                return self.items.popleft()
+                batch, size = self.items.popleft()
+                self.queued_bytes -= size
+                return batch
             self.wake.clear()
             await self.wake.wait()
 

@@ -119,3 +119,12 @@ def test_orphan_exit_and_notify_return_none():
     m = Manager({"a.service": unit("a.service")})
     assert m.on_exit(999, 0, None, 0) is None
     assert m.on_notify(999, {"READY": "1"}, 0) is None
+
+
+def test_reset_failed_acts_on_all_units_only_when_no_unit_is_named():
+    m = Manager({"a.service": unit("a.service"), "b.service": unit("b.service")})
+    m.boot(0.0)
+    for falsy in ("", 0):
+        with pytest.raises(KeyError):  # a unit of that name, which there is not
+            m.reset_failed(falsy, 1.0)
+    assert m.reset_failed(None, 1.0) == []

@@ -225,3 +225,28 @@ def test_missing_executable_is_exit_203(node):
     row = node.wait_unit("nope", lambda r: r["active_state"] == "failed")
     assert row["exit_code"] == 203 and row["result"] == "exit-code"
     assert "Failed to execute /nonexistent/program" in node.log("nope")
+
+
+def test_wrong_typed_params_are_bad_requests_and_a_falsy_unit_is_not_all(node):
+    for name in ("crashy1", "crashy2"):
+        node.unit(name, f"{node.prog('crash')}\nRestart=always\nRestartSec=0",
+                  "StartLimitIntervalSec=600\nStartLimitBurst=1")
+    node.start()
+    for name in ("crashy1", "crashy2"):
+        node.wait_unit(name, lambda r: r["active_state"] == "failed")
+    # only an absent unit means every unit
+    for falsy in ({}, 0, [], False):
+        with pytest.raises(wire.BadRequest, match="unit: expected a string"):
+            node.call("reset-failed", unit=falsy)
+    with pytest.raises(wire.NotFound):
+        node.call("reset-failed", unit="")
+    assert all(node.u(n)["active_state"] == "failed" for n in ("crashy1", "crashy2"))
+    for method, params in [("stop", {"unit": 5}), ("start", {"unit": None}), ("restart", {"unit": ["x"]}),
+                           ("start", {"unit": "crashy1", "wait": "soon"}), ("stop", {"unit": "x", "wait": True}),
+                           ("status", {"unit": 1.5}), ("status", {"unit": {"a": 1}})]:
+        with pytest.raises(wire.BadRequest):
+            node.call(method, **params)
+    assert all(node.u(n)["active_state"] == "failed" for n in ("crashy1", "crashy2"))
+    node.call("reset-failed")
+    assert all(node.u(n)["active_state"] == "inactive" for n in ("crashy1", "crashy2"))
+    assert "Traceback" not in node.log()

@@ -263,3 +263,24 @@ def test_error_refinement_is_local():
     # the subclasses do not take over the wire codes
     assert type(wire.error_from_code("Conflict", "x")) is wire.Conflict
     assert type(wire.error_from_code("Gone", "x")) is wire.Gone
+
+
+def test_watching_while_the_apiserver_is_down_leaves_no_unretrieved_exception(caplog):
+    """A kubelet's informers re-watch while the apiserver is down: every failed open is
+    closed, and asyncio must not log "Future exception was never retrieved"."""
+    import gc
+    import tempfile
+
+    async def main():
+        endpoint = f"ipc://{tempfile.mkdtemp(prefix='kd-')}/nobody.sock"
+        async with ApiClient(endpoint, timeout=0.3) as client:
+            for _ in range(3):
+                with pytest.raises(wire.WireError):
+                    async with client.watch("pods"):
+                        pass
+                gc.collect()
+                await asyncio.sleep(0)
+    caplog.set_level("DEBUG")
+    run(main())
+    gc.collect()
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]

@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 from kubemu.ratelimit import (
     BucketRateLimiter,
     ItemExponentialFailureRateLimiter,
+    LogThrottle,
     MaxOfRateLimiter,
     default_controller_rate_limiter,
 )
@@ -109,3 +110,30 @@ def test_default_controller_rate_limiter_matches_client_go():
     storm = [rl.when(f"k{i}", 0.0) for i in range(110)]
     assert storm[:100] == pytest.approx([0.005] * 100)
     assert storm[100:] == pytest.approx([0.1 * n for n in range(1, 11)])
+
+
+def test_log_throttle_first_then_one_per_interval_per_key_with_the_quiet_count():
+    t = LogThrottle(interval=10.0, qps=100.0, burst=100)
+    assert t.allow("a", 0.0) == 0
+    assert [t.allow("a", s) for s in (1.0, 2.0, 9.9)] == [None, None, None]
+    assert t.allow("b", 5.0) == 0  # per key: b is not held back by a
+    assert t.allow("a", 10.0) == 3  # the three kept quiet are reported with the next line
+    assert t.allow("a", 11.0) is None
+    assert t.allow("a", 25.0) == 1
+    assert t.allow("a", 40.0) == 0
+
+
+def test_log_throttle_bounds_lines_over_all_keys():
+    t = LogThrottle(interval=10.0, qps=1.0, burst=3)
+    assert [t.allow(k, 0.0) for k in "abcde"] == [0, 0, 0, None, None]
+    assert t.allow("d", 1.0) == 1  # a token came back; d's quiet one is reported
+    assert t.allow("e", 1.0) is None
+    assert t.allow("e", 2.0) == 2
+
+
+def test_log_throttle_forgets_keys_beyond_its_bound():
+    t = LogThrottle(interval=10.0, qps=1e9, burst=10**9, max_keys=100)
+    for i in range(1000):
+        assert t.allow(i, float(i)) == 0
+    assert len(t._keys) <= 100
+    assert t.allow(999, 999.5) is None  # the newest are kept

@@ -557,16 +557,18 @@ def test_bad_notifications_are_logged_once_dropped_and_answered_by_nothing(ep, c
 
     async def main():
         handlers = {"note": note, "crash": crash, "refuse": refuse, "echo": echo}
-        async with wire.Server(ep, handlers, context=ctx), wire.Client(ep, context=ctx) as client:
-            await client.call("echo")
+        async with wire.Server(ep, handlers, context=ctx):
             for method, params, level, fragment in [("nope", {}, logging.WARNING, "not a plain"),
                                                     ("echo", {}, logging.WARNING, "not a plain"),
                                                     ("note", {"y": 1}, logging.WARNING, "bad params"),
                                                     ("crash", {}, logging.ERROR, "failed"),
                                                     ("refuse", {}, None, None)]:
-                caplog.clear()
-                assert client.notify(method, params)
-                assert await client.call("echo", {"after": method}) == {"after": method}
+                # a client (a peer) each: warnings about one peer's messages are rate-limited
+                async with wire.Client(ep, context=ctx) as client:
+                    await client.call("echo")
+                    caplog.clear()
+                    assert client.notify(method, params)
+                    assert await client.call("echo", {"after": method}) == {"after": method}
                 records = [r for r in caplog.records if r.name == "kubemu.wire" and r.levelno >= logging.WARNING]
                 if level is None:
                     assert records == []
@@ -618,22 +620,22 @@ def test_malformed_messages_get_one_reply_and_one_log_line(ep, ctx, caplog):
 
     async def main():
         async with wire.Server(ep, {"echo": echo}, context=ctx, max_frame=2048):
-            raw = ctx.socket(zmq.DEALER)
-            raw.linger = 0
-            try:
-                raw.connect(ep)
-                for frames, rid, cls in cases:
+            for frames, rid, cls in cases:
+                raw = ctx.socket(zmq.DEALER)  # a peer each: one peer's warnings are rate-limited
+                raw.linger = 0
+                try:
+                    raw.connect(ep)
                     caplog.clear()
                     await raw.send_multipart(frames)
                     kind, got_id, err = wire.decode_reply(await asyncio.wait_for(raw.recv_multipart(), DEADLINE))
                     assert (kind, got_id, type(err)) == (wire.ERROR, rid, cls)
                     records = [r for r in caplog.records if r.name == "kubemu.wire"]
                     assert len(records) == 1 and records[0].levelno == logging.WARNING, records
-                await raw.send_multipart([wire.encode_call(5, "echo", {"fine": True})])
-                reply = wire.decode_reply(await asyncio.wait_for(raw.recv_multipart(), DEADLINE))
-                assert reply == (wire.REPLY, 5, {"fine": True})
-            finally:
-                raw.close(0)
+                    await raw.send_multipart([wire.encode_call(5, "echo", {"fine": True})])
+                    reply = wire.decode_reply(await asyncio.wait_for(raw.recv_multipart(), DEADLINE))
+                    assert reply == (wire.REPLY, 5, {"fine": True})
+                finally:
+                    raw.close(0)
     caplog.set_level(logging.INFO, logger="kubemu.wire")
     run(main())
 
@@ -1101,3 +1103,179 @@ def test_sync_client_without_server(sockdir):
     with wire.SyncClient(wire.ipc_endpoint(sockdir, "none.sock"), timeout=0.3) as client:
         with pytest.raises(wire.Unavailable):
             client.call("status", idempotent=True)
+
+
+def test_peer_gone_mid_stream_is_one_line_without_traceback(ep, ctx, caplog):
+    closed = asyncio.Event()
+
+    async def flood():
+        try:
+            i = 0
+            while True:
+                i += 1
+                if i % 64 == 0:
+                    await asyncio.sleep(0.001)
+                yield i
+        finally:
+            closed.set()
+
+    async def main():
+        async with wire.Server(ep, {"flood": flood}, context=ctx):
+            raw = ctx.socket(zmq.DEALER)
+            try:
+                raw.connect(ep)
+                await raw.send_multipart([wire.encode_stream(1, "flood", {})])
+                for expected in (wire.STREAM_START, wire.STREAM_ITEM):
+                    kind, _, _ = wire.decode_reply(await asyncio.wait_for(raw.recv_multipart(), DEADLINE))
+                    assert kind == expected
+            finally:
+                raw.close(0)  # gone while the server is still sending
+            await eventually(closed, "the stream's generator to be closed")
+    caplog.set_level(logging.DEBUG, logger="kubemu.wire")
+    run(main())
+    records = [r for r in caplog.records if r.name == "kubemu.wire"]
+    assert not [r for r in records if r.exc_info or r.levelno >= logging.ERROR], \
+        [r.getMessage() for r in records]
+    assert [r.getMessage() for r in records if "cancelling its 1 stream" in r.getMessage()]
+
+
+def test_a_stream_that_cannot_open_leaves_no_unretrieved_exception(ep, ctx, caplog):
+    """A watcher re-watching while its server is down (a kubelet while the apiserver is down):
+    the open fails, the caller closes the stream, and asyncio must find nothing to complain of."""
+    import gc
+
+    async def waits():
+        yield "first"
+        await asyncio.Event().wait()
+
+    async def main():
+        server = wire.Server(ep, {"waits": waits}, context=ctx)
+        await server.start()
+        async with wire.Client(ep, context=ctx, timeout=DEADLINE) as client:
+            stream = client.stream("waits")
+            assert await stream.__anext__() == "first"
+            await server.close()
+            with pytest.raises(wire.Unavailable):
+                await asyncio.wait_for(stream.__anext__(), DEADLINE)
+            await stream.aclose()
+            for _ in range(3):
+                again = client.stream("waits", timeout=0.2)
+                with pytest.raises((wire.Unavailable, wire.OutcomeUnknown)):
+                    await again._open()
+                await again.aclose()
+                del again
+                gc.collect()
+                await asyncio.sleep(0)
+    caplog.set_level(logging.DEBUG)
+    run(main())
+    gc.collect()
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
+
+
+def test_rejection_warnings_are_rate_limited_per_peer(ep, ctx, caplog):
+    async def main():
+        async with wire.Server(ep, {"echo": echo}, context=ctx):
+            socks = [ctx.socket(zmq.DEALER) for _ in range(2)]
+            try:
+                for sock in socks:
+                    sock.linger = 0
+                    sock.connect(ep)
+                for sock in socks:
+                    for i in range(50):  # every one is still answered
+                        await sock.send_multipart([wire.encode_call(i + 1, "echo", {"x": 1}, 4096)[:-2]])
+                        kind, got_id, err = wire.decode_reply(
+                            await asyncio.wait_for(sock.recv_multipart(), DEADLINE))
+                        assert kind == wire.ERROR and isinstance(err, wire.BadRequest)
+            finally:
+                for sock in socks:
+                    sock.close(0)
+    caplog.set_level(logging.DEBUG, logger="kubemu.wire")
+    run(main())
+    rejected = [r for r in caplog.records if "rejected a message" in r.getMessage()]
+    assert len(rejected) == 100
+    # one WARNING per peer (the next one would come after the interval, with the count)
+    assert len([r for r in rejected if r.levelno == logging.WARNING]) == 2
+
+
+def test_a_stream_whose_peer_stops_reading_is_ended_as_a_slow_consumer(ep, ctx, caplog, monkeypatch):
+    from kubemu import _wire_server
+    monkeypatch.setattr(_wire_server, "PEER_BUFFER_BYTES", 2 * 1024 * 1024)
+    monkeypatch.setattr(_wire_server, "SLOW_STREAM_TIMEOUT", 0.5)
+    closed = asyncio.Event()
+    produced = 0
+    chunk = b"x" * (64 * 1024)
+
+    async def flood():
+        nonlocal produced
+        try:
+            while True:
+                produced += 1
+                if produced % 16 == 0:
+                    await asyncio.sleep(0)
+                yield chunk
+        finally:
+            closed.set()
+
+    async def main():
+        async with wire.Server(ep, {"flood": flood, "echo": echo}, context=ctx), \
+                wire.Client(ep, context=ctx, timeout=DEADLINE) as other:
+            raw = ctx.socket(zmq.DEALER)
+            raw.linger = 0
+            raw.rcvhwm = 1
+            raw.rcvbuf = 64 * 1024
+            try:
+                raw.connect(ep)
+                await raw.send_multipart([wire.encode_stream(1, "flood", {})])
+                assert wire.decode_reply(await asyncio.wait_for(raw.recv_multipart(), DEADLINE))[0] == \
+                    wire.STREAM_START
+                await eventually(closed, "the stream to be ended while its peer reads nothing")
+                # bounded by bytes: the peer was sent about the bound (plus what the kernel and
+                # its own queue took), not the 100,000 messages the HWM would allow
+                assert produced * len(chunk) < 16 * 1024 * 1024, produced
+                assert await other.call("echo", {"still": "serving"}) == {"still": "serving"}
+                while True:
+                    kind, rid, value = wire.decode_reply(await asyncio.wait_for(raw.recv_multipart(), DEADLINE))
+                    if kind in (wire.STREAM_ITEM, wire.PING):
+                        continue
+                    assert (kind, rid) == (wire.ERROR, 1)
+                    assert isinstance(value, wire.Unavailable) and value.details["reason"] == "SlowConsumer"
+                    break
+            finally:
+                raw.close(0)
+    caplog.set_level(logging.INFO, logger="kubemu.wire")
+    run(main())
+    lines = [r for r in caplog.records if "slow consumer" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelno == logging.WARNING and not lines[0].exc_info
+
+
+def test_a_client_buffers_an_unread_stream_up_to_a_byte_bound(ep, ctx, monkeypatch):
+    from kubemu import _wire_client
+    monkeypatch.setattr(_wire_client, "STREAM_BUFFER", 1024 * 1024)
+    closed = asyncio.Event()
+    chunk = b"x" * (64 * 1024)
+
+    async def flood():
+        try:
+            i = 0
+            while True:
+                i += 1
+                if i % 16 == 0:
+                    await asyncio.sleep(0)
+                yield chunk
+        finally:
+            closed.set()
+
+    async def main():
+        async with wire.Server(ep, {"flood": flood}, context=ctx), \
+                wire.Client(ep, context=ctx, timeout=DEADLINE) as client:
+            stream = client.stream("flood")
+            await stream._open()
+            await eventually(closed, "the server's stream to be cancelled by the client")  # we read nothing
+            assert stream._buffered <= 1024 * 1024 + 2 * len(chunk)
+            got = 0
+            with pytest.raises(wire.Unavailable, match="MiB behind") as info:
+                async for item in stream:
+                    got += len(item)
+            assert info.value.details["reason"] == "SlowConsumer"
+            assert 0 < got <= 1024 * 1024
+    run(main())

@@ -547,3 +547,118 @@ def test_slow_watcher_is_cancelled():
             await w.next()
 
     asyncio.run(run())
+
+
+def test_a_watcher_of_big_values_is_cancelled_by_bytes():
+    from store._watch_hub import WATCH_QUEUE_BYTES
+    from store.mvcc import Event, make_kv
+    from store.server import KeyRange, _Watcher
+
+    async def run():
+        w = _Watcher(KeyRange.of(b"a", b"\0"), prev_kv=False, start=1)
+        big = b"v" * (1024 * 1024)
+        for rev in range(1, WATCH_QUEUE_BYTES // len(big)):  # just under the bound: all kept
+            w.offer([Event("PUT", make_kv(b"a", big, rev, rev, 1, 0), None)], rev)
+        assert (await w.next())["events"][0]["kv"]["mod_revision"] == 1
+        for rev in range(100, 103):
+            w.offer([Event("PUT", make_kv(b"a", big, rev, rev, 1, 0), None)], rev)
+        with pytest.raises(wire.Unavailable, match="MiB behind"):
+            await w.next()
+        assert not w.items and w.queued_bytes == 0  # the memory is let go at once
+
+    asyncio.run(run())
+
+
+STORE_CALLS = {
+    "put": {"key": b"k", "value": b"v", "lease": 0, "prev_kv": False},
+    "range": {"key": b"k", "range_end": b"l", "revision": 0, "limit": 0, "count_only": False, "keys_only": False,
+              "serializable": False},
+    "delete_range": {"key": b"zz", "range_end": b"zzz", "prev_kv": False},
+    "txn": {"compare": [], "success": [], "failure": []},
+    "compact": {"revision": 1, "physical": False},
+    "lease_grant": {"ttl": 60, "id": 0},
+    "lease_revoke": {"id": 1},
+    "lease_keepalive": {"id": 1},
+    "member_add": {"name": "x", "endpoint": "ipc:///nonexistent/x.sock"},
+    "member_remove": {"name": "nobody"},
+    "move_leader": {"to": "nobody"},
+    "raft_snapshot": {"sender": "s1", "id": 1, "seq": 0, "last": True, "data": b""},
+    "raft": {"msgs": []},
+}
+
+
+def test_wrong_typed_params_are_bad_input_and_the_replica_keeps_serving(make_cluster):
+    from tests.kubemu.paramfuzz import BAD_INPUT, wrong_typed_calls
+    c = make_cluster(1).start()
+    name = c.leader()
+    c.write("put", {"key": b"k", "value": b"before"})
+    codes = {}
+    for method, params in wrong_typed_calls(STORE_CALLS):
+        try:
+            c.call(name, method, params)
+        except wire.WireError as err:
+            codes[(method, repr(params))] = err.code
+    assert codes and all(code in BAD_INPUT for code in codes.values()), \
+        {k: v for k, v in codes.items() if v not in BAD_INPUT}
+    with wire.SyncClient(c.endpoints[name], timeout=DEADLINE) as client:
+        for method, params in wrong_typed_calls({"watch": {"key": b"k", "range_end": b"l", "start_revision": 0,
+                                                          "prev_kv": False}}, frozenset({"range_end"})):
+            with pytest.raises(wire.WireError) as info:
+                with client.stream(method, params) as stream:
+                    next(iter(stream))
+            assert info.value.code in BAD_INPUT, (params, info.value)
+    c.write("put", {"key": b"k", "value": b"after"})
+    assert kvs(c.call(name, "range", {"key": b"k"})) == {b"k": b"after"}
+    assert "Traceback" not in c.log_text(name)
+
+
+def test_a_watcher_that_never_reads_pins_no_memory(make_cluster):
+    """A raw client opens a watch and stops reading while 600 MiB of events flow: the
+    replica's memory stays bounded, the watch ends with the slow-consumer error the client
+    reads once it reads again, the replica keeps serving, and its memory comes back."""
+    import psutil
+    # the Raft log is compacted often, so it does not hold the events in memory itself
+    c = make_cluster(1, unsafe_no_fsync=True, snapshot_count=20).start()
+    name = c.leader()
+    proc = psutil.Process(c.procs[name].pid)
+    value = os.urandom(1024 * 1024)
+    # the same writes first without the watcher: the write path's own memory (LevelDB, the
+    # allocator's high-water mark) is then part of the baseline
+    for i in range(600):
+        c.call(name, "put", {"key": b"w/%d" % (i % 10), "value": value})
+    baseline = proc.memory_info().rss
+    ctx = zmq.Context()
+    raw = ctx.socket(zmq.DEALER)
+    raw.setsockopt(zmq.LINGER, 0)
+    raw.setsockopt(zmq.RCVHWM, 1)  # the raw client itself holds next to nothing either
+    raw.setsockopt(zmq.RCVBUF, 64 * 1024)
+    raw.setsockopt(zmq.RCVTIMEO, int(DEADLINE * 1000))
+    try:
+        raw.connect(c.endpoints[name])
+        raw.send(wire.encode_stream(1, "watch", {"key": b"w/", "range_end": b"w0"}))
+        assert wire.decode_reply([raw.recv()])[0] == wire.STREAM_START
+        assert wire.decode_reply([raw.recv()])[2]["created"]
+        peak = baseline
+        for i in range(600):  # 600 MiB of events for the watcher that does not read
+            c.call(name, "put", {"key": b"w/%d" % (i % 10), "value": value})
+            if i % 10 == 0:
+                peak = max(peak, proc.memory_info().rss)
+        # generous: LevelDB's two 64 MiB memtables come and go with the writes
+        assert peak - baseline < 250 * 2**20, f"RSS grew {(peak - baseline) / 2**20:.0f} MiB"
+        # reading again: what was queued, then the error that ended the watch
+        while True:
+            kind, rid, value_or_err = wire.decode_reply([raw.recv()])
+            if kind in (wire.STREAM_ITEM, wire.PING):
+                continue
+            assert kind == wire.ERROR and rid == 1, (kind, value_or_err)
+            assert isinstance(value_or_err, wire.Unavailable), value_or_err
+            assert value_or_err.details["reason"] in ("SlowConsumer", "slow watcher"), value_or_err
+            break
+    finally:
+        raw.close(0)
+        ctx.term()
+    c.call(name, "put", {"key": b"after", "value": b"1"})
+    assert kvs(c.call(name, "range", {"key": b"after"})) == {b"after": b"1"}
+    wait_for(lambda: proc.memory_info().rss - baseline < 150 * 2**20,
+             message="the replica's memory to come back after the watcher left")
+    assert "Traceback" not in c.log_text(name)
