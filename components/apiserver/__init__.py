@@ -34,7 +34,9 @@ every mutating method also takes `user`, recorded in the audit log):
 Errors (Kubernetes' words): NotFound `pods "web" not found`; Conflict `pods "web" already exists`
 (details.reason AlreadyExists) or `Operation cannot be fulfilled on pods "web": the object has been
 modified; ...` (reason Conflict); Invalid with the ValidationError text and details.causes (field
-paths); Gone reason Expired `too old resource version: 1 (5)`; TooLarge over 1.5 MiB; BadRequest.
+paths); Gone reason Expired `too old resource version: 1 (5)`; TooLarge over 1.5 MiB; BadRequest,
+among others for a parameter nested deeper than `kubemu.api.limits.MAX_DEPTH` (refused at the door,
+before any handler walks it: `object is nested more than 100 levels deep (the limit)`).
 
 Parts: `storage` (objects in the store), `handlers` (the methods), `watchcache` (one store watch
 per resource fanned out to watchers), `namespaces` (the namespaces creates check, from a watch),

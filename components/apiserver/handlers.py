@@ -4,6 +4,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
+import functools
+import inspect
 import json
 import logging
 import random
@@ -14,6 +16,7 @@ from typing import Any
 from kubemu.api import fields as fieldsel
 from kubemu.api import labels as labelsel
 from kubemu.api.fielderrors import ValidationError
+from kubemu.api.limits import MAX_DEPTH, MAX_VALUES, ShapeError, check_shape
 from kubemu.api.objects import SCALABLE_KINDS, apply_scale, default_object, scale_of, validate_object, \
     validate_object_update
 from kubemu.api.patch import PatchError, apply_patch, schema_for
@@ -43,6 +46,44 @@ class Forbidden(WireError):
 
 
 # --- helpers ---------------------------------------------------------------------------------------
+
+def check_params(params: dict) -> None:
+    """The door: a parameter nested deeper than MAX_DEPTH, or holding more values than a stored
+    object can, is refused before any handler walks it (deepcopy, merges, messages recurse)."""
+    for name, value in params.items():
+        if isinstance(value, (dict, list, tuple)):
+            try:
+                check_shape(value)
+            except ShapeError as err:
+                raise BadRequest(f"{name} is {err}", {"field": name, "max_depth": MAX_DEPTH,
+                                                      "max_values": MAX_VALUES}) from None
+
+
+def _at_the_door(fn):
+    """`fn` (a coroutine or async generator method) behind check_params, with its signature
+    (the wire binds parameters by it)."""
+    if inspect.isasyncgenfunction(fn):
+        @functools.wraps(fn)
+        async def stream(**params):
+            check_params(params)
+            items = fn(**params)
+            try:
+                async for item in items:
+                    yield item
+            finally:
+                await items.aclose()
+        return stream
+
+    @functools.wraps(fn)
+    async def call(**params):
+        check_params(params)
+        return await fn(**params)
+    return call
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
 
 def _resource(resource: Any) -> Resource:
     try:
@@ -214,8 +255,9 @@ class API:
                     "patch": self.patch, "delete": self.delete, "bind": self.bind,
                     "update_scale": self.update_scale}
         out = {verb: self._audited(verb, fn) for verb, fn in mutating.items()}
-        out.update({"get": self.get, "list": self.list, "get_scale": self.get_scale, "watch": self.watch,
-                    "log": self.log, "healthz": self.healthz})
+        out.update({"get": _at_the_door(self.get), "list": _at_the_door(self.list),
+                    "get_scale": _at_the_door(self.get_scale), "watch": _at_the_door(self.watch),
+                    "log": _at_the_door(self.log), "healthz": self.healthz})
         return out
 
     def _audited(self, verb: str, fn):
@@ -224,40 +266,38 @@ class API:
             code, reason = (201 if verb == "create" else 200), None
             result = None
             try:
+                check_params(params)
                 result = await fn(**params)
                 return result
             except WireError as err:
                 code, reason = HTTP_CODES.get(err.code, 500), err.code
                 raise
-            except TypeError as err:  # bad params: the wire would have said BadRequest
-                code, reason = 400, "BadRequest"
-                raise BadRequest(str(err)) from None
             except Exception:
                 code, reason = 500, "Internal"
                 raise
-            finally:
+            finally:  # params may be anything: the record takes only their strings
                 resource = params.get("resource", "pods" if verb == "bind" else "")
                 try:
                     resource = resolve(resource).plural
                 except UnknownResourceError:
-                    resource = str(resource)
+                    resource = _text(resource)
                 obj = params.get("object") if isinstance(params.get("object"), dict) else {}
                 if isinstance(result, dict) and result.get("kind") not in (None, "Scale"):
                     obj = result
                 meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-                name = params.get("name") or meta.get("name") or meta.get("generateName")
-                if verb == "bind":
-                    verb_name = "create"
-                else:
-                    verb_name = verb
-                self.audit.record(verb=verb_name if verb != "bind" else "create",
+                name = _text(params.get("name")) or _text(meta.get("name")) or _text(meta.get("generateName"))
+                self.audit.record(verb="create" if verb == "bind" else verb,
                                   resource=resource + ("/binding" if verb == "bind" else
                                                        "/status" if verb == "update_status" else
                                                        "/scale" if verb == "update_scale" else ""),
-                                  namespace=params.get("namespace") or meta.get("namespace") or
+                                  namespace=_text(params.get("namespace")) or _text(meta.get("namespace")) or
                                   (self._default_ns(resource)),
                                   name=name, code=code, user=user, reason=reason)
-        wrapper.__name__ = wrapper.__qualname__ = verb  # the wire binds params itself: **params takes all
+        wrapper.__name__ = wrapper.__qualname__ = verb
+        # the wire checks params against this: the handler's own, plus the audited user
+        sig = inspect.signature(fn, eval_str=True)
+        wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), inspect.Parameter(
+            "user", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=str | None)])
         return wrapper
 
     @staticmethod

@@ -11,10 +11,9 @@ from typing import Any
 
 import msgpack
 
+from kubemu.api.limits import MAX_OBJECT_BYTES
 from store.client import Compacted, StoreClient
 from store.mvcc import compare, delete_op, prefix_end, put_op
-
-MAX_OBJECT_BYTES = 3 * 1024 * 1024 // 2  # 1.5 MiB, etcd's default request limit
 
 
 def encode(obj: dict) -> bytes:

@@ -25,6 +25,8 @@ import copy
 import json
 from typing import Any, Mapping
 
+from .limits import MAX_DEPTH, depth, json_too_deep_at
+
 MERGE_SET = ""  # schema value for a list of scalars merged as a set
 
 DIRECTIVE = "$patch"
@@ -343,7 +345,15 @@ def json_patch(target: Any, operations: Any) -> Any:
         def value() -> Any:
             if "value" not in op:
                 raise PatchError(f"operation {n} ({kind}) is missing \"value\"")
-            return copy.deepcopy(op["value"])
+            return copy.deepcopy(fits(op["value"]))
+
+        def fits(new: Any) -> Any:
+            """`new` if placing it at `path` keeps the document within MAX_DEPTH (a copy into
+            its own subtree, repeated, would otherwise nest without bound)."""
+            if len(_pointer(path)) + depth(new) > MAX_DEPTH:
+                raise PatchError(f"operation {n} ({kind}) would nest the object more than {MAX_DEPTH} "
+                                 "levels deep (the limit)")
+            return new
 
         def source() -> str:
             if "from" not in op:
@@ -368,11 +378,11 @@ def json_patch(target: Any, operations: Any) -> Any:
                 raise PatchError(f"cannot move {src!r} into its own child {path!r}")
             if path != src:
                 doc, moved = _remove(doc, src)
-                doc = _add(doc, path, moved)
+                doc = _add(doc, path, fits(moved))
             else:
                 _get(doc, src)
         elif kind == "copy":
-            doc = _add(doc, path, copy.deepcopy(_get(doc, source())))
+            doc = _add(doc, path, copy.deepcopy(fits(_get(doc, source()))))
         elif kind == "test":
             if not json_equal(_get(doc, path), op.get("value")) or "value" not in op:
                 raise PatchError(f"test operation {n} failed: {path!r} is not "
@@ -404,6 +414,9 @@ def apply_patch(obj: Mapping[str, Any], patch: Any, patch_type: str,
                          "(application/json-patch+json), merge (application/merge-patch+json) "
                          "and strategic (application/strategic-merge-patch+json)")
     if isinstance(patch, (bytes, bytearray, str)):
+        text = patch if isinstance(patch, str) else bytes(patch).decode("utf-8", "replace")
+        if json_too_deep_at(text) is not None:  # before the decoder, which recurses
+            raise PatchError(f"invalid JSON in {kind} patch: nested more than {MAX_DEPTH} levels deep (the limit)")
         try:
             patch = json.loads(patch)
         except ValueError as e:

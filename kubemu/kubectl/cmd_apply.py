@@ -1,9 +1,10 @@
 """kubemu apply -f / create -f: objects from manifests, kubectl's way.
 
-Every manifest is read (and its kind mapped) before anything is sent, so a typo in the
-third document changes nothing. Then each object is handled on its own: successes print
-as they happen (`deployment.apps/web created|configured|unchanged`), errors are printed
-after them and make the exit status 1.
+Every manifest is read (and its kind mapped) before anything is sent. As kubectl does, each
+object that can be read and mapped is then handled on its own, whatever became of the others
+(a document of a kind kubemu does not serve, or a file that does not parse, is an error of its
+own): successes print as they happen (`deployment.apps/web created|configured|unchanged`),
+errors are printed after them (`report_errors`) and make the exit status 1.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from .apply import LAST_APPLIED, PATCH_TYPE, apply_patch, with_last_applied
 from .manifests import Manifest, load
 from .options import GoCommand, namespace_option
 from .output import object_name, plural_name
-from .session import CommandError, connect, handle_errors, is_connection_error, server_error
+from .session import CommandError, connect, handle_errors, is_connection_error, report_errors, server_error
 from .targets import DEFAULT_NAMESPACE
 
 filename_option = click.option("-f", "--filename", "filenames", multiple=True, required=True,
@@ -26,9 +27,18 @@ filename_option = click.option("-f", "--filename", "filenames", multiple=True, r
 recursive_option = click.option("-R", "--recursive", is_flag=True, help="read directories recursively")
 
 
-def read_manifests(filenames: tuple[str, ...], recursive: bool) -> list[tuple[Manifest, Resource]]:
-    manifests = load(list(filenames), recursive, sys.stdin.read)
-    return [(m, m.resource()) for m in manifests]
+def read_manifests(filenames: tuple[str, ...], recursive: bool
+                   ) -> tuple[list[tuple[Manifest, Resource]], list[CommandError]]:
+    """The objects of the manifests with the resource serving each, and the errors of the files
+    and documents that could not be read or mapped."""
+    manifests, errors = load(list(filenames), recursive, sys.stdin.buffer.read)
+    items = []
+    for m in manifests:
+        try:
+            items.append((m, m.resource()))
+        except CommandError as err:
+            errors.append(err)
+    return items, errors
 
 
 def manifest_namespace(m: Manifest, r: Resource, namespace: str | None) -> str | None:
@@ -41,25 +51,26 @@ def manifest_namespace(m: Manifest, r: Resource, namespace: str | None) -> str |
     return m.namespace or namespace or DEFAULT_NAMESPACE
 
 
-def for_each(api: SyncApiClient, items: list[tuple[Manifest, Resource]], namespace: str | None, verb: str,
-             action) -> None:
-    """Run `action(manifest, resource, ns)` on every object, printing what it returns; then
-    the errors, each with its source file (exit 1 if any)."""
-    errors = []
+def for_each(api: SyncApiClient, items: list[tuple[Manifest, Resource]], errors: list, namespace: str | None,
+             command: str, action) -> None:
+    """`command` (apply, create): run `action(manifest, resource, ns)` on every object, printing
+    what it returns; then the errors of reading (`errors`) and of each object, with its source
+    file (exit 1 if any)."""
+    if not items and not errors:
+        raise CommandError(f"no objects passed to {command}")
+    verb = command.removesuffix("e") + "ing"  # error when applying|creating "FILE": ...
+    errors = list(errors)
     for m, r in items:
         try:
             ns = manifest_namespace(m, r, namespace)
             click.echo(action(m, r, ns))
         except CommandError as err:
-            errors.append(f"error: {err}")
+            errors.append(err)
         except WireError as err:
             if is_connection_error(err):
                 raise
             errors.append(server_error(err, verb, m.source))
-    for message in errors:
-        click.echo(message, err=True)
-    if errors:
-        raise SystemExit(1)
+    report_errors(errors)
 
 
 def _require_name(m: Manifest, r: Resource, ns: str | None) -> None:
@@ -82,7 +93,7 @@ def apply(obj, filenames, recursive, namespace) -> None:
     Fields removed from a manifest since the last apply are removed from the object; fields
     set by others are kept (three-way merge over the last-applied-configuration annotation).
     """
-    items = read_manifests(filenames, recursive)
+    items, errors = read_manifests(filenames, recursive)
     with connect(obj) as api:
         def apply_one(m: Manifest, r: Resource, ns: str | None) -> str:
             _require_name(m, r, ns)
@@ -103,7 +114,7 @@ def apply(obj, filenames, recursive, namespace) -> None:
             api.patch(r.plural, m.name, patch, ns, patch_type=PATCH_TYPE)
             return f"{name} configured"
 
-        for_each(api, items, namespace, "applying", apply_one)
+        for_each(api, items, errors, namespace, "apply", apply_one)
 
 
 @click.command("create", cls=GoCommand)
@@ -115,10 +126,10 @@ def apply(obj, filenames, recursive, namespace) -> None:
 @handle_errors
 def create(obj, filenames, recursive, namespace, save_config) -> None:
     """Create objects from manifests, as `kubectl create -f` does (an existing one is an error)."""
-    items = read_manifests(filenames, recursive)
+    items, errors = read_manifests(filenames, recursive)
     with connect(obj) as api:
         def create_one(m: Manifest, r: Resource, ns: str | None) -> str:
             created = api.create(r.plural, with_last_applied(m.obj) if save_config else m.obj, ns)
             return f"{object_name(r, created['metadata']['name'])} created"
 
-        for_each(api, items, namespace, "creating", create_one)
+        for_each(api, items, errors, namespace, "create", create_one)

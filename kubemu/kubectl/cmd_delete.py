@@ -11,7 +11,8 @@ from .cmd_apply import manifest_namespace, read_manifests, recursive_option
 from .durations import Duration
 from .options import GoCommand, namespace_option
 from .output import qualified_kind, plural_name
-from .session import CommandError, Deadline, connect, follow, handle_errors, is_connection_error, server_error
+from .session import CommandError, Deadline, connect, follow, handle_errors, is_connection_error, report_errors, \
+    server_error
 from .targets import namespace_of, parse_targets
 
 POLICIES = {"background": "Background", "foreground": "Foreground", "orphan": "Orphan",
@@ -34,13 +35,17 @@ def grace_seconds(grace_period: int, force: bool, now: bool) -> int | None:
 
 
 def _doomed(api: SyncApiClient, args: tuple[str, ...], filenames: tuple[str, ...], recursive: bool,
-            namespace: str | None, selector: str, everything: bool) -> list[tuple[Resource, str | None, str]]:
-    """(resource, namespace, name) of every object to delete."""
+            namespace: str | None, selector: str, everything: bool, errors: list
+            ) -> list[tuple[Resource, str | None, str]]:
+    """(resource, namespace, name) of every object to delete; a manifest that cannot be read
+    or mapped adds its error to `errors` (the others are still deleted, as by kubectl)."""
     if filenames:
         if args:
             raise CommandError("when paths, URLs, or stdin is provided as input, you may not specify "
                                "a resource by arguments as well")
-        return [(r, manifest_namespace(m, r, namespace), m.name) for m, r in read_manifests(filenames, recursive)]
+        items, unread = read_manifests(filenames, recursive)
+        errors.extend(unread)
+        return [(r, manifest_namespace(m, r, namespace), m.name) for m, r in items]
     out = []
     for t in parse_targets(args):
         ns = namespace_of(t.resource, namespace)
@@ -89,7 +94,7 @@ def delete(obj, args, filenames, recursive, namespace, selector, everything, gra
     verb = "force deleted" if force and grace == 0 else "deleted"
     errors, deleted = [], []
     with connect(obj) as api:
-        doomed = _doomed(api, args, filenames, recursive, namespace, selector, everything)
+        doomed = _doomed(api, args, filenames, recursive, namespace, selector, everything, errors)
         if not doomed and (selector or everything):
             click.echo("No resources found", err=True)
         for r, ns, name in doomed:
@@ -108,12 +113,9 @@ def delete(obj, args, filenames, recursive, namespace, selector, everything, gra
             for r, ns, last in deleted:
                 seconds = timeout or (last["metadata"].get("deletionGracePeriodSeconds") or 0) + WAIT_MARGIN
                 if not wait_until_gone(api, r, ns, last, Deadline(seconds)):
-                    errors.append(f"error: timed out waiting for the condition on {plural_name(r)}/"
-                                  f"{last['metadata']['name']}")
-    for message in errors:
-        click.echo(message, err=True)
-    if errors:
-        raise SystemExit(1)
+                    errors.append(CommandError(f"timed out waiting for the condition on {plural_name(r)}/"
+                                               f"{last['metadata']['name']}"))
+    report_errors(errors)
 
 
 def wait_until_gone(api: SyncApiClient, r: Resource, ns: str | None, last: dict, deadline: Deadline) -> bool:

@@ -61,6 +61,18 @@ def handle_errors(fn):
     return wrapper
 
 
+def report_errors(errors: list[str | CommandError]) -> None:
+    """Print the errors of a command that carried on past them and exit 1 (if any), as kubectl's
+    CheckErr prints its aggregate: one error as `error: <message>`, several one per line as they
+    are; a server's error (a str here: `Error from server (...)`) is always printed as it is."""
+    if not errors:
+        return
+    for err in errors:
+        plain = isinstance(err, CommandError)
+        click.echo(f"error: {err}" if plain and len(errors) == 1 else str(err), err=True)
+    raise SystemExit(1)
+
+
 def server_error(err: WireError, verb: str = "", source: str = "") -> str:
     """kubectl's text for an error the apiserver answered with; `verb` and `source` say where
     it came from (AddSourceToErr: `error when creating "pod.yaml": ...`)."""

@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from kubemu.api.labels import Selector, selector_from_label_selector
 from kubemu.api.resources import Resource, resolve
 
 from .session import CommandError
@@ -49,6 +51,47 @@ def one_target(args: tuple[str, ...], verb: str) -> tuple[Resource, str]:
     if len(targets) != 1 or len(targets[0].names) != 1:
         raise CommandError(f"{verb} takes exactly one resource: TYPE NAME or TYPE/NAME")
     return targets[0].resource, targets[0].names[0]
+
+
+def one_pod_target(arg: str) -> tuple[Resource, str]:
+    """`logs`' argument: NAME (a pod) or TYPE/NAME."""
+    if "/" not in arg:
+        return resolve("pods"), arg
+    (target,) = parse_targets((arg,))
+    return target.resource, target.names[0]
+
+
+# Kinds whose pods `logs TYPE/NAME` picks one of (kubectl's SelectorsForObject, the kinds kubemu serves).
+SELECTS_PODS = ("Deployment", "ReplicaSet")
+
+
+def pod_selector(r: Resource, obj: dict) -> Selector:
+    """The selector of the pods an object runs (its spec.selector), as kubectl's
+    SelectorsForObject finds it; a kind without one is kubectl's error."""
+    if r.kind not in SELECTS_PODS:
+        go_type = f"*{r.version}.{r.kind}"
+        raise CommandError(f"cannot get the logs from {go_type}: selector for {go_type} not implemented")
+    try:
+        return selector_from_label_selector((obj.get("spec") or {}).get("selector"))
+    except ValueError as err:
+        raise CommandError(f"invalid label selector: {err}") from None
+
+
+def logging_order(pod: dict) -> tuple:
+    """kubectl's podutils.ByLogging, the order in which `logs TYPE/NAME` prefers pods: on a
+    node, then Running (or ended) < Unknown < Pending, ready, ready for longer, more restarts,
+    older (an unset time last)."""
+    spec, status, meta = pod.get("spec") or {}, pod.get("status") or {}, pod.get("metadata") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+    is_ready = ready.get("status") == "True"
+    restarts = max((c.get("restartCount") or 0 for c in status.get("containerStatuses") or []), default=0)
+    return (not spec.get("nodeName"), {"Unknown": 1, "Pending": 2}.get(status.get("phase"), 0), not is_ready,
+            _time_or_last(ready.get("lastTransitionTime")) if is_ready else (False, ""), -restarts,
+            _time_or_last(meta.get("creationTimestamp")))
+
+
+def _time_or_last(value: Any) -> tuple[bool, str]:
+    return (not value, str(value or ""))  # RFC 3339 UTC strings sort as the times do
 
 
 def namespace_of(r: Resource, namespace: str | None) -> str | None:

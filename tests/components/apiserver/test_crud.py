@@ -6,6 +6,7 @@ import json
 import pytest
 
 from kubemu import wire
+from kubemu.api.limits import MAX_DEPTH
 from tests.conftest import wait_for
 
 from . import api, deployment, pod  # noqa: F401  (api is a fixture)
@@ -255,6 +256,50 @@ def test_too_large(api):
     big["metadata"]["annotations"] = {f"k{i}": "x" * 100_000 for i in range(17)}
     with pytest.raises((wire.TooLarge, wire.Invalid)):
         api.call("create", resource="pods", object=big)
+
+
+def nested(levels: int, leaf="x"):
+    value = leaf
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+def test_objects_nested_too_deep_are_refused_at_the_door(api):
+    """A pod 900 deep once reached copy.deepcopy in the defaulting: Internal RecursionError."""
+    deep = pod("deep")
+    deep["metadata"]["annotations"] = nested(900)
+    with pytest.raises(wire.BadRequest) as err:
+        api.call("create", resource="pods", object=deep)
+    assert str(err.value.message) == f"object is nested more than {MAX_DEPTH} levels deep (the limit)"
+    assert err.value.details["max_depth"] == MAX_DEPTH
+    fits = pod("fits")  # the pod's map, metadata, labels... exactly MAX_DEPTH deep
+    fits["spec"]["x"] = nested(MAX_DEPTH - 2)
+    with pytest.raises(wire.Invalid, match="spec.x: Unknown field"):  # past the door, to validation
+        api.call("create", resource="pods", object=fits)
+    api.call("create", resource="pods", object=pod("deep"))
+    for method, params in [("update", {"object": deep}), ("update_status", {"object": deep}),
+                           ("patch", {"name": "deep", "patch": {"metadata": nested(900)}}),
+                           ("patch", {"name": "deep", "patch": [{"op": "add", "path": "/metadata/labels",
+                                                                   "value": nested(900)}]}),
+                           ("delete", {"name": nested(900)}), ("get", {"name": nested(900)}),
+                           ("bind", {"name": "deep", "node": nested(900)})]:
+        with pytest.raises(wire.BadRequest, match="nested more than 100 levels deep"):
+            api.call(method, resource="pods", namespace="default", **params)
+    for method in ("get", "list", "get_scale"):
+        with pytest.raises(wire.BadRequest, match="resource is nested more than 100 levels deep"):
+            api.call(method, resource=nested(900), name="x") if method != "list" else \
+                api.call(method, resource=nested(900))
+    with api.watch(resource=nested(900)) as watch, \
+            pytest.raises(wire.BadRequest, match="resource is nested more than 100 levels deep"):
+        watch.next()
+    # JSON Patch copies that nest the object deeper at every step; a patch given as deep JSON text
+    grow = [{"op": "add", "path": "/spec/containers/0/x", "value": nested(90)}] + \
+        [{"op": "copy", "from": "/spec/containers/0/x", "path": "/spec/containers/0/x/" + "a/" * 89 + "a"}] * 15
+    for patch in (grow, "[" * 5000, '{"a":' * 3000):
+        with pytest.raises(wire.BadRequest, match="more than 100 levels deep"):
+            api.call("patch", resource="pods", namespace="default", name="deep", patch=patch, patch_type="json")
+    assert "Traceback" not in api.log_text()
 
 
 def test_audit_log_lines(api):

@@ -325,3 +325,20 @@ def test_json_equal():
     assert not json_equal(True, 1) and json_equal(1, 1.0)
     assert not json_equal({"a": [True]}, {"a": [1]})
     assert json_equal({"a": [None, "x"]}, {"a": [None, "x"]})
+
+
+def test_json_patch_cannot_nest_past_the_depth_limit():
+    """Copying a subtree into itself nests deeper at every operation: refused, not a RecursionError."""
+    deep: dict = {"leaf": 1}
+    for _ in range(90):
+        deep = {"a": deep}
+    target = {"kind": "Pod", "spec": {"x": deep}}
+    grow = [{"op": "copy", "from": "/spec/x", "path": "/spec/x/" + "a/" * 89 + "a"}] * 15
+    with pytest.raises(PatchError, match=r"^operation 0 \(copy\) would nest the object more than 100 levels deep"):
+        apply_patch(target, grow, "json")
+    with pytest.raises(PatchError, match="nested more than 100 levels deep"):
+        apply_patch(target, "[" * 100_000, "json")
+    with pytest.raises(PatchError, match=r"operation 0 \(add\) would nest"):
+        apply_patch(target, [{"op": "add", "path": "/spec/x/" + "a/" * 20 + "b", "value": deep}], "json")
+    fits = apply_patch(target, [{"op": "add", "path": "/spec/x/" + "a/" * 6 + "b", "value": deep}], "json")
+    assert fits["spec"]["x"]["a"]["a"]["a"]["a"]["a"]["a"]["b"] == deep  # 9 + 91 levels: exactly the limit

@@ -79,3 +79,48 @@ def test_grace_periods_as_kubectl_reads_them():
     assert grace_seconds(-1, force=True, now=False) == 0
     assert grace_seconds(10, force=False, now=False) == 10
     assert grace_seconds(-1, force=False, now=True) == 1
+
+
+def test_logs_takes_a_pod_or_type_slash_name():
+    from kubemu.kubectl.targets import one_pod_target
+
+    assert [(r.kind, n) for r, n in map(one_pod_target, ("web-1", "pod/web-1", "po/web-1", "pods/web-1",
+                                                         "deploy/web", "deployment.apps/web", "rs/web-5f"))] == [
+        ("Pod", "web-1"), ("Pod", "web-1"), ("Pod", "web-1"), ("Pod", "web-1"),
+        ("Deployment", "web"), ("Deployment", "web"), ("ReplicaSet", "web-5f")]
+    with pytest.raises(CommandError, match="must have a single resource and name"):
+        one_pod_target("deploy/")
+    with pytest.raises(UnknownResourceError):
+        one_pod_target("foo/x")
+
+
+def test_pods_of_a_kind_without_a_selector_are_kubectls_error():
+    from kubemu.api.resources import resolve
+    from kubemu.kubectl.targets import pod_selector
+
+    assert str(pod_selector(resolve("deploy"), {"spec": {"selector": {"matchLabels": {"app": "web"}}}})) == "app=web"
+    with pytest.raises(CommandError,
+                       match=r"^cannot get the logs from \*v1.Node: selector for \*v1.Node not implemented$"):
+        pod_selector(resolve("node"), {})
+
+
+def test_logs_picks_the_pod_kubectl_picks():
+    """podutils.ByLogging: on a node, Running < Pending, ready, ready longer, more restarts, older."""
+    from kubemu.kubectl.targets import logging_order
+
+    def p(name, node="n1", phase="Running", ready_since=None, restarts=0, created="2024-01-01T00:00:00Z"):
+        conditions = [{"type": "Ready", "status": "True", "lastTransitionTime": ready_since}] if ready_since else []
+        return {"metadata": {"name": name, "creationTimestamp": created}, "spec": {"nodeName": node},
+                "status": {"phase": phase, "conditions": conditions,
+                           "containerStatuses": [{"restartCount": restarts}]}}
+
+    def first(*pods):
+        return min(pods, key=logging_order)["metadata"]["name"]
+
+    assert first(p("unbound", node=""), p("bound", phase="Pending")) == "bound"
+    assert first(p("pending", phase="Pending"), p("running")) == "running"
+    assert first(p("unready"), p("ready", ready_since="2024-01-01T00:00:05Z")) == "ready"
+    assert first(p("late", ready_since="2024-01-01T00:09:00Z"),
+                 p("early", ready_since="2024-01-01T00:01:00Z")) == "early"
+    assert first(p("calm"), p("crashy", restarts=3)) == "crashy"
+    assert first(p("new", created="2024-01-02T00:00:00Z"), p("old")) == "old"

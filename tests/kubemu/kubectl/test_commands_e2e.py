@@ -150,6 +150,55 @@ def test_errors_read_like_kubectl(api, ns, tmp_path):
         'Error from server (NotFound): deployments.apps "nope" not found\n'
 
 
+def test_apply_applies_every_document_it_can(api, ns, tmp_path):
+    """A kind kubemu does not serve, or a document that is not an object, is an error of its
+    own: the other documents are applied (kubectl's ContinueOnError), then exit 1."""
+    crd = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    mixed = write(tmp_path / "mixed.yaml", DEPLOYMENT, crd, POD)
+    result = kubemu(api, "apply", "-f", mixed, "-n", ns)
+    assert result.exit_code == 1
+    assert result.stdout == "deployment.apps/web created\npod/solo created\n"
+    assert result.stderr == (f'error: resource mapping not found for name: "w" namespace: "" from "{mixed}": '
+                             'no matches for kind "Widget" in version "example.com/v1"\n'
+                             'ensure CRDs are installed first\n')
+    other = copy.deepcopy(crd)
+    other["kind"] = "Gadget"
+    twice = write(tmp_path / "twice.yaml", other, crd)
+    result = kubemu(api, "create", "-f", twice, "-f", mixed, "-n", ns)
+    assert result.exit_code == 1 and result.stdout == ""
+    # several errors: one per line, without the "error: " of a single one (kubectl's MultipleErrors)
+    assert result.stderr.splitlines() == [
+        f'resource mapping not found for name: "w" namespace: "" from "{twice}": no matches for kind "Gadget" in '
+        'version "example.com/v1"', "ensure CRDs are installed first",
+        f'resource mapping not found for name: "w" namespace: "" from "{twice}": no matches for kind "Widget" in '
+        'version "example.com/v1"', "ensure CRDs are installed first",
+        f'resource mapping not found for name: "w" namespace: "" from "{mixed}": no matches for kind "Widget" in '
+        'version "example.com/v1"', "ensure CRDs are installed first",
+        f'Error from server (AlreadyExists): error when creating "{mixed}": deployments.apps "web" already exists',
+        f'Error from server (AlreadyExists): error when creating "{mixed}": pods "solo" already exists']
+    result = kubemu(api, "delete", "-f", mixed, "-n", ns, "--wait=false")
+    assert result.exit_code == 1
+    assert result.stdout == 'deployment.apps "web" deleted\npod "solo" deleted\n'
+    assert result.stderr.startswith('error: resource mapping not found for name: "w"')
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("---\n")
+    assert failed(api, "apply", "-f", str(empty)) == "error: no objects passed to apply\n"
+
+
+def test_apply_of_a_manifest_nested_too_deep_is_one_error_naming_the_file(api, ns, tmp_path):
+    """JSON nested 10,000 deep once ended `kubemu apply` with a RecursionError traceback."""
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "deep"}, "spec": '
+                    + "[" * 10_000 + "]" * 10_000 + "}")
+    assert failed(api, "apply", "-f", str(deep), "-n", ns) == \
+        f"error: error parsing {deep}: nested more than 100 levels deep (the limit) at line 1 column 174\n"
+    deep_yaml = tmp_path / "deep.yaml"
+    deep_yaml.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: deep}\nspec:\n  x:\n  " + "- " * 10_000 + "x\n")
+    assert failed(api, "apply", "-f", str(deep_yaml), "-n", ns) == \
+        f"error: error parsing {deep_yaml}: nested more than 100 levels deep (the limit) at line 6\n"
+    assert api.call("list", resource="pods", namespace=ns)["items"] == []
+
+
 def test_no_cluster_and_no_server(api, tmp_path):
     result = CliRunner().invoke(main, ["--state-dir", str(tmp_path), "get", "pods"], env={"KUBEMU_SERVER": None})
     assert result.exit_code == 1 and result.stderr.startswith("error: no apiserver known")
