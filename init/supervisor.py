@@ -15,6 +15,7 @@ import signal
 import time
 
 from kubemu import wire
+from kubemu.child import reap_exited
 from kubemu.prctl import set_child_subreaper
 
 from .core import Action, Kill, Log, Spawn
@@ -103,13 +104,7 @@ class Supervisor:
     # -- events -------------------------------------------------------------------------
 
     def _reap(self) -> None:
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
+        for pid, status in reap_exited():
             code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
             sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
             svc = self.manager.unit_of_pid(pid)
@@ -260,8 +255,10 @@ class Supervisor:
         return await self._wait_job(unit_name(unit), ("active", "failed"), wait)
 
     async def rpc_reset_failed(self, unit: str | None = None) -> dict:
-        self._apply(self.manager.reset_failed, unit_name(unit) if unit else None)
-        return {"unit": unit_name(unit) if unit else None}
+        # only an absent unit means all of them: "" names no unit (NotFound), it is not a wildcard
+        name = None if unit is None else unit_name(unit)
+        self._apply(self.manager.reset_failed, name)
+        return {"unit": name}
 
     async def rpc_daemon_reload(self) -> dict:
         configs, broken = load_units(self.units_dir)

@@ -1,10 +1,12 @@
 """What a supervisor does in a freshly forked child before exec, shared by init (its units)
-and the kubelet's shim (its container). Only plain system calls: it runs between fork() and
-exec(), so it imports nothing heavier than kubemu.prctl."""
+and the kubelet's shim (its container), and how a parent reaps its children. Only plain system
+calls: `become_child` runs between fork() and exec(), so this imports nothing heavier than
+kubemu.prctl."""
 from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 
 from .prctl import set_pdeathsig
 
@@ -32,3 +34,15 @@ def become_child(parent: int, stdout_fd: int, stderr_fd: int) -> None:
     os.dup2(null, 0)
     os.dup2(stdout_fd, 1)
     os.dup2(stderr_fd, 2)
+
+
+def reap_exited() -> Iterator[tuple[int, int]]:
+    """Reap every child that has exited, without blocking: (pid, wait status) of each."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        yield pid, status

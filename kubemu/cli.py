@@ -5,6 +5,7 @@ Every command finds its cluster through --state-dir, $KUBEMU_STATE_DIR or ~/.kub
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -13,6 +14,7 @@ import click
 from rich.console import Console
 
 from . import cluster, views, wire
+from .child import reap_exited
 from .statedir import NoCluster, StateDir
 
 # Piped output (tests, scripts, `| grep`) gets wide tables instead of wrapped cells.
@@ -110,18 +112,39 @@ def up(ctx: Ctx, nodes: int, store_replicas: str, hollow_nodes: int, fast: bool,
 
 
 def _wait_for_interrupt(ctx: Ctx) -> None:
+    """Run until Ctrl-C (or SIGTERM), node-0's init exits, or no node is left; reap every
+    init that exits (they are our children) and say how it ended, then stop the cluster."""
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    interrupted = True
     try:
-        while not stop and ctx.state.running_nodes():
+        while not stop:
+            ended = _reap_inits(ctx.state)
+            if any(stops for _line, stops in ended) or not ctx.state.running_nodes():
+                interrupted = False
+                break
             time.sleep(0.5)
     except KeyboardInterrupt:
         pass
-    console.print("stopping...")
+    if interrupted:
+        console.print("stopping...")
     stragglers = cluster.down(ctx.state)
+    _reap_inits(ctx.state, say=False)
     if stragglers:
         console.print(f"killed leftover process(es): {stragglers}")
     console.print("cluster stopped")
+
+
+def _reap_inits(state: StateDir, say: bool = True) -> list[tuple[str, bool]]:
+    """Reap our exited children; for each node's init among them, what to say (printed if `say`)."""
+    inits = {o.pid: n for n in state.nodes() if (o := state.owned(n)) is not None}
+    ended = []
+    for pid, status in reap_exited():
+        if pid in inits:
+            ended.append(cluster.init_exit_report(inits[pid], os.waitstatus_to_exitcode(status)))
+            if say:
+                console.print(ended[-1][0])
+    return ended
 
 
 @main.command()
@@ -129,9 +152,11 @@ def _wait_for_interrupt(ctx: Ctx) -> None:
 @pass_ctx
 def down(ctx: Ctx, timeout: float) -> None:
     """Stop every node in order; return once no process of the cluster is left."""
-    if not ctx.state.running_nodes() and not ctx.state.processes():
-        fail(f"no kubemu cluster is running in {ctx.state.root}")
-    stragglers = cluster.down(ctx.state, timeout)
+    running = cluster.stoppable(ctx.state)
+    stragglers = cluster.down(ctx.state, timeout)  # with nothing running, it removes stale cgroups only
+    if not running:
+        click.echo(f"no kubemu cluster was running in {ctx.state.root}: nothing to stop")
+        return
     if stragglers:
         click.echo(f"killed {len(stragglers)} leftover process(es): {stragglers}")
     click.echo("cluster stopped")
@@ -146,7 +171,7 @@ def node() -> None:
 @click.argument("name")
 @pass_ctx
 def node_kill(ctx: Ctx, name: str) -> None:
-    """SIGKILL the node's init; its kubelet and pods die with it."""
+    """SIGKILL every process of the node at once (its init, kubelet and pods): a power cut."""
     try:
         pid = cluster.kill_node(ctx.state, name)
     except RuntimeError as exc:
@@ -216,6 +241,12 @@ def systemctl(ctx: Ctx, node: str, verb: str, unit: str | None) -> None:
              f"and `kubemu journalctl -u {row['name']}` for details.")
 
 
+def _require_node(ctx: Ctx, node: str) -> None:
+    """A node is named, never a path: `--node ../x` is no node."""
+    if node not in ctx.state.nodes():
+        fail(f"there is no node {node} in {ctx.state.root}")
+
+
 @main.command()
 @node_option
 @click.option("-u", "--unit", required=True, help="unit name, or `init` for init's own log")
@@ -224,6 +255,7 @@ def systemctl(ctx: Ctx, node: str, verb: str, unit: str | None) -> None:
 @pass_ctx
 def journalctl(ctx: Ctx, node: str, unit: str, follow: bool, lines: int | None) -> None:
     """Show a unit's log (its output and init's messages about it)."""
+    _require_node(ctx, node)
     name = unit.removesuffix(".service")
     path = ctx.state.node_dir(node) / "logs" / f"{name}.log"
     if not path.exists():
@@ -240,17 +272,26 @@ def journalctl(ctx: Ctx, node: str, unit: str, follow: bool, lines: int | None) 
 
 
 @main.command()
-@click.argument("pod")
+@click.argument("target", metavar="POD | TYPE/NAME")
 @click.option("-c", "--container", help="which container (needed when the pod has several)")
 @click.option("-f", "--follow", is_flag=True, help="keep printing new lines")
 @click.option("-p", "--previous", is_flag=True, help="the previous instance of the container")
 @click.option("-n", "--namespace", default="default", show_default=True)
 @click.option("--node", default=None, help="look only on this node")
 @click.option("--tail", type=int, default=-1, help="only the last N lines")
+@click.option("--pod-running-timeout", type=float, default=20.0, show_default=True,
+              help="TYPE/NAME: seconds to wait for a pod to exist")
 @pass_ctx
-def logs(ctx: Ctx, pod: str, container: str | None, follow: bool, previous: bool, namespace: str,
-         node: str | None, tail: int) -> None:
-    """Print a container's log, as `kubectl logs` does (read from the node's files)."""
+def logs(ctx: Ctx, target: str, container: str | None, follow: bool, previous: bool, namespace: str,
+         node: str | None, tail: int, pod_running_timeout: float) -> None:
+    """Print a container's log, as `kubectl logs` does (read from the node's files).
+
+    \b
+    kubemu logs web-5d4f8-x2x9q        kubemu logs pod/web-5d4f8-x2x9q
+    kubemu logs deployment/web         (a pod of it, the one kubectl would pick)"""
+    if node:
+        _require_node(ctx, node)
+    pod = _logs_pod(ctx, target, namespace, pod_running_timeout)
     nodes = [node] if node else ctx.running()
     found = [(d, p) for n in nodes for d, p in ctx.state.pods(n)
              if p["metadata"]["name"] == pod and p["metadata"]["namespace"] == namespace]
@@ -269,14 +310,57 @@ def logs(ctx: Ctx, pod: str, container: str | None, follow: bool, previous: bool
     count = statuses[container].get("restartCount", 0) - (1 if previous else 0)
     path = pod_dir / container / f"{count}.log"
     if count < 0 or not path.exists():
+        waiting = (statuses[container].get("state") or {}).get("waiting")
+        if waiting and not previous:  # the kubelet's words for the usual reasons a container has no log yet
+            why = WAITING_WHY.get(waiting.get("reason"), waiting.get("reason"))
+            fail(f'Error from server (BadRequest): container "{container}" in pod "{pod}" is waiting to start: {why}')
         what = f'previous terminated container "{container}"' if previous else f'container "{container}"'
         fail(f'{what} in pod "{pod}" not found')
     with open(path, "rb") as f:
         lines = f.read().decode(errors="replace").splitlines()
-        for line in lines[-tail:] if tail >= 0 else lines:
+        for line in lines[max(0, len(lines) - tail):] if tail >= 0 else lines:
             click.echo(line)
         if follow:
             _follow(f)
+
+
+WAITING_WHY = {"ErrImagePull": "image can't be pulled", "ImagePullBackOff": "trying and failing to pull image"}
+
+
+def _logs_pod(ctx: Ctx, target: str, namespace: str, timeout: float) -> str:
+    """The pod `logs` reads: POD or pod/POD as given; for a Deployment or ReplicaSet the pod
+    kubectl would pick (its selector's pods in podutils.ByLogging order; "Found N pods, using
+    pod/X" when there are several), waiting up to `timeout` for one to exist."""
+    from .api.resources import UnknownResourceError
+    from .apiclient import NotFound
+    from .kubectl.session import CommandError, connect, server_error
+    from .kubectl.targets import logging_order, one_pod_target, pod_selector
+
+    try:
+        r, name = one_pod_target(target)
+        if r.kind == "Pod":
+            return name
+        with connect(ctx) as api:
+            try:
+                obj = api.get(r.plural, name, namespace)
+            except NotFound as err:
+                fail(server_error(err))
+            selector = pod_selector(r, obj)
+            deadline = time.monotonic() + timeout
+            while True:
+                pods = [] if selector.nothing else \
+                    api.list_all("pods", namespace, label_selector=str(selector))["items"]
+                if pods or time.monotonic() >= deadline:
+                    break
+                time.sleep(0.5)
+    except (CommandError, UnknownResourceError) as err:
+        fail(str(err))
+    if not pods:
+        fail("timed out waiting for the condition")
+    pod = min(pods, key=logging_order)
+    if len(pods) > 1:
+        click.echo(f"Found {len(pods)} pods, using pod/{pod['metadata']['name']}", err=True)
+    return pod["metadata"]["name"]
 
 
 def _follow(f) -> None:

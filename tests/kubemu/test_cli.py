@@ -9,7 +9,7 @@ import sys
 
 import psutil
 
-from tests.conftest import DEADLINE, alive, marked_processes, wait_for
+from tests.conftest import DEADLINE, alive, marked_processes, spawn_marked, terminate, wait_for
 
 
 def kubemu(state_dir, *args, check=True, timeout=DEADLINE * 3) -> subprocess.CompletedProcess:
@@ -34,10 +34,16 @@ def kubelet_row(init: dict) -> dict:
 
 
 def test_no_cluster_is_one_line_and_non_zero(state_dir):
-    for args in (["ps"], ["down"], ["systemctl", "status"], ["journalctl", "-u", "kubelet"]):
+    for args in (["ps"], ["systemctl", "status"], ["journalctl", "-u", "kubelet"], ["node", "kill", "node-1"]):
         done = kubemu(state_dir, *args, check=False)
         assert done.returncode != 0
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_down_with_nothing_running_says_so_and_succeeds(state_dir):
+    """As `kind delete cluster` does: nothing to stop is not an error."""
+    done = kubemu(state_dir, "down")
+    assert done.stdout == f"no kubemu cluster was running in {state_dir}: nothing to stop\n" and not done.stderr
 
 
 def test_up_kill_kubelet_down(state_dir):
@@ -115,3 +121,169 @@ def test_foreground_up_stops_everything_on_ctrl_c(state_dir):
     assert "cluster stopped" in out
     assert not alive(row["main_pid"])
     assert marked_processes(str(state_dir)) == []
+
+
+def test_a_deployment_from_the_docs_runs_and_logs_finds_its_pods(state_dir, tmp_path):
+    """The Kubernetes docs' nginx Deployment (image, no command) runs from the image catalog and
+    answers on loopback; `logs` takes TYPE/NAME as kubectl does; an unknown image is ErrImagePull."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    manifest = tmp_path / "nginx.yaml"
+    manifest.write_text(f"""\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: nginx-deployment
+  labels:
+    app: nginx
+spec:
+  replicas: 2
+  selector:
+    matchLabels:
+      app: nginx
+  template:
+    metadata:
+      labels:
+        app: nginx
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1.14.2
+        ports:
+        - containerPort: {port}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: ghost
+spec:
+  containers:
+  - name: main
+    image: nosuch/image:1
+""")
+    kubemu(state_dir, "up", "--nodes", "2", "--fast", "--detach")
+    try:
+        kubemu(state_dir, "apply", "-f", str(manifest))
+
+        def pods() -> dict[str, dict]:
+            items = json.loads(kubemu(state_dir, "get", "pods", "-o", "json").stdout)["items"]
+            return {p["metadata"]["name"]: p for p in items}
+
+        def web_running():
+            web = [p for n, p in pods().items() if n.startswith("nginx-deployment-")]
+            return len(web) == 2 and all(p["status"].get("phase") == "Running" for p in web) and web
+        web = wait_for(web_running, message="both replicas to run (one port, SO_REUSEPORT)")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as answer:
+            assert answer.status == 200 and b"Welcome to kubemu!" in answer.read()
+
+        done = wait_for(lambda: (d := kubemu(state_dir, "logs", "deployment/nginx-deployment")).stdout and d,
+                        message="the log of the deployment's pod")
+        assert f"httpd: serving a welcome page on http://127.0.0.1:{port}/" in done.stdout
+        chosen = done.stderr.strip().removeprefix("Found 2 pods, using pod/")
+        assert chosen in {p["metadata"]["name"] for p in web}, done.stderr
+        for arg in (f"pod/{chosen}", f"po/{chosen}", chosen, "deploy/nginx-deployment"):
+            assert "httpd: serving" in kubemu(state_dir, "logs", arg).stdout
+        assert kubemu(state_dir, "logs", chosen, "--tail", "0").stdout == ""
+        assert kubemu(state_dir, "logs", chosen, "--tail", "1").stdout == done.stdout.splitlines(True)[-1]
+        rs = web[0]["metadata"]["ownerReferences"][0]["name"]
+        assert "httpd: serving" in kubemu(state_dir, "logs", f"rs/{rs}").stdout
+        for arg, error in (("deploy/nosuch", 'Error from server (NotFound): deployments.apps "nosuch" not found'),
+                           ("pod/nosuch", 'Error from server (NotFound): pods "nosuch" not found'),
+                           ("node/node-0", "error: cannot get the logs from *v1.Node: selector for *v1.Node "
+                                           "not implemented"),
+                           ("foo/x", 'error: the server doesn\'t have a resource type "foo"')):
+            assert kubemu(state_dir, "logs", arg, check=False).stderr.strip() == error
+
+        def ghost_waiting():
+            state = (pods()["ghost"]["status"].get("containerStatuses") or [{}])[0].get("state") or {}
+            return state.get("waiting", {}).get("reason") in ("ErrImagePull", "ImagePullBackOff") and state
+        wait_for(ghost_waiting, message="the unknown image to fail to pull")
+        assert str(state_dir / "images.yaml") in kubemu(state_dir, "describe", "pod", "ghost").stdout
+        assert kubemu(state_dir, "logs", "ghost", check=False).stderr.strip() in {  # it alternates
+            'Error from server (BadRequest): container "main" in pod "ghost" is waiting to start: ' + why
+            for why in ("image can't be pulled", "trying and failing to pull image")}
+    finally:
+        kubemu(state_dir, "down")
+
+
+ESCAPING_POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {{name: escaping}}
+spec:
+  containers:
+  - name: main
+    command: ["/bin/sh", "-c", "(setsid sleep 1000 & echo $! > {dir}/escapee.tmp; mv {dir}/escapee.tmp {dir}/escapee.pid);
+              exec sleep 1000"]
+"""
+
+
+def test_down_and_node_kill_stop_only_what_kubemu_started(state_dir):
+    """The issue's reproduction: a user's process with the cluster's KUBEMU_STATE_DIR (and the
+    node's directory in its argv) outlives `node kill` and `down`; a container's double-forked
+    escapee does not outlive `node kill`; the node's cgroups go with `down`."""
+    kubemu(state_dir, "up", "--nodes", "2", "--fast", "--detach")
+    user = spawn_marked(["/bin/sh", "-c", "exec sleep 1000", str(state_dir / "nodes" / "node-1")], state_dir)
+    try:
+        (state_dir / "nodes" / "node-1" / "manifests" / "escaping.yaml").write_text(ESCAPING_POD.format(dir=state_dir))
+        pidfile = state_dir / "escapee.pid"
+        escapee = wait_for(lambda: pidfile.exists() and int(pidfile.read_text()), message="the container's escapee")
+        node_0 = ps_json(state_dir)["node-0"]["pid"]
+        for args, error in ((["node", "kill", "node-10"], "there is no node node-10"),
+                            (["systemctl", "--node", "node-10", "status"], "node node-10 is not running"),
+                            (["journalctl", "--node", "node-10", "-u", "kubelet"], "there is no node node-10"),
+                            (["journalctl", "--node", "../nodes/node-1", "-u", "kubelet"], "there is no node ../"),
+                            (["logs", "--node", "../nodes/node-1", "x"], "there is no node ../")):
+            done = kubemu(state_dir, *args, check=False)
+            assert done.returncode == 1 and done.stderr.startswith(f"error: {error}"), done.stderr
+
+        done = kubemu(state_dir, "node", "kill", "node-1")
+        assert done.stdout.startswith("node/node-1 killed (init pid ") and not done.stderr
+        assert not alive(escapee), "the escaped process of node-1's container outlived `node kill`"
+        assert alive(user.pid) and alive(node_0)
+
+        done = kubemu(state_dir, "down")
+        assert done.stdout.endswith("cluster stopped\n") and not done.stderr
+        assert alive(user.pid), "kubemu down killed a process it did not start"
+        assert not alive(node_0)
+        assert kubemu(state_dir, "down").stdout.startswith("no kubemu cluster was running")
+        assert marked_processes(str(state_dir)) == [psutil.Process(user.pid)]
+    finally:
+        terminate(user)
+        kubemu(state_dir, "down")
+
+
+def test_foreground_up_reports_each_node_death(state_dir):
+    """`node kill` from another terminal: the foreground `up` reaps its child init at once, says
+    how it ended in one line and keeps running; when node-0 dies it says why the cluster stops."""
+    env = dict(os.environ, KUBEMU_STATE_DIR=str(state_dir))
+    log = state_dir / "up.out"
+    with open(log, "w") as out_file:
+        fg = subprocess.Popen([sys.executable, "-m", "kubemu.cli", "up", "--nodes", "2", "--fast"], env=env,
+                              stdout=out_file, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: "running in the foreground" in log.read_text(), message="the cluster to be up")
+        inits = {name: init["pid"] for name, init in ps_json(state_dir).items()}
+        done = kubemu(state_dir, "node", "kill", "node-1")
+        assert done.stdout == f"node/node-1 killed (init pid {inits['node-1']})\n" and not done.stderr
+        wait_for(lambda: "node-1: init was killed (SIGKILL)\n" in log.read_text(), message="the foreground's line")
+        wait_for(lambda: not psutil.pid_exists(inits["node-1"]), message="the dead init to be reaped")
+        assert fg.poll() is None, log.read_text()
+        assert ps_json(state_dir)["node-0"]["pid"] == inits["node-0"]
+
+        kubemu(state_dir, "node", "kill", "node-0")
+        fg.wait(timeout=DEADLINE * 2)
+    finally:
+        if fg.poll() is None:
+            fg.kill()
+            kubemu(state_dir, "down")
+    out = log.read_text()
+    assert fg.returncode == 0, out
+    tail = out[out.index("running in the foreground"):].splitlines()[1:]
+    assert tail == ["node-1: init was killed (SIGKILL)",
+                    "node-0: init was killed (SIGKILL); the control plane ran there: stopping the cluster",
+                    "cluster stopped"], out
