@@ -81,7 +81,6 @@ _DOMAIN = re.compile(r"^(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z
 _COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
 _TAG = re.compile(r"^[\w][\w.-]{0,127}$", re.ASCII)
 _DIGEST = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}$")
-_GLOB = re.compile(r"[*?\[\]]")
 
 
 class CatalogError(ValueError):

@@ -69,6 +69,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import json
+import logging
 import os
 import re
 import shutil
@@ -80,10 +81,12 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kubemu.child import RESET_SIGNALS
+from kubemu.child import RESET_SIGNALS, proc_stat
 
-from .shim import (EXIT, LOG, SHIM_LOG, SPEC, START_ERROR_EXIT, STATE, STOP, instance_file, proc_stat,
-                   read_json, write_json)
+from .shim import (EXIT, LOG, SHIM_LOG, SPEC, START_ERROR_EXIT, STATE, STOP, instance_file, read_json,
+                   write_json)
+
+log = logging.getLogger("kubelet")
 
 if TYPE_CHECKING:
     from kubemu.dirwatch import DirWatch
@@ -181,9 +184,18 @@ class Runtime:
         launcher died without starting a shim."""
         cdir = self.container_dir(spec.pod_dir, spec.name)
         os.makedirs(cdir, exist_ok=True)
-        lock_fd = self._write_locked_spec(cdir, spec)
-        report_r, report_w = os.pipe2(os.O_CLOEXEC)
-        report_w = _high_fd(report_w)
+        report_r, report_w = os.pipe2(os.O_CLOEXEC)  # first: a failure here leaves nothing locked
+        try:
+            report_w = _high_fd(report_w)  # closes its argument if it fails
+        except OSError:
+            os.close(report_r)
+            raise
+        try:
+            lock_fd = self._write_locked_spec(cdir, spec)
+        except BaseException:
+            os.close(report_r)
+            os.close(report_w)
+            raise
         try:
             pid = self._launch(cdir, spec.restart_count, lock_fd, report_w)
         except OSError:
@@ -307,32 +319,36 @@ class Runtime:
         else:  # no shim (cannot happen short of a kill -9 of it): nobody can keep the grace
             self.kill(pod_dir, name, signal.SIGKILL)
 
-    def record_lost(self, pod_dir: str, name: str, restart_count: int) -> bool:
+    def record_lost(self, pod_dir: str, name: str, restart_count: int) -> str | None:
         """Write N.exit.json for a start whose shim died without writing it, once its
-        container's process is gone too (module docstring); whether it wrote one. What is
+        container's process is gone too (module docstring); the message it wrote, or None if
+        it wrote nothing. What is
         left of its process group (children orphaned when it died with its shim) is
         SIGKILLed first: the shim would have, and a new start must not find them there."""
         cdir = self.container_dir(pod_dir, name)
         if os.path.exists(instance_file(cdir, restart_count, EXIT)):
-            return False
+            return None
         state = self.state(pod_dir, name, restart_count)
         if state is None or not state.exited or state.shim_alive:
-            return False  # never started, its shim lives, or its container still runs
+            return None  # never started, its shim lives, or its container still runs
         if state.pgid:
             _kill_group(state.pgid, state.pid_start)
         record = _lost_record(read_json(instance_file(cdir, restart_count, STATE)) or {}, restart_count,
                               time.time())
         path = instance_file(cdir, restart_count, EXIT)
         tmp = os.path.join(cdir, f".{restart_count}.{EXIT}.{os.getpid()}.lost")
-        with open(tmp, "w") as f:
-            json.dump(record, f)
         try:
+            with open(tmp, "w") as f:
+                json.dump(record, f)
             os.link(tmp, path)  # unlike rename, never replaces: the shim may have written its own
-            return True
+            return record["message"]
         except FileExistsError:
-            return False
+            return None
+        except OSError as exc:  # disk full, pod directory gone: the next look decides again
+            log.warning("cannot record the end of %s#%d: %s", cdir, restart_count, exc)
+            return None
         finally:
-            os.unlink(tmp)
+            _unlink(tmp)
 
     def kill(self, pod_dir: str, name: str, sig: int, restart_count: int | None = None) -> None:
         """Send `sig` to the process group of the container's start (its latest if no count

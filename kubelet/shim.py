@@ -50,7 +50,7 @@ import signal
 import sys
 import time
 
-from kubemu.child import become_child
+from kubemu.child import become_child, proc_stat
 from kubemu.prctl import set_child_subreaper, set_pdeathsig
 
 MEMORY_INTERVAL = 0.1  # seconds between RSS samples of a container with a memory limit
@@ -91,19 +91,6 @@ def read_json(path: str) -> dict | None:
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
-
-
-def proc_stat(pid: int) -> tuple[str, int, int] | None:
-    """(state letter, start time in clock ticks, process group ID) of a process from
-    /proc/<pid>/stat, or None. The start time tells a process from a later one that got the
-    same PID."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    fields = data[data.rfind(b")") + 2:].split()  # the command name may contain spaces and ")"
-    return fields[0].decode(), int(fields[19]), int(fields[2])
 
 
 def log(config: "Config | None", message: str) -> None:

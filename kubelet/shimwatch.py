@@ -45,7 +45,8 @@ class ShimWatch:
         self.loop = loop
         self._fds: dict[tuple[Key, str], int] = {}  # (start, "shim"|"container") -> pidfd
         # One descriptor per container: the soft limit on open files (often 1024) must not
-        # cap the pods of a node (containerd's unit runs with LimitNOFILE=infinity).
+        # cap the pods of a node, so the kubelet takes its hard limit (the shims and their
+        # containers inherit it).
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft != hard:
             try:
@@ -60,13 +61,13 @@ class ShimWatch:
         key = (pod_dir, name, restart_count)
         if shim_pid is None:
             self.loop.call_soon(self._shim_gone, key)
-        elif (key, "shim") not in self._fds:
+        else:
             self._hold(key, "shim", shim_pid, lambda: self._shim_holds_lock(key), self._shim_gone)
 
     def watch(self, pod_dir: str, name: str, state: ContainerState) -> None:
         """Hold a pidfd on the shim of this container start, as its state says it runs."""
         key = (pod_dir, name, state.restart_count)
-        if state.exited or not state.shim_pid or (key, "shim") in self._fds:
+        if state.exited or not state.shim_pid:
             return
         self._hold(key, "shim", state.shim_pid, lambda: self._shim_holds_lock(key), self._shim_gone)
 
@@ -78,6 +79,8 @@ class ShimWatch:
 
     def _hold(self, key: Key, what: str, pid: int, still_it: Callable[[], bool],
               on_exit: Callable[[Key], None]) -> None:
+        if (key, what) in self._fds:  # held already (a start is both launched and watched)
+            return
         try:
             fd = os.pidfd_open(pid)
         except ProcessLookupError:
@@ -120,6 +123,6 @@ class ShimWatch:
 
     def _container_gone(self, key: Key) -> None:
         pod_dir, name, n = key
-        if self.runtime.record_lost(pod_dir, name, n):  # not if the shim reported the end itself
-            log.warning("%s: container %s#%d: %s", os.path.basename(pod_dir), name, n,
-                        self.runtime.state(pod_dir, name, n).message)
+        message = self.runtime.record_lost(pod_dir, name, n)  # None if the shim reported the end itself
+        if message is not None:
+            log.warning("%s: container %s#%d: %s", os.path.basename(pod_dir), name, n, message)

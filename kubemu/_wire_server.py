@@ -364,7 +364,7 @@ class Server:
             except _PeerGone:
                 raise  # ordinary client behaviour, logged once by _peer_gone: not a handler failure
             except _SlowPeer:
-                final = self._too_slow(ident, rid, method, backlog)
+                final = self._too_slow(ident, rid, method)
             except Exception as exc:
                 final = self._internal(rid, method, exc)
             # past the byte bound: the last message is small, and the peer must learn the end
@@ -388,7 +388,7 @@ class Server:
                 del self._streams[ident]
                 self._backlogs.pop(ident, None)
 
-    def _too_slow(self, ident: bytes, rid: int, method: str, backlog: PeerBacklog) -> bytes:
+    def _too_slow(self, ident: bytes, rid: int, method: str) -> bytes:
         """End a stream whose peer stopped taking its messages, as etcd and kube-apiserver drop
         a watcher that cannot keep up; the client starts it again (a watch: from the last
         revision it received)."""

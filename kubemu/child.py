@@ -1,6 +1,7 @@
 """What a supervisor does in a freshly forked child before exec, shared by init (its units)
-and the kubelet's shim (its container), and how a parent reaps its children. Only plain system
-calls: `become_child` runs between fork() and exec(), so this imports nothing heavier than
+and the kubelet's shim (its container), how a parent reaps its children, and how a process
+is told from a later one with its PID (`proc_stat`). Only plain system calls:
+`become_child` runs between fork() and exec(), so this imports nothing heavier than
 kubemu.prctl."""
 from __future__ import annotations
 
@@ -46,3 +47,16 @@ def reap_exited() -> Iterator[tuple[int, int]]:
         if pid == 0:
             return
         yield pid, status
+
+
+def proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state letter, start time in clock ticks, process group ID) of a process from
+    /proc/<pid>/stat, or None. The start time tells a process from a later one that got the
+    same PID."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2:].split()  # the command name may contain spaces and ")"
+    return fields[0].decode(), int(fields[19]), int(fields[2])

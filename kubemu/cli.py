@@ -119,8 +119,9 @@ def _wait_for_interrupt(ctx: Ctx) -> None:
     interrupted = True
     try:
         while not stop:
+            none_left = not ctx.state.running_nodes()  # before reaping: the last to go is said
             ended = _reap_inits(ctx.state)
-            if any(stops for _line, stops in ended) or not ctx.state.running_nodes():
+            if any(stops for _line, stops in ended) or none_left:
                 interrupted = False
                 break
             time.sleep(0.5)

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import psutil
 
-from kubelet.shim import proc_stat
-
 from . import cgroups, ownership, wire
+from .child import proc_stat
 from .statedir import ENV, StateDir
 
 log = logging.getLogger(__name__)
@@ -254,6 +253,9 @@ def _start_in_new_cgroup(name: str, popen) -> tuple[cgroups.Cgroup | None, subpr
                 return cg, popen(lambda: cgroups.join(procs_fd))
             except subprocess.SubprocessError:  # the write to cgroup.procs failed in the child
                 pass
+            except BaseException:  # nothing was started: the cgroup goes too
+                ownership.remove_node_cgroup(cg)
+                raise
             finally:
                 os.close(procs_fd)
         ownership.remove_node_cgroup(cg)
@@ -436,7 +438,10 @@ def down(state: StateDir, timeout: float = 150.0) -> list[int]:
             with wire.SyncClient(state.init_endpoint(node), timeout=3.0) as client:
                 client.call("shutdown")
         except wire.WireError:
-            proc.terminate()
+            try:
+                proc.terminate()
+            except psutil.NoSuchProcess:  # on its way out already (another `down`, a crash)
+                continue
         inits.append(proc)
     for proc in ownership.wait_gone(inits, timeout):
         try:

@@ -28,9 +28,8 @@ from pathlib import Path
 
 import psutil
 
-from kubelet.shim import proc_stat
-
 from .cgroups import Cgroup
+from .child import proc_stat
 
 RECORD = "owner.json"
 CGROUP_ROOT = "kubemu"
@@ -68,11 +67,14 @@ class Owned:
     def load(cls, node_dir: Path) -> Owned | None:
         try:
             data = json.loads((node_dir / RECORD).read_text())
-            cg = data["cgroup"]
-            return cls(int(data["init"]["pid"]), int(data["init"]["start"]),
-                       Cgroup.from_json(cg) if cg else None)
+            cg = Cgroup.from_json(data["cgroup"]) if data["cgroup"] else None
+            owned = cls(int(data["init"]["pid"]), int(data["init"]["start"]), cg)
         except (OSError, ValueError, KeyError, TypeError):
             return None
+        # a record naming any other cgroup is not one kubemu wrote: never kill by it
+        if cg is not None and not cg.path.as_posix().endswith("/" + cgroup_name(node_dir.parent.parent, node_dir.name)):
+            return None
+        return owned
 
     def init(self) -> psutil.Process | None:
         """The recorded init if it still runs (same PID and start time, not a zombie)."""

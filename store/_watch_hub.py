@@ -49,7 +49,8 @@ class _Watcher:
         if not mine:
             return
         size = sum(_kv_bytes(ev["kv"]) + _kv_bytes(ev["prev_kv"]) for ev in mine)
-        if len(self.items) >= WATCH_QUEUE_ITEMS or self.queued_bytes + size > WATCH_QUEUE_BYTES:
+        # bytes count only behind a backlog: one applied batch may be large by itself
+        if len(self.items) >= WATCH_QUEUE_ITEMS or (self.items and self.queued_bytes + size > WATCH_QUEUE_BYTES):
             self.fail(wire.Unavailable(f"watch cancelled: the watcher fell more than {WATCH_QUEUE_ITEMS} batches "
                                        f"or {WATCH_QUEUE_BYTES // 2**20} MiB behind; watch again from the last "
                                        f"revision received", {"reason": "slow watcher"}))

@@ -230,16 +230,17 @@ _DECODER = json.JSONDecoder(parse_int=_number)
 def _json_docs(source: str, text: str) -> tuple[list, CommandError | None]:
     """The JSON values of the text, and the error that ended it early (if any)."""
     cut = json_too_deep_at(text)
-    end = len(text) if cut is None else cut
+    body = text if cut is None else text[:cut]  # sliced once: raw_decode is called per document
+    end = len(body)
     decoder = _DECODER
     docs, pos = [], 0
     while True:
-        while pos < end and text[pos].isspace():
+        while pos < end and body[pos].isspace():
             pos += 1
         if pos >= end:
             return docs, None if cut is None else _too_deep(source, _line_column(text, cut))
         try:
-            doc, pos = decoder.raw_decode(text[:end], pos)
+            doc, pos = decoder.raw_decode(body, pos)
         except json.JSONDecodeError as err:
             if cut is not None:  # the document that nests too deep, cut short
                 return docs, _too_deep(source, _line_column(text, cut))

@@ -7,8 +7,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from components.controllers.podutil import is_pod_ready, parse_time, ready_since
 from kubemu.api.labels import Selector, selector_from_label_selector
 from kubemu.api.resources import Resource, resolve
 
@@ -82,16 +82,14 @@ def logging_order(pod: dict) -> tuple:
     node, then Running (or ended) < Unknown < Pending, ready, ready for longer, more restarts,
     older (an unset time last)."""
     spec, status, meta = pod.get("spec") or {}, pod.get("status") or {}, pod.get("metadata") or {}
-    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
-    is_ready = ready.get("status") == "True"
     restarts = max((c.get("restartCount") or 0 for c in status.get("containerStatuses") or []), default=0)
-    return (not spec.get("nodeName"), {"Unknown": 1, "Pending": 2}.get(status.get("phase"), 0), not is_ready,
-            _time_or_last(ready.get("lastTransitionTime")) if is_ready else (False, ""), -restarts,
-            _time_or_last(meta.get("creationTimestamp")))
+    return (not spec.get("nodeName"), {"Unknown": 1, "Pending": 2}.get(status.get("phase"), 0),
+            not is_pod_ready(pod), _time_or_last(ready_since(pod)), -restarts,
+            _time_or_last(parse_time(meta.get("creationTimestamp"))))
 
 
-def _time_or_last(value: Any) -> tuple[bool, str]:
-    return (not value, str(value or ""))  # RFC 3339 UTC strings sort as the times do
+def _time_or_last(t: float | None) -> tuple[bool, float]:
+    return (t is None, t or 0.0)
 
 
 def namespace_of(r: Resource, namespace: str | None) -> str | None:

@@ -13,7 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from kubelet.shim import instance_file, proc_stat, read_json
+from kubelet.shim import instance_file, read_json
+from kubemu.child import proc_stat
 from kubemu import prctl
 from tests.conftest import alive, marked_processes, wait_for
 

@@ -108,3 +108,51 @@ def test_a_launcher_that_dies_leaves_a_start_error(node):  # noqa: F811
         await until(lambda: os.path.exists(os.path.join(pod, "c", "0.exit.json")))
         assert rt.state(pod, "c", 0).start_failed
     run(rt, scenario)
+
+
+class _LostStart:
+    """A start whose shim is dead while its container still runs."""
+    def __init__(self, pid: int):
+        self.exited, self.shim_alive, self.pid, self.restart_count = False, False, pid, 0
+
+
+class _Runtime:
+    def __init__(self, proc):
+        self.proc, self.recorded = proc, 0
+
+    def state(self, *_):
+        return _LostStart(self.proc.pid) if self.proc.poll() is None else None
+
+    def is_running(self, _state) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self, *_):
+        pass  # the container takes a moment to die
+
+    def record_lost(self, *_):
+        self.recorded += 1
+        return None
+
+
+def test_a_start_found_dead_twice_is_held_once_and_let_go(caplog):
+    """launched() and watch() may both find the same shim gone: one pidfd on its container, and
+    once that exits, none (a second one, overwritten, fired forever on a closed descriptor)."""
+    import subprocess
+    proc = subprocess.Popen(["sleep", "0.3"])
+
+    async def main():
+        rt = _Runtime(proc)
+        shims = ShimWatch(rt, asyncio.get_running_loop())
+        key = ("/pod", "c", 0)
+        shims._shim_gone(key)
+        shims._shim_gone(key)
+        assert len(shims._fds) == 1
+        await until(lambda: proc.poll() is not None and not shims._fds)
+        await asyncio.sleep(0.1)
+        assert rt.recorded == 1
+        shims.close()
+    try:
+        asyncio.run(asyncio.wait_for(main(), DEADLINE))
+    finally:
+        proc.wait()
+    assert "Traceback" not in caplog.text and "Exception in callback" not in caplog.text

@@ -8,15 +8,21 @@ import time
 
 import psutil
 
-from kubelet.shim import proc_stat
+from kubemu.child import proc_stat
 from kubemu import cgroups, ownership
 from tests.conftest import DEADLINE
 
 
 def test_the_record_round_trips_and_garbage_is_no_record(tmp_path):
-    owned = ownership.Owned(123, 456, cgroups.Cgroup(tmp_path / "cg", 2))
-    owned.save(tmp_path)
-    assert ownership.Owned.load(tmp_path) == owned
+    node_dir = tmp_path / "nodes" / "node-1"
+    node_dir.mkdir(parents=True)
+    owned = ownership.Owned(123, 456, cgroups.Cgroup(tmp_path / "cg" / ownership.cgroup_name(tmp_path, "node-1"), 2))
+    owned.save(node_dir)
+    assert ownership.Owned.load(node_dir) == owned
+    # a record naming a cgroup kubemu does not make for this node is no record: never killed by
+    for foreign in (tmp_path / "cg", tmp_path / "cg" / ownership.cgroup_name(tmp_path, "node-10")):
+        ownership.Owned(123, 456, cgroups.Cgroup(foreign, 2)).save(node_dir)
+        assert ownership.Owned.load(node_dir) is None
     ownership.Owned(7, 8, None).save(tmp_path)
     assert ownership.Owned.load(tmp_path) == ownership.Owned(7, 8, None)
     for text in ("", "{", "[]", '{"init": {"pid": "x"}}', '{"init": 5, "cgroup": null}'):

@@ -6,7 +6,7 @@ import os
 import subprocess
 import time
 
-from kubelet.shim import proc_stat
+from kubemu.child import proc_stat
 from kubemu.ownership import Owned
 from kubemu.statedir import StateDir
 

@@ -566,6 +566,13 @@ def test_a_watcher_of_big_values_is_cancelled_by_bytes():
             await w.next()
         assert not w.items and w.queued_bytes == 0  # the memory is let go at once
 
+        # one applied batch over the bound, to a watcher that has nothing queued, is no backlog
+        idle = _Watcher(KeyRange.of(b"a", b"\0"), prev_kv=False, start=1)
+        batch = [Event("PUT", make_kv(b"a", big, rev, rev, 1, 0), None)
+                 for rev in range(1, WATCH_QUEUE_BYTES // len(big) + 3)]
+        idle.offer(batch, len(batch))
+        assert len((await idle.next())["events"]) == len(batch)
+
     asyncio.run(run())
 
 
