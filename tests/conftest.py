@@ -63,14 +63,7 @@ def marked_processes(marker: str) -> list[psutil.Process]:
 
 def kill_marked(marker: str) -> list[int]:
     """SIGKILL every marked process; their PIDs, once they are gone."""
-    procs = marked_processes(marker)
-    for proc in procs:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(procs, timeout=10)
-    return [p.pid for p in procs]
+    return ownership.kill_all(marked_processes(marker), 10)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from kubemu.ownership import kill_all
 from kubemu.statedir import ENV
 
 
@@ -31,11 +32,5 @@ def bench_dir(tmp_path_factory) -> Path:
     killed and fails the test that leaked it."""
     path = tmp_path_factory.mktemp("b")  # short: ipc:// socket paths are limited to 107 bytes
     yield path
-    leaked = processes_under(path)
-    for proc in leaked:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(leaked, timeout=10)
-    assert not leaked, f"the suite leaked processes {[p.pid for p in leaked]}"
+    leaked = kill_all(processes_under(path), 10)
+    assert not leaked, f"the suite leaked processes {leaked}"
