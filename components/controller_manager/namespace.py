@@ -18,7 +18,7 @@ from kubemu.apiclient import ApiClient, NotFound
 from kubemu.events import EventRecorder
 
 COMPONENT = "namespace-controller"
-NAMESPACED = tuple(r.plural for r in RESOURCES if r.namespaced)
+NAMESPACED = tuple(r.plural for r in RESOURCES if r.namespaced and r.stored)
 
 
 class NamespaceController:

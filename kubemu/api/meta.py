@@ -28,7 +28,7 @@ from .pod import (_absent, _annotations, _is_int, _labels, _name_rule, dns1123_l
                   dns1123_subdomain_errors, label_value_errors, qualified_name_errors)
 
 __all__ = ["validate_object_meta", "validate_object_meta_update", "validate_update", "Checker",
-           "KNOWN_FIELDS", "SHAPES", "ENUMS", "SERVER_FIELDS"]
+           "KNOWN_FIELDS", "SHAPES", "ENUMS", "TYPES", "SERVER_FIELDS"]
 
 # --- field tables of the kinds beyond Pod (objects.py fills them in) ---------------------------
 
@@ -40,6 +40,9 @@ SHAPES: dict[str, dict[str, str]] = {
                        "controller": pod.BOOL, "blockOwnerDeletion": pod.BOOL},
 }
 ENUMS: dict[str, dict[str, tuple[str, ...]]] = {}
+# type -> field -> the field's type, in Go's notation: "PodSpec", "[]Container", "map[string]string",
+# "string", "integer", "boolean", "IntOrString", "Time", "Quantity" (what OpenAPI and explain show).
+TYPES: dict[str, dict[str, str]] = {}
 
 # Fields of ObjectMeta the server sets; a client's values are overwritten on create.
 SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp",
@@ -47,18 +50,21 @@ SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp",
 
 
 def table(known: str, shapes: dict[str, str] | None = None,
-          enums: dict[str, tuple[str, ...]] | None = None) -> tuple:
-    """(known fields, shapes, enums) of one object type, for `register`."""
-    return frozenset(known.split()), shapes or {}, enums or {}
+          enums: dict[str, tuple[str, ...]] | None = None,
+          types: dict[str, str] | None = None) -> tuple:
+    """(known fields, shapes, enums, types) of one object type, for `register`."""
+    return frozenset(known.split()), shapes or {}, enums or {}, types or {}
 
 
 def register(**tables: tuple) -> None:
-    for kind, (known, shapes, enums) in tables.items():
+    for kind, (known, shapes, enums, types) in tables.items():
         KNOWN_FIELDS[kind] = known
         if shapes:
             SHAPES[kind] = shapes
         if enums:
             ENUMS[kind] = enums
+        if types:
+            TYPES[kind] = types
 
 
 class Checker(pod._Checker):

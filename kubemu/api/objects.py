@@ -29,7 +29,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
-from . import pod
+from . import configobjects, pod, rbacobjects
 from .fielderrors import (DUPLICATE, FieldError, ValidationError, child, duplicate, forbidden,
                           not_supported, required)
 from .meta import (Checker, check_int_or_percent, check_label_selector, check_object_meta,
@@ -591,12 +591,13 @@ def apply_scale(obj: Any, replicas: Any) -> dict:
 DEFAULTERS: dict[str, Callable[[Any], Any]] = {
     "Namespace": default_namespace, "Pod": pod.default_pod, "Node": default_node,
     "Lease": default_lease, "ReplicaSet": default_replicaset, "Deployment": default_deployment,
-    "Event": default_event,
+    "Event": default_event, **rbacobjects.DEFAULTERS, **configobjects.DEFAULTERS,
 }
 VALIDATORS: dict[str, Callable[..., list[FieldError]]] = {
     "Namespace": validate_namespace, "Pod": pod.validate_pod, "Node": validate_node,
     "Lease": validate_lease, "ReplicaSet": validate_replicaset,
-    "Deployment": validate_deployment, "Event": validate_event,
+    "Deployment": validate_deployment, "Event": validate_event, **rbacobjects.VALIDATORS,
+    **configobjects.VALIDATORS,
 }
 
 

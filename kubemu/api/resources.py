@@ -21,6 +21,8 @@ from typing import Any, Union
 REGISTRY_ROOT = "/registry"
 
 _NAME_AND_NAMESPACE = ("metadata.name", "metadata.namespace")
+STORED_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+CREATE_ONLY = ("create",)  # reviews and requests: answered, never stored
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,8 @@ class Resource:
     short_names: tuple[str, ...] = ()
     namespaced: bool = True
     subresources: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()  # discovery's categories: `kubectl get all` lists "all"
+    verbs: tuple[str, ...] = STORED_VERBS  # what discovery says the resource answers
     field_selectors: tuple[str, ...] = _NAME_AND_NAMESPACE
     # How a selectable field reads when the object does not set it (Go's zero values).
     field_zero_values: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
@@ -43,6 +47,11 @@ class Resource:
     @property
     def version(self) -> str:
         return self.api_version.rpartition("/")[2]
+
+    @property
+    def stored(self) -> bool:
+        """Kept in the store (a review or request is answered and forgotten)."""
+        return self.verbs != CREATE_ONLY
 
     @property
     def list_kind(self) -> str:
@@ -79,6 +88,7 @@ RESOURCES: tuple[Resource, ...] = (
              subresources=("status", "finalize"),
              field_selectors=("metadata.name", "status.phase")),
     Resource("Pod", "v1", "pods", "pod", ("po",), subresources=("binding", "status", "log"),
+             categories=("all",),
              field_selectors=(*_NAME_AND_NAMESPACE, "spec.nodeName", "status.phase",
                               "spec.restartPolicy", "spec.schedulerName",
                               "spec.serviceAccountName", "spec.hostNetwork", "status.podIP",
@@ -89,11 +99,33 @@ RESOURCES: tuple[Resource, ...] = (
              field_zero_values={"spec.unschedulable": "false"}),
     Resource("Lease", "coordination.k8s.io/v1", "leases", "lease"),
     Resource("ReplicaSet", "apps/v1", "replicasets", "replicaset", ("rs",),
-             subresources=("status", "scale"),
+             subresources=("status", "scale"), categories=("all",),
              field_selectors=(*_NAME_AND_NAMESPACE, "status.replicas"),
              field_zero_values={"status.replicas": "0"}),
     Resource("Deployment", "apps/v1", "deployments", "deployment", ("deploy",),
-             subresources=("status", "scale")),
+             subresources=("status", "scale"), categories=("all",)),
+    Resource("ServiceAccount", "v1", "serviceaccounts", "serviceaccount", ("sa",),
+             subresources=("token",)),
+    Resource("ConfigMap", "v1", "configmaps", "configmap", ("cm",)),
+    Resource("Secret", "v1", "secrets", "secret", field_selectors=(*_NAME_AND_NAMESPACE, "type")),
+    Resource("Role", "rbac.authorization.k8s.io/v1", "roles", "role"),
+    Resource("ClusterRole", "rbac.authorization.k8s.io/v1", "clusterroles", "clusterrole",
+             namespaced=False),
+    Resource("RoleBinding", "rbac.authorization.k8s.io/v1", "rolebindings", "rolebinding"),
+    Resource("ClusterRoleBinding", "rbac.authorization.k8s.io/v1", "clusterrolebindings",
+             "clusterrolebinding", namespaced=False),
+    Resource("SelfSubjectAccessReview", "authorization.k8s.io/v1", "selfsubjectaccessreviews",
+             "selfsubjectaccessreview", namespaced=False, verbs=CREATE_ONLY),
+    Resource("SelfSubjectRulesReview", "authorization.k8s.io/v1", "selfsubjectrulesreviews",
+             "selfsubjectrulesreview", namespaced=False, verbs=CREATE_ONLY),
+    Resource("SubjectAccessReview", "authorization.k8s.io/v1", "subjectaccessreviews",
+             "subjectaccessreview", namespaced=False, verbs=CREATE_ONLY),
+    Resource("LocalSubjectAccessReview", "authorization.k8s.io/v1", "localsubjectaccessreviews",
+             "localsubjectaccessreview", verbs=CREATE_ONLY),
+    Resource("TokenReview", "authentication.k8s.io/v1", "tokenreviews", "tokenreview",
+             namespaced=False, verbs=CREATE_ONLY),
+    Resource("SelfSubjectReview", "authentication.k8s.io/v1", "selfsubjectreviews",
+             "selfsubjectreview", namespaced=False, verbs=CREATE_ONLY),
     Resource("Event", "v1", "events", "event", ("ev",),
              field_selectors=(*_NAME_AND_NAMESPACE, "involvedObject.kind",
                               "involvedObject.namespace", "involvedObject.name",

@@ -42,8 +42,11 @@ def test_resource_facts():
     assert resolve("leases").api_version == "coordination.k8s.io/v1"
     assert {"metadata.name", "metadata.namespace", "spec.nodeName", "status.phase"} <= \
         set(pods.field_selectors)
-    assert {r.kind for r in RESOURCES} == {"Namespace", "Pod", "Node", "Lease", "ReplicaSet",
-                                           "Deployment", "Event"}
+    assert {r.kind for r in RESOURCES if r.stored} == {
+        "Namespace", "Pod", "Node", "Lease", "ReplicaSet", "Deployment", "Event", "ServiceAccount",
+        "ConfigMap", "Secret", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+    review = resolve("selfsubjectaccessreviews")
+    assert (review.group, review.verbs, review.stored) == ("authorization.k8s.io", ("create",), False)
     names = [n for r in RESOURCES for n in r.names]
     assert len(names) == len(set(names)), "every name means one resource"
 
