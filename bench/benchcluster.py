@@ -25,10 +25,12 @@ def running_cluster(root: Path, *, fast: bool = True, kubelet_extra: str = "", n
     state = StateDir(root)
     timings = cluster.FAST_TIMINGS if fast else cluster.DEFAULT_TIMINGS
     names = cluster.node_names(nodes)
+    port = cluster.resolve_api_port(state, 0)
+    cluster.write_pki(state, names, port)
     for node in names:
         flags = f"{cluster.kubelet_args(state, node, timings)} {kubelet_extra}".strip()
         cluster.write_node(state, node, timings.kubelet_restart_sec, kubelet_args=flags)
-    cluster.write_control_plane(state, timings=timings)
+    cluster.write_control_plane(state, timings=timings, api_port=port)
     try:
         for node in names:
             cluster.start_init(state, node)

@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from kubemu._wire_auth import state_credentials
 from kubemu.apiclient import ApiClient, WireError
 from kubemu.cluster import CONTROL_PLANE_NODE
 
@@ -51,7 +52,7 @@ def store_failover(trials: int, workdir: Path, tick=None) -> dict:
                                                                    for s in samples])}
 
 
-async def _apiserver_trial(endpoint: str, apiserver_pod: Path, api: ApiClient) -> dict[str, float]:
+async def _apiserver_trial(endpoint: str, apiserver_pod: Path, api: ApiClient, credentials) -> dict[str, float]:
     """One kill of the apiserver's container; seconds from the kill to each clock."""
     loop = asyncio.get_running_loop()
     victim = await _steady_apiserver(apiserver_pod, api)
@@ -78,7 +79,7 @@ async def _apiserver_trial(endpoint: str, apiserver_pod: Path, api: ApiClient) -
     async def fresh() -> None:
         while not done.is_set():
             sent = time.perf_counter()
-            async with ApiClient(endpoint, timeout=PROBE_TIMEOUT) as probe:
+            async with ApiClient(endpoint, timeout=PROBE_TIMEOUT, credentials=credentials) as probe:
                 try:
                     await probe.get("nodes", CONTROL_PLANE_NODE)
                     stamp("fresh", sent)
@@ -122,11 +123,12 @@ async def _steady_apiserver(apiserver_pod: Path, api: ApiClient) -> int:
     raise TimeoutError("the apiserver did not come back")
 
 
-async def _apiserver_trials(endpoint: str, apiserver_pod: Path, trials: int, tick=None) -> list[dict]:
+async def _apiserver_trials(endpoint: str, apiserver_pod: Path, trials: int, tick=None,
+                            credentials=None) -> list[dict]:
     out = []
-    async with ApiClient(endpoint, timeout=10) as api:
+    async with ApiClient(endpoint, timeout=10, credentials=credentials) as api:
         for _ in range(trials + 1):
-            out.append(await _apiserver_trial(endpoint, apiserver_pod, api))
+            out.append(await _apiserver_trial(endpoint, apiserver_pod, api, credentials))
             if tick:
                 tick()
     return out[1:]  # the first kill warms caches and is not counted
@@ -135,7 +137,8 @@ async def _apiserver_trials(endpoint: str, apiserver_pod: Path, trials: int, tic
 def apiserver_failover(trials: int, workdir: Path, tick=None) -> dict:
     with running_cluster(workdir, fast=True, kubelet_extra=NO_BACKOFF) as state:
         pod = pod_dir(state, f"apiserver-{CONTROL_PLANE_NODE}")
-        samples = asyncio.run(_apiserver_trials(state.api_endpoint(), pod, trials, tick))
+        samples = asyncio.run(_apiserver_trials(state.api_endpoint(), pod, trials, tick,
+                                                state_credentials(state.root)))
 
     def ms(clock: str) -> dict:
         return _ms([s.get(clock, math.nan) * 1000 for s in samples])

@@ -110,7 +110,7 @@ def latency_plots(report: dict, directory: Path, unit: str = "ms") -> list[Path]
 
 def wire_plots(report: dict, directory: Path) -> list[Path]:
     res = report["results"]
-    names = {"zmq": "pyzmq (floor)", "kubemu": "kubemu wire"}
+    names = {"zmq": "pyzmq (floor)", "kubemu": "kubemu wire", "kubemu-auth": "kubemu wire, authenticated"}
     return [cdf(directory, "wire-round-trip-cdf", "wire: round trip CDF (percentiles 1-100)",
                 {names[k]: r["round_trip"]["cdf_ms"] for k, r in res.items()}, "ms"),
             bars(directory, "wire-one-way", "wire: one-way msgs/s (median of the floods)",

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import psutil
 
+from kubemu._wire_auth import state_credentials
 from kubemu.apiclient import ApiClient, WireError
 
 from .reconcile_cluster import ProcessSampler, cluster_processes, private_cluster, role
@@ -109,7 +110,7 @@ async def _measure(state, sampler: ProcessSampler, replicas: list[int], kills: i
     def progress(label: str):
         return progress_factory(label, sum(replicas)) if progress_factory else None
 
-    api = ApiClient(state.api_endpoint(), timeout=30, user="kubemu-bench")
+    api = ApiClient(state.api_endpoint(), timeout=30, credentials=state_credentials(state.root))
     try:
         async with Workload(api, "startup", replicas) as w:
             profiling = Profilers(state, profile_dir) if profile_dir else nullcontext()

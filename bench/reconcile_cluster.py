@@ -37,7 +37,7 @@ def private_cluster(hollow_nodes: int, fast: bool, workdir: Path | None = None):
     # The cluster runs in sessions of its own: nothing signals it when this process is told to stop.
     previous = signal.signal(signal.SIGTERM, _interrupted) if in_main else None
     try:
-        nodes, hollow = cluster.up(state, 1, fast=fast, hollow_nodes=hollow_nodes)
+        nodes, hollow = cluster.up(state, 1, fast=fast, hollow_nodes=hollow_nodes, api_port=0)  # 6443 stays the user's
         cluster.wait_started(state, nodes, BOOT_TIMEOUT)
         cluster.wait_ready(state, nodes + hollow, BOOT_TIMEOUT)
         yield state

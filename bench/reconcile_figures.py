@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from kubemu import cluster, wire
+from kubemu._wire_auth import state_credentials
 from kubemu.statedir import StateDir
 
 from .stats import percentile
@@ -85,9 +86,11 @@ class AuditWindow:
 
 async def store_status(state: StateDir, timeout: float = 5.0) -> dict[str, dict]:
     """Each replica's `status` (replicas that do not answer are left out)."""
+    credentials = state_credentials(state.root)
+
     async def one(endpoint: str) -> dict | None:
         try:
-            async with wire.Client(endpoint, timeout=timeout) as client:
+            async with wire.Client(endpoint, timeout=timeout, credentials=credentials) as client:
                 return await client.call("status", {}, idempotent=True)
         except wire.WireError:
             return None

@@ -127,12 +127,13 @@ def init_kubelet(_child: list[str], workdir: Path):
         proc.wait()
 
 
-async def _create_bound_pod(endpoint: str, child: list[str]) -> None:
+async def _create_bound_pod(state: StateDir, child: list[str]) -> None:
+    from kubemu._wire_auth import state_credentials
     from kubemu.apiclient import ApiClient
 
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "restart-child"},
            "spec": {"containers": [{"name": "child", "command": child}]}}
-    async with ApiClient(endpoint, timeout=30) as api:
+    async with ApiClient(state.api_endpoint(), timeout=30, credentials=state_credentials(state.root)) as api:
         await api.create("pods", pod, namespace="default")
         # node-0 has the control-plane NoSchedule taint, so the scheduler leaves this pod
         # alone; the bind is the scheduler's call, made here.
@@ -142,5 +143,5 @@ async def _create_bound_pod(endpoint: str, child: list[str]) -> None:
 @contextmanager
 def kubelet_api_pod(child: list[str], workdir: Path):
     with running_cluster(workdir / "cluster", fast=True, kubelet_extra=NO_BACKOFF) as state:
-        asyncio.run(_create_bound_pod(state.api_endpoint(), child))
+        asyncio.run(_create_bound_pod(state, child))
         yield None

@@ -9,8 +9,11 @@ A server process and this process (the client), 64-byte payloads:
   kubemu: a server-push stream (an async generator handler yielding N items; the client
   `async for`s over `wire.Client.stream`); floor: a PUSH socket to a blocking PULL socket.
   The clock runs from the request to the last message; each flood runs several times.
+- kubemu's wire runs twice: as is, and authenticated (the server requires PLAIN credentials
+  checked by its ZAP responder, `kubemu._wire_auth`; the client presents them). Its round
+  trips also report the CPU both processes spent per call.
 
-The server runs as `python -m bench.wirebench serve kubemu|zmq DIR`.
+The server runs as `python -m bench.wirebench serve kubemu|kubemu-auth|zmq DIR`.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import zmq
 
 from .machine import machine_with_load
@@ -30,16 +34,22 @@ from .stats import percentile, summary
 
 PAYLOAD = b"x" * 64
 BINS = 50  # of a flood's time series
+IDENTITY = "kubemu-bench"
+KUBEMU_KINDS = ("kubemu", "kubemu-auth")
 
 
 def endpoints(directory: Path) -> dict[str, str]:
-    return {"kubemu": f"ipc://{directory}/kubemu.sock", "rep": f"ipc://{directory}/rep.sock",
-            "push": f"ipc://{directory}/push.sock"}
+    return {"kubemu": f"ipc://{directory}/kubemu.sock", "kubemu-auth": f"ipc://{directory}/kubemu.sock",
+            "rep": f"ipc://{directory}/rep.sock", "push": f"ipc://{directory}/push.sock"}
+
+
+def _secrets(directory: Path) -> Path:
+    return directory / "wire"
 
 
 # ----------------------------------------------------------------------------- the servers
 
-async def _serve_kubemu(endpoint: str) -> None:
+async def _serve_kubemu(endpoint: str, secrets: Path | None) -> None:
     from kubemu import wire
 
     def echo(data: bytes) -> bytes:
@@ -51,7 +61,8 @@ async def _serve_kubemu(endpoint: str) -> None:
 
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    async with wire.Server(endpoint, {"echo": echo, "flood": flood}):
+    auth = wire.ServerAuth(secrets) if secrets is not None else None
+    async with wire.Server(endpoint, {"echo": echo, "flood": flood}, auth=auth):
         await stop.wait()
 
 
@@ -71,8 +82,9 @@ def _serve_zmq(eps: dict[str, str]) -> None:
 
 
 def serve(kind: str, directory: Path) -> None:
-    if kind == "kubemu":
-        asyncio.run(_serve_kubemu(endpoints(directory)["kubemu"]))
+    if kind in KUBEMU_KINDS:
+        secrets = _secrets(directory) if kind == "kubemu-auth" else None
+        asyncio.run(_serve_kubemu(endpoints(directory)[kind], secrets))
     else:
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         _serve_zmq(endpoints(directory))
@@ -105,17 +117,26 @@ def _timeline(arrivals: list[float], start: float) -> dict:
     return {"bin_s": width, "counts": counts}
 
 
-async def _kubemu_client(endpoint: str, seconds: float, flood_n: int, floods: int) -> tuple[list, list, list]:
+def _cpu(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+async def _kubemu_client(endpoint: str, seconds: float, flood_n: int, floods: int, server_pid: int,
+                         credentials=None) -> tuple[list, list, dict, float]:
     from kubemu import wire
 
-    async with wire.Client(endpoint, timeout=30) as client:
+    server, me = psutil.Process(server_pid), psutil.Process()
+    async with wire.Client(endpoint, timeout=30, credentials=credentials) as client:
         await client.call("echo", {"data": PAYLOAD}, idempotent=True)  # connected, server up
         rtts = []
+        cpu0 = _cpu(server) + _cpu(me)
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
             t0 = time.perf_counter()
             await client.call("echo", {"data": PAYLOAD})
             rtts.append(time.perf_counter() - t0)
+        cpu_per_call = (_cpu(server) + _cpu(me) - cpu0) / len(rtts)
         rates, timeline = [], {}
         for _ in range(floods):
             arrivals = []
@@ -124,7 +145,7 @@ async def _kubemu_client(endpoint: str, seconds: float, flood_n: int, floods: in
                 arrivals.append(time.perf_counter())
             rates.append(flood_n / (arrivals[-1] - t0))
             timeline = _timeline(arrivals, t0)
-    return rtts, rates, timeline
+    return rtts, rates, timeline, cpu_per_call
 
 
 def _zmq_client(eps: dict[str, str], seconds: float, flood_n: int, floods: int) -> tuple[list, list, list]:
@@ -179,23 +200,35 @@ def run(quick: bool = False, kills: int | None = None, progress_factory=None, wo
     with tempfile.TemporaryDirectory(prefix="kbw", dir=workdir) as tmp:
         directory = Path(tmp)
         eps = endpoints(directory)
-        for kind, label in (("zmq", "pyzmq REQ/REP + PUSH/PULL (floor)"), ("kubemu", "kubemu wire")):
+        from kubemu import _wire_auth
+
+        credentials = _wire_auth.load_credentials(_wire_auth.ensure_secret(_secrets(directory), IDENTITY))
+        for kind, label in (("zmq", "pyzmq REQ/REP + PUSH/PULL (floor)"), ("kubemu", "kubemu wire"),
+                            ("kubemu-auth", "kubemu wire, authenticated")):
             tick = progress_factory(label, 1) if progress_factory else None
             server = start_server(kind, directory)
+            cpu = None
             try:
-                if kind == "kubemu":
-                    rtts, rates, timeline = asyncio.run(_kubemu_client(eps["kubemu"], seconds, flood_n, floods))
+                if kind in KUBEMU_KINDS:
+                    rtts, rates, timeline, cpu = asyncio.run(_kubemu_client(
+                        eps[kind], seconds, flood_n, floods, server.pid,
+                        credentials if kind == "kubemu-auth" else None))
                 else:
                     rtts, rates, timeline = _zmq_client(eps, seconds, flood_n, floods)
             finally:
                 stop_server(server)
             results[kind] = {"round_trip": _rtt_row(rtts), "one_way": _rate_row(rates, timeline)}
+            if cpu is not None:
+                results[kind]["round_trip"]["cpu_us_per_call"] = cpu * 1e6
             if tick:
                 tick()
-    floor, kubemu = results["zmq"], results["kubemu"]
+    floor, kubemu, auth = results["zmq"], results["kubemu"], results["kubemu-auth"]
     ratios = {"round_trip_p50_to_floor": kubemu["round_trip"]["p50"] / floor["round_trip"]["p50"],
               "round_trip_p99_to_floor": kubemu["round_trip"]["p99"] / floor["round_trip"]["p99"],
-              "one_way_rate_to_floor": kubemu["one_way"]["p50"] / floor["one_way"]["p50"]}
+              "one_way_rate_to_floor": kubemu["one_way"]["p50"] / floor["one_way"]["p50"],
+              "auth_round_trip_p50_to_kubemu": auth["round_trip"]["p50"] / kubemu["round_trip"]["p50"],
+              "auth_cpu_per_call_to_kubemu": (auth["round_trip"]["cpu_us_per_call"]
+                                              / kubemu["round_trip"]["cpu_us_per_call"])}
     return {"suite": "wire", "machine": machine_with_load(), "results": results, "ratios": ratios,
             "config": {"transport": "ipc:// in a temp dir", "payload_bytes": len(PAYLOAD), "round_trip_seconds": seconds,
                        "flood_messages": flood_n, "floods": floods, "one_way_figure": "median of the floods"}}
@@ -209,21 +242,27 @@ def table(report: dict):
     res, ratios = report["results"], report["ratios"]
     t = Table(title=f"wire: ipc://, {report['config']['payload_bytes']}-byte payloads "
                     f"({machine_line(report['machine'])})")
-    for col in ("", "RTT p50 us", "RTT p99 us", "round trips", "one-way msgs/s", "min - max"):
+    for col in ("", "RTT p50 us", "RTT p99 us", "round trips", "CPU us/call", "one-way msgs/s", "min - max"):
         t.add_column(col, justify="left" if not col else "right")
-    for kind, label in (("zmq", "floor: pyzmq"), ("kubemu", "kubemu wire")):
+    for kind, label in (("zmq", "floor: pyzmq"), ("kubemu", "kubemu wire"),
+                        ("kubemu-auth", "kubemu wire, authenticated")):
+        if kind not in res:
+            continue  # a report from before the authenticated row
         rt, ow = res[kind]["round_trip"], res[kind]["one_way"]
+        cpu = rt.get("cpu_us_per_call")
         t.add_row(label, number(rt["p50"] * 1000, "{:.0f}"), number(rt["p99"] * 1000, "{:.0f}"), str(rt["n"]),
+                  "" if cpu is None else number(cpu, "{:.0f}"),
                   number(ow["p50"], "{:,.0f}"), f"{ow['min']:,.0f} - {ow['max']:,.0f}")
-    t.caption = ("round trip: one call at a time (floor: REQ/REP); one-way: the median of the floods "
+    t.caption = ("round trip: one call at a time (floor: REQ/REP); CPU: both processes' per round trip; "
+                 "authenticated: PLAIN credentials checked at the handshake; one-way: the median of the floods "
                  "(floor: PUSH/PULL; kubemu: a server-push stream)")
     t.add_row("kubemu / floor", number(ratios["round_trip_p50_to_floor"], "{:.2f}x"),
-              number(ratios["round_trip_p99_to_floor"], "{:.2f}x"), "",
+              number(ratios["round_trip_p99_to_floor"], "{:.2f}x"), "", "",
               number(ratios["one_way_rate_to_floor"], "{:.2f}x"), "")
     return t
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4 or sys.argv[1] != "serve" or sys.argv[2] not in ("kubemu", "zmq"):
-        sys.exit("usage: python -m bench.wirebench serve kubemu|zmq DIR")
+    if len(sys.argv) != 4 or sys.argv[1] != "serve" or sys.argv[2] not in (*KUBEMU_KINDS, "zmq"):
+        sys.exit("usage: python -m bench.wirebench serve kubemu|kubemu-auth|zmq DIR")
     serve(sys.argv[2], Path(sys.argv[3]))

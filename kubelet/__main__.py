@@ -12,6 +12,8 @@ import logging
 import os
 import sys
 
+from kubemu._wire_auth import CREDENTIALS_HELP, credentials_flag
+
 from . import images
 from .agent import Kubelet, Options
 from .nodestatus import NodeConfig, parse_taint
@@ -34,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
                         "absent: the shipped defaults only)")
     api = p.add_argument_group("the node in the API (with --api)")
     api.add_argument("--api", help="the apiserver's wire endpoint; without it, static pods only")
+    api.add_argument("--wire-credentials", type=credentials_flag, metavar="FILE", help=CREDENTIALS_HELP)
     api.add_argument("--cpu", help="the node's cpu capacity (default: this machine's cpu count)")
     api.add_argument("--memory", help="the node's memory capacity (default: this machine's memory)")
     api.add_argument("--max-pods", type=int, default=110, help="pods capacity (default 110)")
@@ -68,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
                    file_check_frequency=args.file_check_frequency,
                    settings=Settings(backoff_initial=args.backoff_initial, backoff_max=args.backoff_max,
                                      time_scale=args.time_scale),
-                   api=args.api, node_config=node_config, lease_duration=args.node_lease_duration_seconds,
+                   api=args.api, api_credentials=args.wire_credentials, node_config=node_config,
+                   lease_duration=args.node_lease_duration_seconds,
                    renew_interval=args.node_status_update_frequency,
                    status_interval=args.node_status_report_frequency,
                    image_catalog=os.path.abspath(args.image_catalog or os.path.join(
@@ -85,7 +89,7 @@ def _run_hollow(p: argparse.ArgumentParser, args) -> int:
     if not args.api or args.nodes < 1:
         p.error("--hollow needs --api and --nodes >= 1")
     configs = hollow_configs(args.nodes, args.node_prefix, args.cpu or "4", args.memory or "16Gi", args.max_pods)
-    hollow = HollowKubelet(args.api, configs, startup_delay=args.startup_delay,
+    hollow = HollowKubelet(args.api, configs, startup_delay=args.startup_delay, credentials=args.wire_credentials,
                            lease_duration=args.node_lease_duration_seconds,
                            renew_interval=args.node_status_update_frequency,
                            status_interval=args.node_status_report_frequency)

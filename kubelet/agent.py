@@ -67,6 +67,7 @@ class Options:
     file_check_frequency: float = 20.0
     settings: Settings = Settings()
     api: str | None = None                 # the apiserver's endpoint; None: static pods only
+    api_credentials: tuple[str, str] | None = None  # the wire identity presented to it (--wire-credentials)
     node_config: NodeConfig | None = None  # what the Node reports (with --api)
     lease_duration: int = 40
     renew_interval: float = 10.0
@@ -150,7 +151,8 @@ class Kubelet:
         from .apiagent import ApiAgent  # after READY=1: the wire is not in the start-up path
 
         self.api = ApiAgent(self.opts.api, self.opts.node_config or NodeConfig(self.opts.node, "1", "1Gi"),
-                            self.set_api_pods, lease_duration=self.opts.lease_duration,
+                            self.set_api_pods, credentials=self.opts.api_credentials,
+                            lease_duration=self.opts.lease_duration,
                             renew_interval=self.opts.renew_interval, status_interval=self.opts.status_interval)
         self.api.set_static_pods(list(self.static.values()))
         for pod_dir, worker in self.workers.items():

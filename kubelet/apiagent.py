@@ -40,11 +40,12 @@ def pod_key(pod: dict) -> tuple[str, str]:
 
 class ApiAgent:
     def __init__(self, endpoint: str, config: NodeConfig, on_pods: Callable[[list[dict]], None], *,
-                 lease_duration: int = 40, renew_interval: float = 10.0, status_interval: float = 300.0):
+                 credentials: tuple[str, str] | None = None, lease_duration: int = 40,
+                 renew_interval: float = 10.0, status_interval: float = 300.0):
         self.config = config
         self.node = config.name
         self.on_pods = on_pods
-        self.api = ApiClient(endpoint, user=f"system:node:{self.node}", timeout=10.0)
+        self.api = ApiClient(endpoint, credentials=credentials, timeout=10.0)
         self.heartbeat = NodeHeartbeat(self.api, config, lease_duration, renew_interval, status_interval)
         self.recorder = EventRecorder(self.api, "kubelet", host=self.node)
         self.informer = Informer(self.api, "pods", field_selector=f"spec.nodeName={self.node}")

@@ -54,10 +54,11 @@ def needs_running(pod: dict) -> bool:
 
 class HollowKubelet:
     def __init__(self, endpoint: str, configs: list[NodeConfig], *, startup_delay: float = 0.0,
-                 lease_duration: int = 40, renew_interval: float = 10.0, status_interval: float = 300.0):
+                 credentials: tuple[str, str] | None = None, lease_duration: int = 40,
+                 renew_interval: float = 10.0, status_interval: float = 300.0):
         self.nodes = {c.name for c in configs}
         self.startup_delay = startup_delay
-        self.api = ApiClient(endpoint, user="system:node:hollow", timeout=10.0)
+        self.api = ApiClient(endpoint, credentials=credentials, timeout=10.0)
         self.heartbeats = [NodeHeartbeat(self.api, c, lease_duration, renew_interval, status_interval)
                            for c in configs]
         self.informer = Informer(self.api, "pods")

@@ -647,9 +647,10 @@ class PodWorker:
             "ready": c.ready,
             "started": c.started,
             "restartCount": c.restart_count,
+            # strings without omitempty in Kubernetes' ContainerStatus: clients require them
+            "image": c.spec.get("image") or "",
+            "imageID": "",  # kubemu pulls nothing, so there is no digest to name
         }
-        if "image" in c.spec:
-            out["image"] = c.spec["image"]
         if c.pid is not None:
             out["containerID"] = f"process://{c.pid}"
         return out

@@ -13,7 +13,7 @@ import zmq.asyncio
 from ._wire_codec import (ERROR, REPLY, STREAM_END, STREAM_ITEM, STREAM_START, _describe, decode_reply,
                           encode_call, encode_cancel, encode_notify, encode_stream)
 from ._wire_endpoints import _check_connect_endpoint
-from ._wire_errors import BadRequest, Cancelled, OutcomeUnknown, TooLarge, Unavailable, WireError
+from ._wire_errors import BadRequest, Cancelled, OutcomeUnknown, TooLarge, Unauthorized, Unavailable, WireError
 from ._wire_limits import CLIENT_LINGER_MS, DEFAULT_MAX_FRAME, HWM, MAXMSGSIZE_FACTOR
 from ._wire_pump import _NOBLOCK, _Pump, _wake
 
@@ -37,6 +37,15 @@ def _expire_stream(fut: asyncio.Future, method: str, timeout: float) -> None:
             f"stream {method!r} was not accepted within {timeout:g}s",
             {"method": method, "timeout": timeout}))
 
+
+# the connection lost, a handshake refused (the server's ZAP said no, or the mechanisms differ:
+# one side wants credentials the other does not have), or a handshake that went through
+_MONITORED = int(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                 | zmq.EVENT_HANDSHAKE_SUCCEEDED)
+_DISCONNECTED = int(zmq.EVENT_DISCONNECTED)
+_REFUSED_AUTH = int(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+_REFUSED_PROTOCOL = int(zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
+_SUCCEEDED = int(zmq.EVENT_HANDSHAKE_SUCCEEDED)
 
 _STOP = object()  # the normal end of a stream (a sentinel: re-raising one instance grows its traceback)
 _NEW, _OPENING, _OPEN, _DONE = range(4)
@@ -189,8 +198,10 @@ class Client:
     belongs to that loop."""
 
     def __init__(self, endpoint: str, *, timeout: float = 10.0, max_frame: int = DEFAULT_MAX_FRAME,
-                 context: zmq.Context | None = None):
+                 context: zmq.Context | None = None, credentials: tuple[str, str] | None = None):
         self._ipv6 = _check_connect_endpoint(endpoint)
+        self.credentials = credentials  # (identity, secret), presented with PLAIN
+        self._refused: Unauthorized | None = None  # the last handshake's refusal, until one succeeds
         self.endpoint = endpoint
         self.timeout = timeout
         self.max_frame = max_frame
@@ -243,8 +254,12 @@ class Client:
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 200)
             if self._ipv6:
                 sock.setsockopt(zmq.IPV6, 1)
+            if self.credentials is not None:
+                user, secret = self.credentials
+                sock.setsockopt(zmq.PLAIN_USERNAME, user.encode())
+                sock.setsockopt(zmq.PLAIN_PASSWORD, secret.encode())
             address = f"inproc://kubemu-wire-monitor-{os.getpid()}-{next(_monitor_ids)}"
-            sock.monitor(address, zmq.EVENT_DISCONNECTED)
+            sock.monitor(address, _MONITORED)
             monitor = zmq.Socket(ctx, zmq.PAIR)
             monitor.setsockopt(zmq.LINGER, 0)
             monitor.connect(address)
@@ -297,6 +312,10 @@ class Client:
                 timer.cancel()
         except (OutcomeUnknown, asyncio.CancelledError):
             self._send_nowait(encode_cancel(rid))  # best effort: stop work nobody waits for
+            raise
+        except WireError:  # not sent (Unavailable, Unauthorized): a lost connection may have failed it too
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # retrieved, or asyncio logs it as never retrieved
             raise
         finally:
             del calls[rid]
@@ -418,6 +437,8 @@ class Client:
                     raise Unavailable(f"cannot send to {self.endpoint}: {exc}") from None
                 finally:
                     self._pump.kick()
+                if self._refused is not None:
+                    raise self._refused
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     raise Unavailable(f"could not reach {self.endpoint}; {method!r} was not sent",
@@ -494,7 +515,14 @@ class Client:
         return False
 
     def _on_monitor_event(self, frames: list[bytes]) -> None:
-        if int.from_bytes(frames[0][:2], "little") != zmq.EVENT_DISCONNECTED:
+        event = int.from_bytes(frames[0][:2], "little")
+        if event == _SUCCEEDED:
+            self._refused = None
+            return
+        if event in (_REFUSED_AUTH, _REFUSED_PROTOCOL):
+            self._on_refused(event == _REFUSED_AUTH)
+            return
+        if event != _DISCONNECTED:
             return
         # replies that made it before the drop are already queued: hand them out first
         while True:
@@ -512,6 +540,20 @@ class Client:
         for rid, stream in list(self._streams.items()):
             if rid not in self._unsent:
                 stream._finish(Unavailable(f"connection to {self.endpoint} lost"))
+
+    def _on_refused(self, by_zap: bool) -> None:
+        """Calls waiting for a connection fail now with Unauthorized instead of timing out:
+        libzmq retries the handshake, but the same credentials will not do better."""
+        user = self.credentials[0] if self.credentials is not None else None
+        if by_zap:
+            why = f"{self.endpoint} refused the credentials of {user!r}"
+        elif user is None:
+            why = f"{self.endpoint} refused the handshake: it requires credentials and this client has none"
+        else:
+            why = (f"{self.endpoint} refused the handshake: this client presents credentials ({user!r}) "
+                   f"and the server takes none, or speaks another mechanism")
+        self._refused = Unauthorized(why, {"endpoint": self.endpoint})
+        self._pump.wake_writers()
 
 
 _monitor_ids = itertools.count(1)

@@ -30,14 +30,21 @@ def ipc_endpoint(directory: str | os.PathLike, name: str) -> str:
     directory = os.path.abspath(os.fspath(directory))
     path = os.path.join(directory, name)
     _check_ipc_path(path)
+    if not _private_dir(directory):
+        raise ValueError(f"{directory} is a shared directory; put ipc sockets in a private subdirectory")
+    return "ipc://" + path
+
+
+def _private_dir(directory: str) -> bool:
+    """Make `directory` (mode 0700), or tighten it to 0700 if it is ours; False for a shared
+    sticky directory like /tmp, which chmod would break for everyone else."""
     os.makedirs(directory, mode=0o700, exist_ok=True)
     st = os.stat(directory)
     if st.st_uid == os.getuid() and stat.S_IMODE(st.st_mode) & 0o077:
         if st.st_mode & stat.S_ISVTX:
-            # a shared sticky directory like /tmp: chmod would break everyone else
-            raise ValueError(f"{directory} is a shared directory; put ipc sockets in a private subdirectory")
+            return False
         os.chmod(directory, 0o700)
-    return "ipc://" + path
+    return True
 
 
 def tcp_endpoint(port: int = 0, host: str = "127.0.0.1") -> str:

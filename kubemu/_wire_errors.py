@@ -67,6 +67,18 @@ class Internal(WireError):
     code = "Internal"
 
 
+class Unauthorized(WireError):
+    """The server refused the connection's credentials, or needs some and got none."""
+
+    code = "Unauthorized"
+
+
+class Forbidden(WireError):
+    """The caller is authenticated but may not do this."""
+
+    code = "Forbidden"
+
+
 class Gone(WireError):
     code = "Gone"
 

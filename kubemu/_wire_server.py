@@ -6,15 +6,18 @@ import functools
 import inspect
 import logging
 import os
+from contextvars import ContextVar
 from typing import Callable, NamedTuple
 
 import zmq
 import zmq.asyncio
 
+from . import _wire_auth
+from ._wire_auth import ServerAuth
 from ._wire_codec import (CANCEL, NOTIFY, STREAM, _describe, decode_request, encode_error, encode_ping, encode_reply,
                           encode_stream_end, encode_stream_item, encode_stream_start)
 from ._wire_backlog import PeerBacklog
-from ._wire_endpoints import _clear_stale_ipc, _parse_bind_endpoint
+from ._wire_endpoints import _clear_stale_ipc, _parse_bind_endpoint, _private_dir
 from ._wire_errors import BadRequest, Cancelled, Internal, TooLarge, Unavailable, UnknownMethod, WireError
 from ._wire_limits import DEFAULT_MAX_FRAME, HWM, MAXMSGSIZE_FACTOR
 from ._wire_params import ParamSpec, handler_params
@@ -33,6 +36,13 @@ KEEPALIVE = 5.0
 _YIELD_EVERY = 64  # a stream whose generator never waits yields to the event loop this often
 
 _SYNC, _CORO, _GEN = 0, 1, 2
+
+# The authenticated identity of the peer whose request a handler is running (a Server with
+# `auth`), None without authentication. Set by the Server around each handler call; a
+# handler's task copies it, so concurrent requests each see their own.
+peer_identity: ContextVar[str | None] = ContextVar("peer_identity", default=None)
+# handshakes a server socket refused before asking ZAP (e.g. a client without credentials)
+_HANDSHAKE_REFUSED = int(zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 
 
 class _Handler(NamedTuple):
@@ -77,7 +87,8 @@ class Server:
 
     def __init__(self, endpoint: str, handlers: dict[str, Callable], *, max_frame: int = DEFAULT_MAX_FRAME,
                  allow_public: bool = False, name: str = "server",
-                 context: zmq.Context | None = None, keepalive: float | None = KEEPALIVE):
+                 context: zmq.Context | None = None, keepalive: float | None = KEEPALIVE,
+                 auth: ServerAuth | None = None):
         self._spec = _parse_bind_endpoint(endpoint, allow_public)
         self.endpoint = endpoint
         self.name = name
@@ -86,6 +97,10 @@ class Server:
         self._handlers = {method: _classify(method, fn) for method, fn in handlers.items()}
         self._throttle = LogThrottle()
         self._context = context
+        self._auth = auth
+        self._zap_domain: str | None = None
+        self._monitor: zmq.Socket | None = None
+        self._monitor_pump: _Pump | None = None
         self._sock: zmq.Socket | None = None
         self._pump: _Pump | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -115,6 +130,8 @@ class Server:
         ctx = self._context if self._context is not None else zmq.asyncio.Context.instance()
         sock = zmq.Socket(ctx, zmq.ROUTER)  # a plain socket: _Pump drives it
         try:
+            if self._auth is not None:
+                self._require_credentials(ctx, sock)
             sock.setsockopt(zmq.LINGER, SERVER_LINGER_MS)
             sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
             sock.setsockopt(zmq.SNDHWM, HWM)
@@ -123,7 +140,8 @@ class Server:
             if spec.ipv6:
                 sock.setsockopt(zmq.IPV6, 1)
             if spec.ipc_path is not None:
-                os.makedirs(os.path.dirname(spec.ipc_path) or ".", mode=0o700, exist_ok=True)
+                # only we may connect (a shared sticky directory like /tmp is left alone)
+                _private_dir(os.path.dirname(os.path.abspath(spec.ipc_path)))
                 _clear_stale_ipc(spec.ipc_path)
             sock.bind(spec.endpoint)
             if spec.ipc_path is not None:
@@ -131,10 +149,15 @@ class Server:
             if spec.endpoint.startswith("tcp://"):
                 self.endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
         except BaseException:
+            self._drop_auth(ctx)
             sock.close(0)
             raise
         self._sock = sock
-        self._pump = _Pump(self._loop, sock, self._on_message)
+        if self._auth is None:
+            self._pump = _Pump(self._loop, sock, self._on_message)
+        else:
+            self._pump = _Pump(self._loop, sock, self._on_authenticated, metadata=True)
+            self._monitor_pump = _Pump(self._loop, self._monitor, self._on_monitor_event)
         self._started = True
         if self.keepalive:
             self._background.append(self._loop.create_task(self._keepalive_loop(), name=f"{self.name}-wire-ping"))
@@ -167,6 +190,7 @@ class Server:
         self._backlogs.clear()
         self._aux.clear()
         self._sock.close(SERVER_LINGER_MS)
+        self._drop_auth(self._context if self._context is not None else zmq.asyncio.Context.instance())
         path = self._spec.ipc_path
         if path is not None:
             try:
@@ -175,9 +199,80 @@ class Server:
             except FileNotFoundError:
                 pass
 
+    # -- authentication -----------------------------------------------------------------
+
+    def _require_credentials(self, ctx: zmq.Context, sock: zmq.Socket) -> None:
+        """PLAIN with this server's ZAP domain (the responder must exist before the bind:
+        without a ZAP handler libzmq would let any PLAIN client in)."""
+        self._zap_domain = _wire_auth.register(ctx, self._auth, self.name)
+        sock.setsockopt(zmq.PLAIN_SERVER, 1)
+        sock.setsockopt_string(zmq.ZAP_DOMAIN, self._zap_domain)
+        address = f"inproc://kubemu-wire-server-monitor-{os.getpid()}-{id(self)}"
+        sock.monitor(address, _HANDSHAKE_REFUSED)
+        self._monitor = zmq.Socket(ctx, zmq.PAIR)
+        self._monitor.setsockopt(zmq.LINGER, 0)
+        self._monitor.connect(address)
+
+    def _drop_auth(self, ctx: zmq.Context) -> None:
+        if self._monitor_pump is not None:
+            self._monitor_pump.close()
+            self._monitor_pump = None
+        if self._monitor is not None:
+            self._monitor.close(0)
+            self._monitor = None
+        if self._zap_domain is not None:
+            _wire_auth.unregister(ctx, self._zap_domain)
+            self._zap_domain = None
+
+    def _on_monitor_event(self, frames: list[bytes]) -> None:
+        """One (rate-limited) line for a handshake refused before ZAP: a client without
+        credentials, or one speaking another mechanism."""
+        code = int.from_bytes(frames[0][2:6], "little")
+        quiet = self._throttle.allow("no credentials", self._loop.time())
+        if quiet is not None:
+            more = f" (and {quiet} more, not logged)" if quiet else ""
+            log.warning("%s: refused a connection without PLAIN credentials (handshake error %s)%s",
+                        self.name, hex(code), more)
+
+    def _on_authenticated(self, frames: list) -> None:
+        """A message of an authenticated connection ([routing id, zmq.Frame, ...]): its
+        identity (ZAP's User-Id, stamped by libzmq on every message of the connection) is the
+        handler's `peer_identity`."""
+        frame = frames[1]
+        try:
+            user = frame.get("User-Id")
+        except zmq.ZMQError:  # cannot happen after a PLAIN handshake, which sets it
+            user = None
+        if not user:
+            self._warn_peer(frames[0], "dropped a message from %s: %s", "no authenticated identity")
+            return
+        frames[1] = frame.bytes
+        token = peer_identity.set(user)
+        try:
+            self._on_message(frames, user)
+        finally:
+            peer_identity.reset(token)
+
+    def _authorized(self, ident: bytes, rid: int | None, user: str, method: str, params: dict,
+                    notify: bool) -> bool:
+        try:
+            self._auth.authorize(user, method, params)
+        except WireError as err:
+            if notify:
+                self._warn_peer(ident, "dropped a notification from %s: %s", f"{user}: {err}")
+            else:
+                self._reject(ident, rid, err)
+            return False
+        except Exception as exc:  # a bug in the hook must not open the door
+            log.error("%s: authorizing %r for %s failed", self.name, method, user, exc_info=exc)
+            if not notify:
+                self._send(ident, encode_error(rid, Internal(f"authorizing {method!r} failed")))
+            return False
+        return True
+
     # -- receiving ----------------------------------------------------------------------
 
-    def _on_message(self, frames: list[bytes]) -> None:
+    def _on_message(self, frames: list[bytes], user: str | None = None) -> None:
         ident = frames[0]
         try:
             kind, rid, method, params = decode_request(frames[1:], self.max_frame)
@@ -186,6 +281,11 @@ class Server:
             return
         except Exception:  # a bug here must not kill the receive loop
             log.exception("%s: error decoding a message from %s", self.name, ident.hex())
+            return
+        # a method this server does not have is answered UnknownMethod, authorized or not
+        if (user is not None and kind != CANCEL and self._auth.authorize is not None
+                and method in self._handlers
+                and not self._authorized(ident, rid, user, method, params, kind == NOTIFY)):
             return
         if kind == NOTIFY:
             self._on_notify(ident, method, params)

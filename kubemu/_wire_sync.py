@@ -92,9 +92,11 @@ class SyncClient:
     """`Client` for blocking code (command-line tools): owns a private event loop and ZeroMQ
     context. Not for use inside a running event loop; close it (or use ``with``)."""
 
-    def __init__(self, endpoint: str, *, timeout: float = 10.0, max_frame: int = DEFAULT_MAX_FRAME):
+    def __init__(self, endpoint: str, *, timeout: float = 10.0, max_frame: int = DEFAULT_MAX_FRAME,
+                 credentials: tuple[str, str] | None = None):
         self._runner = BlockingLoop("wire SyncClient")
-        self._client = Client(endpoint, timeout=timeout, max_frame=max_frame, context=self._runner.context)
+        self._client = Client(endpoint, timeout=timeout, max_frame=max_frame, context=self._runner.context,
+                              credentials=credentials)
 
     @property
     def endpoint(self) -> str:

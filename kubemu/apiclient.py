@@ -230,15 +230,15 @@ class Watch:
 class ApiClient:
     """The asyncio API client; one wire `Client` (one DEALER socket) shared by all calls.
 
-    `user` is sent with every mutating call (the audit log records it)."""
+    Who is asking is what `credentials` (identity, secret) authenticate, never a parameter: an
+    apiserver that requires wire credentials takes the identity from the handshake."""
 
-    def __init__(self, endpoint: str, *, timeout: float = 10, user: str | None = None,
+    def __init__(self, endpoint: str, *, timeout: float = 10, credentials: tuple[str, str] | None = None,
                  context=None, wire_client: wire.Client | None = None):
         self.wire = wire_client if wire_client is not None else wire.Client(
-            endpoint, timeout=timeout, context=context)
+            endpoint, timeout=timeout, context=context, credentials=credentials)
         self.endpoint = endpoint
         self.timeout = timeout
-        self.user = user
 
     async def __aenter__(self) -> ApiClient:
         return self
@@ -256,8 +256,6 @@ class ApiClient:
             raise _refine(err) from None
 
     async def _write(self, method: str, params: dict, timeout: float | None = None):
-        if self.user is not None:
-            params["user"] = self.user
         try:
             return await self.wire.call(method, params, timeout=timeout, idempotent=False)
         except WireError as err:
@@ -399,9 +397,9 @@ class SyncApiClient:
     """`ApiClient` for blocking code: the same methods, returning results instead of coroutines.
     Owns a private event loop; not for use inside a running loop."""
 
-    def __init__(self, endpoint: str, *, timeout: float = 10, user: str | None = None):
-        self._sync = wire.SyncClient(endpoint, timeout=timeout)
-        self._api = ApiClient(endpoint, timeout=timeout, user=user, wire_client=self._sync._client)
+    def __init__(self, endpoint: str, *, timeout: float = 10, credentials: tuple[str, str] | None = None):
+        self._sync = wire.SyncClient(endpoint, timeout=timeout, credentials=credentials)
+        self._api = ApiClient(endpoint, timeout=timeout, wire_client=self._sync._client)
         self.endpoint = endpoint
         self.timeout = timeout
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -13,7 +14,7 @@ import time
 import click
 from rich.console import Console
 
-from . import cluster, views, wire
+from . import cluster, kubeconfig, views, wire
 from .child import reap_exited
 from .statedir import NoCluster, StateDir
 
@@ -69,6 +70,14 @@ def main(ctx: click.Context, state_dir: str | None, server: str | None) -> None:
 
 # --- up / down / ps ----------------------------------------------------------------------
 
+def _cluster_name(_ctx, _param, name: str | None) -> str | None:
+    """kind's rule for a cluster name: it becomes part of a context name."""
+    if name is not None and not re.fullmatch(r"[a-z0-9]([a-z0-9.-]*[a-z0-9])?", name):
+        raise click.BadParameter(f"{name!r}: lowercase letters, digits, '-' and '.', starting and "
+                                 "ending with a letter or digit")
+    return name
+
+
 @main.command()
 @click.option("--nodes", default=1, show_default=True, type=click.IntRange(1, 64), help="number of nodes")
 @click.option("--store-replicas", default=3, show_default=True, type=click.Choice(["3", "5"]),
@@ -78,14 +87,22 @@ def main(ctx: click.Context, state_dir: str | None, server: str | None) -> None:
 @click.option("--fast", is_flag=True, help="scale every Kubernetes timing down for demos and tests (see README)")
 @click.option("--detach", is_flag=True, help="return once every node is Ready")
 @click.option("--timeout", default=180.0, show_default=True, help="seconds to wait for every node to be Ready")
+@click.option("--api-port", type=click.IntRange(0, 65535), default=None, envvar="KUBEMU_API_PORT",
+              help="the apiserver's HTTPS port on 127.0.0.1 (default: the one this state dir's last `up` used, "
+                   "else 6443; a busy port is replaced by a free one; 0: any free port)", show_envvar=True)
+@click.option("--name", default=None, callback=_cluster_name,
+              help="name the cluster: its kubectl context is kubemu-NAME instead of kubemu")
+@click.option("--no-kubeconfig", is_flag=True,
+              help="do not merge the cluster's context into $KUBECONFIG (or ~/.kube/config)")
 @pass_ctx
 def up(ctx: Ctx, nodes: int, store_replicas: str, hollow_nodes: int, fast: bool, detach: bool,
-       timeout: float) -> None:
-    """Create the cluster (kubeadm's role): one init per node, the control plane as static pods
-    of node-0; wait until every node is Ready."""
+       timeout: float, api_port: int | None, name: str | None, no_kubeconfig: bool) -> None:
+    """Create the cluster (kubeadm's role): the PKI and kubeconfigs, one init per node, the
+    control plane as static pods of node-0; wait until every node is Ready; then, as kind
+    does, merge a context for it into your kubeconfig and make it current."""
     try:
         names, hollow = cluster.up(ctx.state, nodes, fast=fast, store_replicas=int(store_replicas),
-                                   hollow_nodes=hollow_nodes)
+                                   hollow_nodes=hollow_nodes, api_port=api_port)
     except RuntimeError as exc:
         fail(str(exc))
     try:
@@ -99,7 +116,19 @@ def up(ctx: Ctx, nodes: int, store_replicas: str, hollow_nodes: int, fast: bool,
         cluster.down(ctx.state)
         sys.exit(130)
     console.print(views.ps_table(names, statuses, pods={n: [pod for _d, pod in ctx.state.pods(n)] for n in names}))
+    kubectl = f"kubectl --kubeconfig {ctx.state.admin_conf}"
+    if not no_kubeconfig:
+        path = kubeconfig.user_path()
+        try:
+            context = cluster.merge_user_kubeconfig(ctx.state, path, name)
+        except kubeconfig.KubeconfigError as exc:
+            click.echo(f"warning: {exc}: no kubectl context was set", err=True)
+        else:
+            kubectl = "kubectl"
+            console.print(f'Set kubectl context to "{context}" '
+                          f"({cluster.server_url(ctx.state.api_port())}, in {path})", highlight=False)
     console.print(f"\ncluster up in {ctx.state.root}: {len(names) + len(hollow)} node(s) Ready. Next:\n"
+                  f"  {kubectl} get nodes\n"
                   "  kubemu get nodes; kubemu get pods -A\n"
                   "  kubemu apply -f deployment.yaml; kubemu get pods -o wide\n"
                   "  kill -9 <a PID from kubemu ps>; kubemu ps\n"
@@ -129,11 +158,23 @@ def _wait_for_interrupt(ctx: Ctx) -> None:
         pass
     if interrupted:
         console.print("stopping...")
+    _remove_context(ctx)
     stragglers = cluster.down(ctx.state)
     _reap_inits(ctx.state, say=False)
     if stragglers:
         console.print(f"killed leftover process(es): {stragglers}")
     console.print("cluster stopped")
+
+
+def _remove_context(ctx: Ctx) -> None:
+    """Take out the kubectl context `up` merged (as `kind delete cluster` does), and say so."""
+    try:
+        removed = cluster.unmerge_user_kubeconfig(ctx.state)
+    except kubeconfig.KubeconfigError as exc:
+        click.echo(f"warning: {exc}: the kubectl context was left in place", err=True)
+        return
+    if removed:
+        click.echo(f'Deleted kubectl context "{removed[0]}" from {removed[1]}')
 
 
 def _reap_inits(state: StateDir, say: bool = True) -> list[tuple[str, bool]]:
@@ -154,6 +195,7 @@ def _reap_inits(state: StateDir, say: bool = True) -> list[tuple[str, bool]]:
 def down(ctx: Ctx, timeout: float) -> None:
     """Stop every node in order; return once no process of the cluster is left."""
     running = cluster.stoppable(ctx.state)
+    _remove_context(ctx)  # even when the cluster died on its own: its context is of no use
     stragglers = cluster.down(ctx.state, timeout)  # with nothing running, it removes stale cgroups only
     if not running:
         click.echo(f"no kubemu cluster was running in {ctx.state.root}: nothing to stop")
@@ -161,6 +203,19 @@ def down(ctx: Ctx, timeout: float) -> None:
     if stragglers:
         click.echo(f"killed {len(stragglers)} leftover process(es): {stragglers}")
     click.echo("cluster stopped")
+
+
+@main.command("kubeconfig")
+@pass_ctx
+def kubeconfig_cmd(ctx: Ctx) -> None:
+    """Print the cluster admin's kubeconfig (<state>/admin.conf), as `kind get kubeconfig` does:
+    `kubemu kubeconfig > admin.conf; kubectl --kubeconfig admin.conf get nodes`."""
+    try:
+        click.echo(ctx.state.admin_conf.read_text(), nl=False)
+    except FileNotFoundError:
+        fail(f"no kubeconfig in {ctx.state.root}: no cluster was made there (start one with `kubemu up`)")
+    except OSError as exc:
+        fail(f"cannot read {ctx.state.admin_conf}: {exc.strerror}")
 
 
 @main.group()

@@ -1,5 +1,6 @@
-"""`kubemu up` and `kubemu down`: the kubeadm analog. Writes each node's units and, on the
-control-plane node (node-0), the static pod manifests of the control plane; starts one init per
+"""`kubemu up` and `kubemu down`: the kubeadm analog. Writes the PKI and kubeconfigs (kubeadm's
+certs and kubeconfig phases, kubemu/pki.py), each node's units and, on the control-plane node
+(node-0), the static pod manifests of the control plane; starts one init per
 node in its own session and cgroup; waits for every node to be Ready; later stops them in order,
 leaving no process of theirs behind and touching no other (kubemu/ownership.py). Worker nodes
 reach the control plane by its endpoint, as `kubeadm join` does."""
@@ -11,6 +12,7 @@ import logging
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,9 +21,10 @@ from pathlib import Path
 
 import psutil
 
-from . import cgroups, ownership, wire
+from . import _wire_auth as wireauth
+from . import cgroups, kubeconfig, ownership, wire
 from .child import proc_stat
-from .statedir import ENV, StateDir
+from .statedir import ENV, StateDir, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +93,7 @@ RestartSec={restart_sec}
 WantedBy=multi-user.target
 """
 HOLLOW_PREFIX = "hollow-node-"
+HOLLOW_IDENTITY = "system:node:hollow"  # one process plays every hollow node: one identity
 
 
 # The control plane boots the way kubeadm boots it: as static pods of node-0's kubelet. Each
@@ -108,7 +112,7 @@ spec:
   containers:
   - name: store
     command: ["{python}", "-m", "store", "--name", "{name}", "--data-dir", "{data_dir}",
-              "--listen", "{endpoint}", "--peers", "{peers}"]
+              "--listen", "{endpoint}", "--peers", "{peers}", "--wire-secrets", "{secrets}"]
   terminationGracePeriodSeconds: 30
 """
 
@@ -130,6 +134,12 @@ spec:
 """
 
 
+# The REST door: kube-apiserver's --secure-port default, on loopback only.
+DEFAULT_API_PORT = 6443
+BIND_ADDRESS = "127.0.0.1"
+CONTEXT = "kubemu"  # the context `up` merges into the user's kubeconfig (kind's kind-kind)
+
+
 def store_endpoints(state: StateDir, replicas: int = STORE_REPLICAS) -> dict[str, str]:
     node_dir = state.node_dir(CONTROL_PLANE_NODE)
     return {f"store-{i}": f"ipc://{node_dir / f'store-{i}.sock'}" for i in range(replicas)}
@@ -139,29 +149,56 @@ def api_endpoint(state: StateDir) -> str:
     return f"ipc://{state.node_dir(CONTROL_PLANE_NODE) / 'apiserver.sock'}"
 
 
-def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings) -> dict[str, list[str]]:
+def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings, api_port: int) -> dict[str, list[str]]:
+    from . import pki  # here: importing cryptography costs every command ~0.1 s
     api = api_endpoint(state)
     logs = state.node_dir(CONTROL_PLANE_NODE) / "logs"
+    secrets = wireauth.secrets_dir(state.root)
     return {
         "apiserver": [sys.executable, "-m", "components.apiserver", "--listen", api,
                       "--store-endpoints", ",".join(endpoints.values()),
-                      "--audit-log", str(logs / "audit.log"), "--state-dir", str(state.root)],
+                      "--audit-log", str(logs / "audit.log"), "--state-dir", str(state.root),
+                      "--wire-secrets", str(secrets),
+                      "--store-credentials", str(wireauth.secret_path(secrets, wireauth.APISERVER))]
+                     + apiserver_tls_flags(state.pki_dir, api_port),
         "scheduler": [sys.executable, "-m", "components.scheduler", "--api", api,
+                      "--wire-credentials", str(wireauth.secret_path(secrets, wireauth.SCHEDULER)),
                       "--backoff-initial", f"{t.scheduler_backoff[0]:g}",
                       "--backoff-max", f"{t.scheduler_backoff[1]:g}"],
         "controller-manager": [sys.executable, "-m", "components.controller_manager", "--api", api,
+                               "--wire-credentials",
+                               str(wireauth.secret_path(secrets, wireauth.CONTROLLER_MANAGER)),
                                "--node-monitor-period", f"{t.node_monitor_period:g}",
                                "--node-monitor-grace-period", f"{t.node_monitor_grace:g}",
                                "--node-startup-grace-period", f"{t.node_startup_grace:g}",
                                "--node-eviction-rate", f"{t.eviction_rate:g}",
-                               "--default-toleration-seconds", f"{t.toleration_seconds:g}"],
+                               "--default-toleration-seconds", f"{t.toleration_seconds:g}",
+                               "--root-ca-file", str(state.pki_dir / f"{pki.CA_NAME}.crt")],
     }
 
 
-def write_control_plane(state: StateDir, replicas: int = STORE_REPLICAS, timings: Timings = DEFAULT_TIMINGS) -> None:
+def apiserver_tls_flags(pki_dir: Path, api_port: int) -> list[str]:
+    """kube-apiserver's flags for the HTTPS door and its PKI."""
+    from . import pki, serviceaccount_token  # here: importing cryptography costs every command ~0.1 s
+    return ["--secure-port", str(api_port), "--bind-address", BIND_ADDRESS,
+            "--tls-cert-file", str(pki_dir / f"{pki.APISERVER.name}.crt"),
+            "--tls-private-key-file", str(pki_dir / f"{pki.APISERVER.name}.key"),
+            "--client-ca-file", str(pki_dir / f"{pki.CA_NAME}.crt"),
+            "--service-account-key-file", str(pki_dir / pki.SA_PUB),
+            "--service-account-signing-key-file", str(pki_dir / pki.SA_KEY),
+            "--service-account-issuer", serviceaccount_token.DEFAULT_ISSUER]
+
+
+def write_control_plane(state: StateDir, replicas: int = STORE_REPLICAS, timings: Timings = DEFAULT_TIMINGS, *,
+                        api_port: int) -> None:
     """node-0's static pod manifests (store replicas, apiserver, scheduler, controller-manager),
-    and <state>/store-endpoints and <state>/api-endpoint for clients."""
+    and <state>/store-endpoints and <state>/api-endpoint for clients. The PKI is written
+    before (write_pki): the apiserver's flags name its files."""
     endpoints = store_endpoints(state, replicas)
+    secrets = wireauth.secrets_dir(state.root)
+    for identity in (wireauth.APISERVER, wireauth.SCHEDULER, wireauth.CONTROLLER_MANAGER,
+                     *map(wireauth.store_identity, endpoints)):
+        wireauth.ensure_secret(secrets, identity)
     manifests = state.node_dir(CONTROL_PLANE_NODE) / "manifests"
     for stale in manifests.glob("store-*.yaml"):  # fewer replicas than last time
         if stale.stem not in endpoints:
@@ -170,15 +207,15 @@ def write_control_plane(state: StateDir, replicas: int = STORE_REPLICAS, timings
     for name, endpoint in endpoints.items():
         _write_if_changed(manifests / f"{name}.yaml", STORE_POD.format(
             name=name, python=sys.executable, data_dir=state.node_dir(CONTROL_PLANE_NODE) / "data" / name,
-            endpoint=endpoint, peers=peers))
-    for name, argv in control_plane_argv(state, endpoints, timings).items():
+            endpoint=endpoint, peers=peers, secrets=secrets))
+    for name, argv in control_plane_argv(state, endpoints, timings, api_port).items():
         _write_if_changed(manifests / f"{name}.yaml", COMPONENT_POD.format(
             name=name, argv=json.dumps(argv)))  # JSON is YAML: every path quoted right
     (state.root / "store-endpoints").write_text("".join(f"{ep}\n" for ep in endpoints.values()))
     state.api_endpoint_file.write_text(api_endpoint(state) + "\n")
 
 
-def _write_if_changed(path: Path, text: str) -> None:
+def _write_if_changed(path: Path, text: str, mode: int = 0o644) -> None:
     """Rewriting a manifest with the same bytes is harmless, but an unchanged file is also not
     touched: `kubemu up` again on a running node's directory must not make the kubelet look."""
     try:
@@ -186,13 +223,135 @@ def _write_if_changed(path: Path, text: str) -> None:
             return
     except OSError:
         pass
-    tmp = path.with_name(f".{path.name}.tmp")  # dotfiles are not manifests
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_atomic(path, text.encode(), mode)
+
+
+# --- the apiserver's port, the PKI, kubeconfigs ----------------------------------------------
+
+def preferred_api_port(requested: int | None, kept: int | None) -> int | None:
+    """The port `up` tries first (None: any free one). `--api-port N` asks for N; without it,
+    the port the last `up` of this state chose, else 6443; `--api-port 0` asks for any free
+    port, the kept one if there is one (so kubeconfigs stay valid across down/up)."""
+    if requested:
+        return requested
+    if kept:
+        return kept
+    return None if requested == 0 else DEFAULT_API_PORT
+
+
+def port_free(port: int) -> bool:
+    """Whether the apiserver could listen on BIND_ADDRESS:port now (aiohttp sets SO_REUSEADDR too)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((BIND_ADDRESS, port))
+        except OSError:
+            return False
+    return True
+
+
+def any_free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((BIND_ADDRESS, 0))
+        return sock.getsockname()[1]
+
+
+def resolve_api_port(state: StateDir, requested: int | None) -> int:
+    """The apiserver's HTTPS port for this `up`, kept in the state directory; a busy port is
+    replaced by a free one, said in one line."""
+    preferred = preferred_api_port(requested, state.api_port())
+    if preferred is not None and port_free(preferred):
+        port = preferred
+    else:
+        port = any_free_port()
+        if preferred is not None:
+            log.warning("kubemu: port %d is in use: the apiserver listens on %s:%d instead", preferred,
+                        BIND_ADDRESS, port)
+    state.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_atomic(state.api_port_file, f"{port}\n".encode(), 0o644)
+    return port
+
+
+def server_url(port: int) -> str:
+    return f"https://{BIND_ADDRESS}:{port}"
+
+
+def write_pki(state: StateDir, nodes: list[str], api_port: int) -> None:
+    """kubeadm's certs and kubeconfig phases: <state>/pki (kept and reused; a certificate near
+    its expiry, from another CA or with other names is made again, and said), the components'
+    kubeconfigs, and each node's kubelet.conf with its own client certificate."""
+    from . import pki  # here: importing cryptography costs every command ~0.1 s
+    wireauth.ensure_secret(wireauth.secrets_dir(state.root), wireauth.ADMIN)  # the CLI's wire identity
+    ca, why = pki.ensure_ca(state.pki_dir)
+    _say_renewed("ca", why)
+    _say_renewed(pki.APISERVER.name, pki.ensure_cert(state.pki_dir, pki.APISERVER, ca)[1])
+    pki.ensure_service_account_keys(state.pki_dir)
+    server = server_url(api_port)
+    confs = [(state.admin_conf, state.pki_dir, pki.ADMIN),  # kubeadm's kubeconfig phase
+             (state.root / "scheduler.conf", state.pki_dir, pki.SCHEDULER),
+             (state.root / "controller-manager.conf", state.pki_dir, pki.CONTROLLER_MANAGER)] + \
+            [(state.kubelet_conf(n), state.node_dir(n) / "pki", pki.kubelet_spec(n)) for n in nodes]
+    for path, cert_dir, spec in confs:
+        pair, why = pki.ensure_cert(cert_dir, spec, ca)
+        _say_renewed(f"{spec.name} ({spec.common_name})", why)
+        _write_if_changed(path, kubeconfig.dump(kubeconfig.build(
+            server, ca.cert_pem, spec.common_name, pair.cert_pem, pair.key_pem)), 0o600)
+
+
+def _say_renewed(what: str, why: str | None) -> None:
+    if why is not None and why != "missing":  # a first `up` makes them all: nothing to say
+        log.warning("kubemu: renewed certificate %s: %s", what, why)
+
+
+def context_name(name: str | None) -> str:
+    return f"{CONTEXT}-{name}" if name else CONTEXT
+
+
+def merge_user_kubeconfig(state: StateDir, path: Path, name: str | None = None) -> str:
+    """Merge the admin's credentials into the user's kubeconfig at `path` as context `kubemu`
+    (`kubemu-<name>`), made current, and record it for `down`; the context's name. What an
+    earlier `up` of this state merged and no `down` took out goes first."""
+    context = context_name(name)
+    entry = kubeconfig.renamed(kubeconfig.load(state.admin_conf), context)
+    unmerge_user_kubeconfig(state)
+    with kubeconfig.locked(path):
+        kubeconfig.write(path, kubeconfig.merge(kubeconfig.load(path), entry))
+    cluster_entry = kubeconfig.find(entry, "clusters", context)
+    write_atomic(state.merged_kubeconfig_file, json.dumps(
+        {"path": str(path), "name": context, "cluster": cluster_entry}).encode())
+    return context
+
+
+def _merged_record(state: StateDir) -> dict | None:
+    try:
+        record = json.loads(state.merged_kubeconfig_file.read_text())
+        return record if {"path", "name", "cluster"} <= set(record) else None
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def unmerge_user_kubeconfig(state: StateDir) -> tuple[str, Path] | None:
+    """Take out of the user's kubeconfig the context `up` merged, if it is still the one it
+    merged (another cluster may have taken the name since); (context, file) when taken out."""
+    record = _merged_record(state)
+    if record is None:
+        return None
+    path = Path(record["path"])
+    removed = False
+    if path.exists():
+        with kubeconfig.locked(path):
+            config, removed = kubeconfig.unmerge(kubeconfig.load(path), record["name"], record["cluster"])
+            if removed:
+                kubeconfig.write(path, config)
+    state.merged_kubeconfig_file.unlink(missing_ok=True)
+    return (record["name"], path) if removed else None
 
 
 def kubelet_args(state: StateDir, node: str, t: Timings) -> str:
-    args = ["--api", api_endpoint(state), "--backoff-initial", "10", "--backoff-max", "300",
+    """The node's kubelet flags; its wire identity's secret is made here if missing."""
+    credentials = wireauth.ensure_secret(wireauth.secrets_dir(state.root), wireauth.node_identity(node))
+    args = ["--api", api_endpoint(state), "--wire-credentials", str(credentials),
+            "--backoff-initial", "10", "--backoff-max", "300",
             "--time-scale", f"{t.pod_time_scale:g}", "--file-check-frequency", f"{t.file_check_frequency:g}",
             "--node-lease-duration-seconds", str(t.lease_duration),
             "--node-status-update-frequency", f"{t.node_status_update:g}",
@@ -302,8 +461,10 @@ def write_hollow(state: StateDir, count: int, t: Timings) -> list[str]:
     if count <= 0:
         unit.unlink(missing_ok=True)
         return []
+    credentials = wireauth.ensure_secret(wireauth.secrets_dir(state.root), HOLLOW_IDENTITY)
     argv = [sys.executable, "-m", "kubelet", "--hollow", "--nodes", str(count), "--node-prefix", HOLLOW_PREFIX,
-            "--api", api_endpoint(state), "--node-lease-duration-seconds", str(t.lease_duration),
+            "--api", api_endpoint(state), "--wire-credentials", str(credentials),
+            "--node-lease-duration-seconds", str(t.lease_duration),
             "--node-status-update-frequency", f"{t.node_status_update:g}",
             "--node-status-report-frequency", f"{t.node_status_report:g}"]
     unit.write_text(HOLLOW_UNIT.format(count=count, argv=" ".join(f'"{a}"' for a in argv),
@@ -312,17 +473,20 @@ def write_hollow(state: StateDir, count: int, t: Timings) -> list[str]:
 
 
 def up(state: StateDir, count: int, *, fast: bool = False, store_replicas: int = STORE_REPLICAS,
-       hollow_nodes: int = 0, watchdog_sec: float = 30) -> tuple[list[str], list[str]]:
-    """Write and boot the cluster; (the nodes with an init, the hollow nodes)."""
+       hollow_nodes: int = 0, watchdog_sec: float = 30, api_port: int | None = None) -> tuple[list[str], list[str]]:
+    """Write and boot the cluster; (the nodes with an init, the hollow nodes). `api_port`:
+    see preferred_api_port; the port chosen is state.api_port()."""
     already = stoppable(state)
     if already:
         raise RuntimeError(f"a cluster is already running in {state.root} (nodes: {', '.join(already)}); "
                            "`kubemu down` first")
     timings = FAST_TIMINGS if fast else DEFAULT_TIMINGS
     nodes = node_names(count)
+    port = resolve_api_port(state, api_port)
+    write_pki(state, nodes, port)
     for node in nodes:
         write_node(state, node, timings.kubelet_restart_sec, watchdog_sec, kubelet_args(state, node, timings))
-    write_control_plane(state, store_replicas, timings)
+    write_control_plane(state, store_replicas, timings, api_port=port)
     hollow = write_hollow(state, hollow_nodes, timings)
     for node in nodes:
         start_init(state, node)
@@ -381,7 +545,7 @@ def ready_nodes(state: StateDir, timeout: float = 5.0) -> dict[str, bool] | None
     if not endpoint:
         return None
     try:
-        with SyncApiClient(endpoint, timeout=timeout) as api:
+        with SyncApiClient(endpoint, timeout=timeout, credentials=wireauth.state_credentials(state.root)) as api:
             items = api.list("nodes")["items"]
     except wire.WireError:
         return None

@@ -3,11 +3,17 @@
     <state dir>/                      --state-dir, $KUBEMU_STATE_DIR, or ~/.kubemu (mode 0700)
       api-endpoint                    the apiserver's endpoint (written by `kubemu up`)
       store-endpoints                 the store replicas' endpoints, one a line
+      api-port                        the apiserver's HTTPS port on 127.0.0.1 (kept for the next `up`)
+      pki/                            kubeadm's: ca.crt/key, apiserver.crt/key, sa.key/pub, admin.crt/key,
+                                      scheduler.crt/key, controller-manager.crt/key (mode 0700, keys 0600)
+      admin.conf, scheduler.conf, controller-manager.conf   kubeconfigs, credentials embedded (0600)
+      merged-kubeconfig.json          which context `up` merged into which user kubeconfig, for `down`
       images.yaml                     the image catalog (optional, the user's; kubemu never writes it)
       nodes/<node>/units/*.service    what init supervises (kubelet.service, written by `kubemu up`)
       nodes/<node>/manifests/         the kubelet's static pods
       nodes/<node>/logs/              init.log and one <unit>.log per unit
       nodes/<node>/init.sock          init's control socket; notify.sock, init.pid beside it
+      nodes/<node>/kubelet.conf       the kubelet's kubeconfig (system:node:<node>); its cert in pki/
       nodes/<node>/owner.json         what kubemu started: init's PID and start time, the node's cgroup
       nodes/<node>/pods/<ns>_<name>_<uid>/   a pod: pod.json, status.json (the kubelet's), and per
                                       container its shims' files and <restartCount>.log
@@ -23,6 +29,16 @@ import psutil
 from .ownership import Owned
 
 ENV = "KUBEMU_STATE_DIR"
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Replace `path` at once, its mode set from the start (a key is never readable by others,
+    not even for a moment): a reader sees the old file or the new one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # a dotfile: never taken for a manifest
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as f:
+        os.fchmod(f.fileno(), mode)  # whatever the umask took away
+        f.write(data)
+    os.replace(tmp, path)
 
 
 def resolve(state_dir: str | os.PathLike | None) -> Path:
@@ -51,6 +67,32 @@ class StateDir:
 
     def init_endpoint(self, node: str) -> str:
         return f"ipc://{self.node_dir(node) / 'init.sock'}"
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def admin_conf(self) -> Path:
+        return self.root / "admin.conf"
+
+    def kubelet_conf(self, node: str) -> Path:
+        return self.node_dir(node) / "kubelet.conf"
+
+    @property
+    def merged_kubeconfig_file(self) -> Path:
+        return self.root / "merged-kubeconfig.json"
+
+    @property
+    def api_port_file(self) -> Path:
+        return self.root / "api-port"
+
+    def api_port(self) -> int | None:
+        """The HTTPS port the last `kubemu up` gave the apiserver, or None."""
+        try:
+            return int(self.api_port_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
 
     @property
     def api_endpoint_file(self) -> Path:

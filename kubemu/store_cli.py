@@ -39,6 +39,7 @@ from rich.table import Table
 
 from store.client import Compacted, Event, OutcomeUnknown, SyncStoreClient, WireError
 
+from ._wire_auth import state_credentials
 from .statedir import StateDir
 
 ENV_ENDPOINTS = "KUBEMU_STORE_ENDPOINTS"
@@ -100,15 +101,27 @@ class StoreCtx:
             fail(f"no store endpoints in --endpoints / ${ENV_ENDPOINTS}")
         return eps
 
-    def client(self) -> SyncStoreClient:
-        if self._client is None:
-            try:
-                self._client = SyncStoreClient(self.endpoints(), timeout=self.timeout,
-                                               dial_timeout=self.dial_timeout)
-            except ValueError as exc:
-                fail(str(exc))
-            click.get_current_context().call_on_close(self._client.close)
-        return self._client
+    def credentials(self):
+        """The admin's wire credentials from the state directory, when it has them."""
+        try:
+            return state_credentials(self.state_root())
+        except ValueError as exc:
+            fail(str(exc))
+
+    def client(self, endpoints: list[str] | None = None) -> SyncStoreClient:
+        """The client of the given endpoints (default: --endpoints or the state's), closed with
+        the command."""
+        if endpoints is None and self._client is not None:
+            return self._client
+        try:
+            client = SyncStoreClient(endpoints or self.endpoints(), timeout=self.timeout,
+                                     dial_timeout=self.dial_timeout, credentials=self.credentials())
+        except ValueError as exc:
+            fail(str(exc))
+        click.get_current_context().call_on_close(client.close)
+        if endpoints is None:
+            self._client = client
+        return client
 
     def fmt(self, local: str | None, default: str = "simple") -> str:
         return local or self.output or default
@@ -372,9 +385,7 @@ def status(sctx: StoreCtx, cluster: bool, output: str | None) -> None:
     client = sctx.client()
     if cluster:
         members = sctx.call("member_list")
-        client = SyncStoreClient([m["endpoint"] for m in members], timeout=sctx.timeout,
-                                 dial_timeout=sctx.dial_timeout)
-        click.get_current_context().call_on_close(client.close)
+        client = sctx.client([m["endpoint"] for m in members])
     rows = client.status_all()
     fmt = sctx.fmt(output, "table")
     if fmt == "json":

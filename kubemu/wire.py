@@ -101,24 +101,38 @@ Decisions
   iterations per message. A Server or Client belongs to the loop that started it.
 * Endpoints: `ipc://` sockets live in a 0700 directory; tcp binds only loopback addresses
   unless ``allow_public=True``. Linux limits a unix socket path to 107 bytes.
+* Authentication (`kubemu._wire_auth`): a Server made with ``auth=ServerAuth(secrets_dir,
+  authorize)`` takes only connections that present an identity and its secret with ZeroMQ's
+  PLAIN mechanism (``Client(..., credentials=(identity, secret))``), checked by a ZAP
+  responder against ``secrets_dir/<identity>.secret``. Handlers read the caller's identity
+  from `peer_identity` (a ContextVar), never from params; ``authorize(identity, method,
+  params)`` runs before every request and notification and refuses one by raising a WireError
+  (`Forbidden`): the request gets that error, a notification is dropped, either with the
+  rate-limited log line of any rejected message. A refused handshake is one rate-limited log
+  line on the server; the client's waiting calls fail at once with `Unauthorized` (not after
+  their timeout). Without `auth` and `credentials` nothing of this runs.
 """
 from __future__ import annotations
 
+from ._wire_auth import Credentials, ServerAuth
 from ._wire_client import IDEMPOTENT_ATTEMPTS, STREAM_BUFFER, Client, Stream
 from ._wire_codec import (CANCEL, ERROR, NOTIFY, PING, REPLY, REQ, STREAM, STREAM_END, STREAM_ITEM, STREAM_START,
                           Reply, Request, decode_reply, decode_request, encode_call, encode_cancel, encode_error,
                           encode_notify, encode_ping, encode_reply, encode_stream, encode_stream_end,
                           encode_stream_item, encode_stream_start)
 from ._wire_endpoints import SUN_PATH_MAX, ipc_endpoint, tcp_endpoint
-from ._wire_errors import (BadRequest, Cancelled, Conflict, Gone, Internal, Invalid, NotFound, OutcomeUnknown,
-                           TooLarge, Unavailable, UnknownMethod, WireError, error_from_code)
+from ._wire_errors import (BadRequest, Cancelled, Conflict, Forbidden, Gone, Internal, Invalid, NotFound,
+                           OutcomeUnknown, TooLarge, Unauthorized, Unavailable, UnknownMethod, WireError,
+                           error_from_code)
 from ._wire_limits import CLIENT_LINGER_MS, DEFAULT_MAX_FRAME, HWM, MAXMSGSIZE_FACTOR
-from ._wire_server import KEEPALIVE, PEER_BUFFER_BYTES, SERVER_LINGER_MS, SLOW_PEER_TIMEOUT, SLOW_STREAM_TIMEOUT, Server
+from ._wire_server import (KEEPALIVE, PEER_BUFFER_BYTES, SERVER_LINGER_MS, SLOW_PEER_TIMEOUT, SLOW_STREAM_TIMEOUT,
+                           Server, peer_identity)
 from ._wire_sync import SyncClient, SyncStream
 
 __all__ = [
     "WireError", "NotFound", "Conflict", "Invalid", "Unavailable", "TooLarge", "BadRequest",
-    "UnknownMethod", "Internal", "Gone", "Cancelled", "OutcomeUnknown", "error_from_code",
+    "UnknownMethod", "Internal", "Gone", "Cancelled", "OutcomeUnknown", "Unauthorized", "Forbidden",
+    "error_from_code", "Credentials", "ServerAuth", "peer_identity",
     "DEFAULT_MAX_FRAME", "ipc_endpoint", "tcp_endpoint", "Server", "Client", "Stream",
     "SyncClient", "SyncStream", "Request", "Reply", "decode_request", "decode_reply",
     "encode_call", "encode_stream", "encode_notify", "encode_cancel", "encode_reply", "encode_error",

@@ -12,6 +12,7 @@ import asyncio
 import logging
 import sys
 
+from ._peers import peer_credentials
 from .server import Options, Replica, parse_peers, parse_retention
 
 
@@ -55,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unsafe-no-fsync", action="store_true",
                    help="never fsync the Raft log (as etcd's flag: a machine crash loses acknowledged "
                         "writes); for measuring what the fsyncs cost")
+    p.add_argument("--wire-secrets", metavar="DIR",
+                   help="require wire credentials checked against DIR/<identity>.secret; peers present "
+                        "system:store:<name> (its secret must be in DIR) and only members may send Raft messages")
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return p
 
@@ -67,7 +71,10 @@ def main(argv: list[str] | None = None) -> int:
                        tick_ms=args.tick_ms, election_ticks=args.election_ticks,
                        heartbeat_ticks=args.heartbeat_ticks, snapshot_count=args.snapshot_count,
                        retention=args.auto_compaction_retention, join=args.join,
-                       request_timeout=args.request_timeout, unsafe_no_fsync=args.unsafe_no_fsync)
+                       request_timeout=args.request_timeout, unsafe_no_fsync=args.unsafe_no_fsync,
+                       wire_secrets=args.wire_secrets)
+        if opts.wire_secrets:
+            peer_credentials(opts.name, opts.wire_secrets)  # this replica's own secret must be there
     except ValueError as exc:
         parser.error(str(exc))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stdout,

@@ -10,7 +10,7 @@ import random
 
 from kubemu import wire
 
-from ._peers import FRAME
+from ._peers import FRAME, peer_credentials
 from .options import Options
 from .raft import Config, Raft
 from .raftlog import RaftStorage
@@ -38,7 +38,9 @@ async def _probe_initialised_peer(opts: Options) -> str | None:
     others = {n: ep for n, ep in opts.peers.items() if n != opts.name}
     if not others:
         return None
-    clients = {n: wire.Client(ep, timeout=PROBE_TIMEOUT_S, max_frame=FRAME) for n, ep in others.items()}
+    credentials = peer_credentials(opts.name, opts.wire_secrets)
+    clients = {n: wire.Client(ep, timeout=PROBE_TIMEOUT_S, max_frame=FRAME, credentials=credentials)
+               for n, ep in others.items()}
     try:
         results = await asyncio.gather(*(c.call("status", {}) for c in clients.values()), return_exceptions=True)
     finally:

@@ -12,7 +12,12 @@ more answers to read just when the leader applies and replies; Raft is indiffere
 delay. A batch that cannot be queued at once (the peer is not connected, or its queue is full)
 is dropped; Raft resends. InstallSnapshot goes as the msgpack'd SNAP message in 1 MiB chunks
 through `raft_snapshot`, one transfer per peer at a time. Validating and stepping what peers
-send is the replica's (`Replica.rpc_raft`, `Replica.rpc_raft_snapshot`)."""
+send is the replica's (`Replica.rpc_raft`, `Replica.rpc_raft_snapshot`).
+
+With wire secrets (`--wire-secrets`), each replica presents the identity
+``system:store:<name>`` to its peers, and a replica takes the peer methods only from an
+identity that is a member's (`refuse_peer`), and a message only as from the member that
+authenticated (`impostor`): a client, or one member posing as another, cannot step Raft."""
 from __future__ import annotations
 
 import asyncio
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING, Callable
 import msgpack
 
 from kubemu import wire
+from kubemu._wire_auth import STORE_PREFIX, load_credentials, secret_path, store_identity
 
 from .raft import Message, MessageType
 
@@ -38,6 +44,32 @@ PEER_BATCH_BYTES = 1536 * 1024  # split one peer's messages of a Ready into call
 HOLD_S = 0.002  # how long an append without entries waits for company (see above)
 SNAP_CHUNK = 1 << 20
 SNAP_MAX_BYTES = 4 << 30
+PEER_METHODS = frozenset({"raft", "raft_snapshot"})
+
+
+def peer_credentials(name: str, secrets_dir: str | None) -> wire.Credentials | None:
+    """What replica `name` presents to its peers: None without wire secrets; ValueError if
+    its secret is missing."""
+    if not secrets_dir:
+        return None
+    return load_credentials(secret_path(secrets_dir, store_identity(name)))
+
+
+def refuse_peer(identity: str | None, method: str, is_member: Callable[[str], bool]) -> str | None:
+    """Why `identity` may not call `method`, None if it may: the peer methods are for members."""
+    if method not in PEER_METHODS:
+        return None
+    if identity is None or not identity.startswith(STORE_PREFIX) or not is_member(identity[len(STORE_PREFIX):]):
+        return f"{method!r} is for the store's members; {identity!r} is not one"
+    return None
+
+
+def impostor(identity: str | None, sender: str) -> str | None:
+    """Why a peer message claiming to come from `sender` is not, None if it may be (an
+    authenticated identity must be the sender's; without authentication nothing is known)."""
+    if identity is None or identity == store_identity(sender):
+        return None
+    return f"raft message from {sender!r} sent by {identity!r}"
 
 
 def _msg_size(m: Message) -> int:
@@ -58,8 +90,9 @@ class PeerSender:
     tasks `spawn` starts and the replica cancels when it closes."""
 
     def __init__(self, name: str, members: dict[str, str], metrics: _Metrics, timeout: float,
-                 spawn: Callable[..., asyncio.Task]):
+                 spawn: Callable[..., asyncio.Task], credentials: wire.Credentials | None = None):
         self.name = name
+        self._credentials = credentials
         self._members = members
         self._metrics = metrics
         self._timeout = timeout
@@ -77,7 +110,8 @@ class PeerSender:
         if peer is None or peer.endpoint != ep:
             if peer is not None:
                 self._spawn(peer.client.close())
-            peer = self._peers[name] = _Peer(name, ep, wire.Client(ep, timeout=self._timeout, max_frame=FRAME))
+            peer = self._peers[name] = _Peer(name, ep, wire.Client(
+                ep, timeout=self._timeout, max_frame=FRAME, credentials=self._credentials))
             peer.client.connect()
         return peer
 

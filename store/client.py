@@ -276,8 +276,10 @@ class StoreClient:
 
     def __init__(self, endpoints: Iterable[str] | str, *, timeout: float = DEFAULT_TIMEOUT,
                  dial_timeout: float = DEFAULT_DIAL_TIMEOUT, resume_timeout: float = DEFAULT_RESUME_TIMEOUT,
-                 max_frame: int = wire.DEFAULT_MAX_FRAME, context: zmq.Context | None = None):
+                 max_frame: int = wire.DEFAULT_MAX_FRAME, context: zmq.Context | None = None,
+                 credentials: tuple[str, str] | None = None):
         self.endpoints = _split_endpoints(endpoints)
+        self.credentials = credentials  # (identity, secret) for replicas that require them
         for ep in self.endpoints:
             wire.Client(ep)  # validates the address now rather than on first use (no socket yet)
         self.timeout = timeout
@@ -325,7 +327,7 @@ class StoreClient:
         if client is None:
             client = self._clients[endpoint] = _ReplicaClient(
                 endpoint, timeout=self.timeout, dial_timeout=self.dial_timeout, on_lost=self._mark_failed,
-                max_frame=self.max_frame, context=self._context)
+                max_frame=self.max_frame, context=self._context, credentials=self.credentials)
         return client
 
     def _learn(self, endpoint: str) -> None:
@@ -380,6 +382,8 @@ class StoreClient:
             remaining = deadline - loop.time()
             if remaining > 0:
                 await asyncio.wait((task,), timeout=remaining)  # shared: one caller never cancels it
+            if task.done() and not task.cancelled() and isinstance(task.exception(), wire.Unauthorized):
+                raise task.exception()  # asking again will not change the replicas' minds
             if loop.time() >= deadline and self._leader is None:
                 if task.done() and not task.cancelled() and task.exception() is not None:
                     raise task.exception()
@@ -411,6 +415,7 @@ class StoreClient:
             asked = list(self.endpoints)
             calls = {loop.create_task(self._client(ep).call("status", {}, timeout=per_call)): ep for ep in asked}
             hints: list[tuple[int, str]] = []
+            refused: list[wire.Unauthorized] = []
             try:
                 pending = set(calls)
                 answered_at = None
@@ -430,6 +435,8 @@ class StoreClient:
                                 raise exc
                             errors[ep] = str(exc)
                             self._mark_failed(ep)
+                            if isinstance(exc, wire.Unauthorized):
+                                refused.append(exc)
                             continue
                         res = task.result()
                         errors.pop(ep, None)
@@ -449,6 +456,8 @@ class StoreClient:
                 for task in calls:
                     task.cancel()
                 await asyncio.gather(*calls, return_exceptions=True)
+            if len(refused) == len(asked):
+                raise refused[0]  # every replica refused our credentials: no round will do better
             if hints:
                 ep = max(hints)[1]  # the newest term's word
                 self._learn(ep)
@@ -849,12 +858,12 @@ class SyncStoreClient:
 
     def __init__(self, endpoints: Iterable[str] | str, *, timeout: float = DEFAULT_TIMEOUT,
                  dial_timeout: float = DEFAULT_DIAL_TIMEOUT, resume_timeout: float = DEFAULT_RESUME_TIMEOUT,
-                 max_frame: int = wire.DEFAULT_MAX_FRAME):
+                 max_frame: int = wire.DEFAULT_MAX_FRAME, credentials: tuple[str, str] | None = None):
         self._runner = BlockingLoop("SyncStoreClient")
         try:
             self._client = StoreClient(endpoints, timeout=timeout, dial_timeout=dial_timeout,
                                        resume_timeout=resume_timeout, max_frame=max_frame,
-                                       context=self._runner.context)
+                                       context=self._runner.context, credentials=credentials)
         except BaseException:
             self._runner.close(_nothing)
             raise

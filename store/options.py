@@ -24,6 +24,9 @@ class Options:
     join: bool = False
     request_timeout: float = 5.0
     unsafe_no_fsync: bool = False  # etcd's --unsafe-no-fsync: for measuring, never for data
+    # the wire secrets directory (kubemu._wire_auth): clients and peers must authenticate, Raft
+    # only from members; None: the wire takes anyone, as a bare test store does
+    wire_secrets: str | None = None
 
     def __post_init__(self) -> None:
         if self.name not in self.peers:

@@ -99,6 +99,7 @@ Wire methods (params; keys and values are bytes; answers are the KVStore's etcd-
         batch). start_revision <= compact revision -> Gone {compact_revision}; a watcher more
         than 1024 batches behind, or on a replica that restores a snapshot, ends with Unavailable.
     raft {msgs: [Message.to_wire(), ...]}, raft_snapshot {sender, id, seq, last, data}   peers
+        (with --wire-secrets: only from members' identities, each message from its own sender)
 
 Leases: the leader keeps a `LeaseClock` (reset with on_become_leader when it takes over),
 answers keepalives, and proposes lease_revoke for expired leases from one loop timer armed at
@@ -135,7 +136,7 @@ from ._bootstrap import choose_mode, create_raft
 from ._leases import LeaseExpiry
 from ._mvcc_requests import Op, parse_key_range, parse_request
 from ._pending_requests import PendingRequests
-from ._peers import FRAME, PeerSender, SnapshotChunks
+from ._peers import FRAME, PeerSender, SnapshotChunks, impostor, peer_credentials, refuse_peer
 from ._snapshot_envelope import unwrap_snapshot, wrap_snapshot
 from ._watch_hub import WatchHub, history
 from .backend import LevelDBBackend
@@ -218,7 +219,8 @@ class Replica:
         self._applied_waiters: list[tuple[int, int, asyncio.Future]] = []
         self._waiter_seq = itertools.count()
         self._watches = WatchHub()
-        self._peers = PeerSender(self.name, self.members, self.metrics, max(1.0, opts.election_s), self._spawn)
+        self._peers = PeerSender(self.name, self.members, self.metrics, max(1.0, opts.election_s), self._spawn,
+                                 peer_credentials(self.name, opts.wire_secrets))
         self._snap_rx = SnapshotChunks()
         self._bg: set[asyncio.Task] = set()
         self._peer_match: dict[str, int] = {}
@@ -252,7 +254,9 @@ class Replica:
         try:
             self.mode = await choose_mode(self.opts, self.storage)
             self.raft = create_raft(self.opts, self.mode, self.storage, self.kv.applied_index)
-            self._server = wire.Server(self.opts.listen, self._handlers(), name=self.name, max_frame=FRAME)
+            auth = wire.ServerAuth(self.opts.wire_secrets, self._authorize) if self.opts.wire_secrets else None
+            self._server = wire.Server(self.opts.listen, self._handlers(), name=self.name, max_frame=FRAME,
+                                       auth=auth)
             await self._server.start()
             self._peers.connect()  # now: a message for a peer not yet connected is dropped
         except BaseException:
@@ -474,6 +478,12 @@ class Replica:
     def _known_sender(self, name: str) -> bool:
         return name in self.members or name in self.raft.voters
 
+    def _authorize(self, identity: str, method: str, params: dict) -> None:
+        """The wire's check before each request (with --wire-secrets): Raft is for members."""
+        why = refuse_peer(identity, method, self._known_sender)
+        if why is not None:
+            raise wire.Forbidden(why)
+
     def _bad_input(self, what: str) -> wire.BadRequest:
         self.metrics.bad_peer_input += 1
         log.warning("rejected peer input: %s", what)
@@ -502,6 +512,8 @@ class Replica:
             return f"raft message for {m.to!r} delivered to {self.name}"
         if not self._known_sender(m.frm):
             return f"raft message from unknown sender {m.frm!r}"
+        if (why := impostor(wire.peer_identity.get(), m.frm)) is not None:
+            return why
         if m.term > MAX_SANE_TERM:
             return f"raft message from {m.frm} with absurd term {m.term}"
         return None
@@ -525,6 +537,8 @@ class Replica:
             raise self._bad_input("raft_snapshot: bad parameter types")
         if not self._known_sender(sender):
             raise self._bad_input(f"raft_snapshot from unknown sender {sender!r}")
+        if (why := impostor(wire.peer_identity.get(), sender)) is not None:
+            raise self._bad_input(why)
         try:
             blob = self._snap_rx.add(sender, id, seq, last, data)
         except ValueError as exc:

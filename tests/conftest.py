@@ -66,6 +66,17 @@ def kill_marked(marker: str) -> list[int]:
     return ownership.kill_all(marked_processes(marker), 10)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_kubeconfig_and_port(tmp_path_factory):
+    """No test touches the user's kubeconfig (`kubemu up` merges a context into $KUBECONFIG),
+    and no cluster a test starts needs port 6443 free: `kubemu up` picks any free port."""
+    env = pytest.MonkeyPatch()
+    env.setenv("KUBECONFIG", str(tmp_path_factory.mktemp("kubeconfig") / "config"))
+    env.setenv("KUBEMU_API_PORT", "0")
+    yield
+    env.undo()
+
+
 @pytest.fixture
 def state_dir(tmp_path_factory) -> Path:
     """A private state directory; every process started with it as KUBEMU_STATE_DIR is killed

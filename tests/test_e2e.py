@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 
+from kubemu._wire_auth import state_credentials
 from kubemu.apiclient import SyncApiClient
 from kubemu.statedir import StateDir
 from kubemu.wire import Conflict, Gone, WireError
@@ -72,7 +73,8 @@ class Cluster:
     @property
     def api(self) -> SyncApiClient:
         if self._api is None:
-            self._api = SyncApiClient(self.state.api_endpoint(), timeout=15)
+            self._api = SyncApiClient(self.state.api_endpoint(), timeout=15,
+                                      credentials=state_credentials(self.dir))
         return self._api
 
     def close_api(self) -> None:

@@ -20,6 +20,7 @@ import yaml
 import zmq
 
 from kubemu import wire
+from kubemu._wire_auth import state_credentials
 from kubemu._wire_codec import NOTIFY, REQ, STREAM
 from kubemu.api.limits import MAX_DEPTH, MAX_MANIFEST_BYTES
 from kubemu.statedir import StateDir
@@ -111,7 +112,7 @@ MANIFESTS = [
     ("nan.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: nan}\nspec: {x: .nan}\n", "not JSON compliant"),
     ("types.yaml", yaml.safe_dump_all(WRONG_TYPES), "is invalid"),
     ("kinds.yaml", yaml.safe_dump_all([{"apiVersion": "x/v1", "kind": "Foo", "metadata": {"name": "f"}},
-                                       {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}},
+                                       {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}},
                                        {"kind": "Pod"}, {"apiVersion": "v1"}, [1, 2], "text", 5]),
      "resource mapping not found"),
     ("list.yaml", "kind: List\nitems: [1, {kind: Pod}, {apiVersion: v1, kind: Pod, metadata: {name: [x]}}]\n",
@@ -162,7 +163,7 @@ def test_a_deep_object_sent_straight_to_the_apiserver_is_refused(cluster):
     deep: object = "x"
     for _ in range(900):
         deep = {"a": deep}
-    with wire.SyncClient(StateDir(cluster).api_endpoint(), timeout=LONG) as api:
+    with wire.SyncClient(StateDir(cluster).api_endpoint(), timeout=LONG, credentials=state_credentials(cluster)) as api:
         with pytest.raises(wire.BadRequest, match=f"object is nested more than {MAX_DEPTH} levels deep"):
             api.call("create", {"resource": "pods", "namespace": "default",
                                 "object": pod("deep", spec={"x": deep})})
@@ -225,12 +226,22 @@ INIT_CALLS = {  # wrong types only: nothing here may be taken for a unit to stop
 }
 
 
-def send_garbage(endpoint: str, messages: list[list[bytes]]) -> None:
-    """Send every message from one raw DEALER, then a request for an unknown method: its answer
-    (on the same connection, after all the rest) shows the endpoint read the garbage and lives."""
-    ctx = zmq.Context.instance()
-    sock = ctx.socket(zmq.DEALER)
+def dealer(credentials=None) -> zmq.Socket:
+    """A raw DEALER; with credentials, it authenticates as the cluster's clients do (PLAIN)."""
+    sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
+    if credentials is not None:
+        sock.setsockopt(zmq.PLAIN_USERNAME, credentials.user.encode())
+        sock.setsockopt(zmq.PLAIN_PASSWORD, credentials.secret.encode())
+    return sock
+
+
+def send_garbage(endpoint: str, messages: list[list[bytes]], credentials=None) -> None:
+    """Send every message from one raw DEALER, then a request for an unknown method: its answer
+    (on the same connection, after all the rest) shows the endpoint read the garbage and lives.
+    The apiserver and the store take messages only from authenticated peers: the garbage comes
+    from one (the admin), the worst case, since what an unauthenticated peer sends is never read."""
+    sock = dealer(credentials)
     try:
         sock.connect(endpoint)
         for parts in messages:
@@ -262,17 +273,28 @@ def wire_endpoints(state_dir) -> dict[str, str]:
 def test_garbage_on_every_wire_endpoint(cluster):
     rng = random.Random(13)
     calls = {"apiserver": APISERVER_CALLS, "store": STORE_CALLS, "init": INIT_CALLS}
+    admin = state_credentials(cluster)
     for name, endpoint in wire_endpoints(cluster).items():
         kind = name.split("-")[0].split(" ")[0]
-        send_garbage(endpoint, garbage_frames(rng) + wrong_typed(calls[kind]))
+        send_garbage(endpoint, garbage_frames(rng) + wrong_typed(calls[kind]),
+                     credentials=None if kind == "init" else admin)
+    # a peer without credentials is refused at the handshake: nothing it sends is read
+    stranger = dealer()
+    stranger.connect(wire_endpoints(cluster)["apiserver"])
+    for parts in garbage_frames(rng)[:5]:
+        try:
+            stranger.send_multipart(parts, zmq.NOBLOCK)
+        except zmq.Again:  # no connection to queue on: refused already
+            break
+    assert not stranger.poll(1000), "an unauthenticated peer got an answer"
+    stranger.close()
     # watchers that go away mid-stream, then events they would have been sent: a peer gone is
     # one INFO/WARNING line (naming it) for the server, not a traceback
     endpoints = wire_endpoints(cluster)
     gone = []
     for endpoint, ident, params in [(endpoints["apiserver"], b"gone-api-watcher", {"resource": "pods"}),
                                     (endpoints["store-0"], b"gone-store-watcher", {"key": b"/", "range_end": b"\0"})]:
-        watcher = zmq.Context.instance().socket(zmq.DEALER)
-        watcher.setsockopt(zmq.LINGER, 0)
+        watcher = dealer(admin)
         watcher.setsockopt(zmq.ROUTING_ID, ident)
         watcher.connect(endpoint)
         watcher.send(pk([STREAM, 1, "watch", params]))

@@ -1,7 +1,14 @@
-"""kubemu's apiserver: the only door to the store.
+"""kubemu's apiserver: the only door to the store, with two transports over one handler table.
 
     python -m components.apiserver --listen ENDPOINT --store-endpoints EP1,EP2,EP3 [--audit-log FILE]
-                                   [--state-dir DIR]
+                                   [--state-dir DIR] [--secure-port 6443] [--bind-address 127.0.0.1]
+                                   [--tls-cert-file F --tls-private-key-file F] [--client-ca-file F]
+                                   [--service-account-key-file F] [--service-account-signing-key-file F]
+
+The ZeroMQ wire (below) is how kubemu's components talk; HTTPS (`rest/`, only with
+--tls-cert-file) serves the Kubernetes REST API to kubectl and the client libraries from the same
+handlers, storage, watch cache and audit log, after authentication (`authn`) and RBAC
+(`rbaccache`).
 
 Stateless: every object lives in the store at `registry_key(resource, namespace, name)` (msgpack),
 and an object's resourceVersion is its key's mod_revision (a string). Kill it at any time; clients
@@ -40,5 +47,7 @@ before any handler walks it: `object is nested more than 100 levels deep (the li
 
 Parts: `storage` (objects in the store), `handlers` (the methods), `watchcache` (one store watch
 per resource fanned out to watchers), `namespaces` (the namespaces creates check, from a watch),
-`podlogs` (the log subresource), `audit` (the JSON-lines audit log), `server` (wiring).
+`podlogs` (the log subresource), `audit` (the JSON-lines audit log), `server` (wiring), `rest`
+(the HTTPS door: `requestinfo` reads a request's path, `app` maps verbs onto the handlers,
+`status` shapes errors, `tables` prints, `media` reads bodies, `server` listens).
 """

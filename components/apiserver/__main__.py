@@ -1,4 +1,6 @@
-"""python -m components.apiserver --listen ENDPOINT --store-endpoints EP1,EP2,EP3 [--audit-log FILE]"""
+"""python -m components.apiserver --listen ENDPOINT --store-endpoints EP1,EP2,EP3 [--audit-log FILE]
+       [--secure-port 6443 --bind-address 127.0.0.1 --tls-cert-file F --tls-private-key-file F
+        --client-ca-file F --service-account-key-file F --service-account-signing-key-file F]"""
 from __future__ import annotations
 
 import argparse
@@ -7,8 +9,11 @@ import logging
 import os
 import sys
 
+from kubemu._wire_auth import credentials_flag
+from kubemu.serviceaccount_token import DEFAULT_ISSUER
+
 from .handlers import BOOKMARK_INTERVAL
-from .server import APIServer
+from .server import BIND_ADDRESS, SECURE_PORT, APIServer, HTTPSConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,7 +29,40 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the cluster's state directory, where the kubelets keep pod logs "
                         "(default $KUBEMU_STATE_DIR); without it the log subresource is unavailable")
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    p.add_argument("--wire-secrets", metavar="DIR", default=None,
+                   help="require every wire peer to authenticate with an identity's secret in DIR "
+                        "(<identity>.secret); its requests are then authorized with RBAC")
+    p.add_argument("--store-credentials", metavar="FILE", type=credentials_flag, default=None,
+                   help="present this identity's secret (<identity>.secret) to the store replicas")
+    https = p.add_argument_group("HTTPS (the Kubernetes REST API), as kube-apiserver names its flags")
+    https.add_argument("--secure-port", type=int, default=SECURE_PORT,
+                       help=f"port of the HTTPS API (default {SECURE_PORT}; 0: not served)")
+    https.add_argument("--bind-address", default=BIND_ADDRESS,
+                       help=f"address the HTTPS API listens on (default {BIND_ADDRESS})")
+    https.add_argument("--tls-cert-file", default=None,
+                       help="the serving certificate (PEM); without it HTTPS is not served")
+    https.add_argument("--tls-private-key-file", default=None, help="the serving certificate's key (PEM)")
+    https.add_argument("--client-ca-file", default=None,
+                       help="CA bundle that signs client certificates (x509 authentication)")
+    https.add_argument("--service-account-key-file", action="append", default=[],
+                       help="public key(s) that verify ServiceAccount tokens (repeatable)")
+    https.add_argument("--service-account-signing-key-file", default=None,
+                       help="private key that signs ServiceAccount tokens (TokenRequest)")
+    https.add_argument("--service-account-issuer", default=DEFAULT_ISSUER,
+                       help=f"the tokens' iss claim (default {DEFAULT_ISSUER})")
     return p
+
+
+def https_config(args: argparse.Namespace) -> HTTPSConfig:
+    if not 0 <= args.secure_port <= 65535:
+        raise SystemExit(f"--secure-port {args.secure_port}: not a port (0 disables HTTPS)")
+    if args.tls_cert_file and not args.tls_private_key_file:
+        raise SystemExit("--tls-cert-file needs --tls-private-key-file")
+    return HTTPSConfig(port=args.secure_port, bind_address=args.bind_address, cert_file=args.tls_cert_file,
+                       key_file=args.tls_private_key_file, client_ca_file=args.client_ca_file,
+                       service_account_key_files=args.service_account_key_file,
+                       service_account_signing_key_file=args.service_account_signing_key_file,
+                       service_account_issuer=args.service_account_issuer)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s apiserver[%(process)d] %(levelname)s %(name)s: %(message)s")
     try:
         return asyncio.run(APIServer(args.listen, args.store_endpoints, audit_log=args.audit_log,
-                                     bookmark_interval=args.bookmark_interval, state_dir=args.state_dir).run())
+                                     bookmark_interval=args.bookmark_interval, state_dir=args.state_dir,
+                                     https=https_config(args), wire_secrets=args.wire_secrets,
+                                     store_credentials=args.store_credentials).run())
     except KeyboardInterrupt:
         return 130
 

@@ -1,4 +1,10 @@
-"""The apiserver's wire methods (see the package docstring for the API)."""
+"""The apiserver's wire methods (see the package docstring for the API): the I/O around strategy.py.
+
+Each mutating method reads the object, asks `strategy` what the verb makes of it, and writes the
+result conditionally on the revision it read (retrying from the read when another writer got
+there first and the request named no resourceVersion of its own). With `dry_run` everything
+runs but the write: the answer is what would have been stored, its resourceVersion unchanged.
+"""
 from __future__ import annotations
 
 import asyncio
@@ -9,40 +15,40 @@ import inspect
 import json
 import logging
 import random
-import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Literal
 
 from kubemu.api import fields as fieldsel
 from kubemu.api import labels as labelsel
-from kubemu.api.fielderrors import ValidationError
 from kubemu.api.limits import MAX_DEPTH, MAX_VALUES, ShapeError, check_shape
-from kubemu.api.objects import SCALABLE_KINDS, apply_scale, default_object, scale_of, validate_object, \
-    validate_object_update
-from kubemu.api.patch import PatchError, apply_patch, schema_for
+from kubemu.api.objects import scale_of
 from kubemu.api.resources import Resource, UnknownResourceError, field_set, registry_key, registry_prefix, \
     resolve
-from kubemu.wire import BadRequest, Conflict, Gone, Invalid, NotFound, TooLarge, WireError
-from store.client import Compacted
+from kubemu.wire import BadRequest, Conflict, Gone, NotFound, TooLarge, WireError
+from store.client import Compacted, FutureRevision
 
-from . import podlogs
+from . import podlogs, warnings
+from . import strategy as st
 from .audit import HTTP_CODES, AuditLog
+from .caller import caller_name
 from .namespaces import NamespaceCache
 from .storage import MAX_OBJECT_BYTES, Storage, encode
+from .strategy import Remove, Unchanged, Write, modified, not_found
 from .watchcache import CacheEvent, WatchCache
 
 log = logging.getLogger("kubemu.apiserver")
 
-NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' utilrand alphabet
-GENERATED_SUFFIX = 5
 PATCH_ATTEMPTS = 20  # GuaranteedUpdate retries a write without explicit preconditions on conflict
 BOOKMARK_INTERVAL = 5.0
 # As kube-apiserver creates them; "default" last, so whoever waits for it finds all of them.
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "default")
+# How the audit log names the methods that are not plain verbs: (verb, subresource)
+AUDITED_AS = {"bind": ("create", "/binding"), "update_status": ("update_status", "/status"),
+              "update_scale": ("update_scale", "/scale"), "delete_collection": ("deletecollection", ""),
+              "evict": ("create", "/eviction")}
+CREATED = ("create", "evict")  # answered 201
 
-
-class Forbidden(WireError):
-    code = "Forbidden"
+FieldValidation = Literal["Strict", "Warn", "Ignore"]
 
 
 # --- helpers ---------------------------------------------------------------------------------------
@@ -86,22 +92,14 @@ def _text(value: Any) -> str:
 
 
 def _resource(resource: Any) -> Resource:
+    """The stored resource `resource` names (review kinds are answered elsewhere, never stored)."""
     try:
-        return resolve(resource)
+        r = resolve(resource)
     except UnknownResourceError as err:
         raise NotFound(str(err), {"reason": "NotFound"}) from None
-
-
-def _now(offset: float = 0.0) -> str:
-    t = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=offset)
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _meta(obj: dict) -> dict:
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        meta = obj["metadata"] = {}
-    return meta
+    if not r.stored:
+        raise st.not_allowed(r)
+    return r
 
 
 def _key(r: Resource, namespace: str | None, name: Any) -> str:
@@ -115,76 +113,10 @@ def _key(r: Resource, namespace: str | None, name: Any) -> str:
         raise BadRequest(str(err)) from None
 
 
-NAMESPACE_FINALIZERS = ("kubernetes",)
-
-
-def _spec_finalizers(r: Resource, obj: dict) -> list:
-    """A Namespace's spec.finalizers hold its deletion too (the namespace controller removes
-    "kubernetes" once the namespace is empty)."""
-    if r.kind != "Namespace":
-        return []
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    return list(spec.get("finalizers") or [])
-
-
-def qualified(r: Resource) -> str:
-    """schema.GroupResource.String(): pods, deployments.apps"""
-    return f"{r.plural}.{r.group}" if r.group else r.plural
-
-
-def not_found(r: Resource, name: str) -> NotFound:
-    return NotFound(f'{qualified(r)} "{name}" not found', {"reason": "NotFound", "kind": r.plural, "name": name})
-
-
-def modified(r: Resource, name: str) -> Conflict:
-    return Conflict(f'Operation cannot be fulfilled on {qualified(r)} "{name}": the object has been modified; '
-                    "please apply your changes to the latest version and try again",
-                    {"reason": "Conflict", "kind": r.plural, "name": name})
-
-
-def invalid(err: ValidationError) -> Invalid:
-    return Invalid(err.message(), {"reason": "Invalid", "kind": err.kind, "name": err.name,
-                                   "causes": [e.path for e in err.errors],
-                                   "messages": [str(e) for e in err.errors]})
-
-
-def _check_valid(errors: list, kind: str, name: str) -> None:
-    if errors:
-        raise invalid(ValidationError(errors, kind=kind, name=name))
-
-
-def _has_status(r: Resource) -> bool:
-    return "status" in r.subresources
-
-
 def _size_check(value: bytes) -> None:
     if len(value) > MAX_OBJECT_BYTES:
         raise TooLarge(f"Request entity too large: the object is {len(value)} bytes, "
                        f"more than the limit of {MAX_OBJECT_BYTES}", {"reason": "RequestEntityTooLarge"})
-
-
-def _rv_int(rv: Any, what: str = "resourceVersion") -> int:
-    try:
-        n = int(rv)
-        if n < 0:
-            raise ValueError
-        return n
-    except (TypeError, ValueError):
-        raise BadRequest(f"invalid {what}: {rv!r}", {"field": what}) from None
-
-
-def _shallow(obj: dict) -> dict:
-    """A copy of `obj` and its metadata map that shares every other part with `obj`."""
-    out = dict(obj)
-    if isinstance(out.get("metadata"), dict):
-        out["metadata"] = dict(out["metadata"])
-    return out
-
-
-def _without_rv(obj: dict) -> dict:
-    out = dict(obj)
-    out["metadata"] = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
-    return out
 
 
 def _label_selector(text: Any) -> labelsel.Selector:
@@ -239,21 +171,26 @@ def _decode_continue(token: str, prefix: str) -> tuple[bytes, int]:
 # --- the API ----------------------------------------------------------------------------------------
 
 class API:
-    """The wire methods. `handlers()` is the Server's handler table."""
+    """The wire methods. `handlers()` is the Server's handler table. `clock` (a UTC datetime) and
+    `rand` (generateName suffixes, uids) are for tests."""
 
     def __init__(self, storage: Storage, cache: WatchCache, audit: AuditLog, *,
-                 bookmark_interval: float = BOOKMARK_INTERVAL, state_dir: str | None = None):
+                 bookmark_interval: float = BOOKMARK_INTERVAL, state_dir: str | None = None,
+                 clock: Callable[[], datetime.datetime] | None = None, rand: random.Random | None = None):
         self.storage = storage
         self.state_dir = Path(state_dir) if state_dir else None
         self.cache = cache
         self.audit = audit
         self.bookmark_interval = bookmark_interval
         self.namespaces = NamespaceCache(storage, cache)
+        self.clock = clock or (lambda: datetime.datetime.now(datetime.timezone.utc))
+        self.rand = rand or random.SystemRandom()
 
     def handlers(self) -> dict:
         mutating = {"create": self.create, "update": self.update, "update_status": self.update_status,
                     "patch": self.patch, "delete": self.delete, "bind": self.bind,
-                    "update_scale": self.update_scale}
+                    "update_scale": self.update_scale, "delete_collection": self.delete_collection,
+                    "evict": self.evict}
         out = {verb: self._audited(verb, fn) for verb, fn in mutating.items()}
         out.update({"get": _at_the_door(self.get), "list": _at_the_door(self.list),
                     "get_scale": _at_the_door(self.get_scale), "watch": _at_the_door(self.watch),
@@ -261,9 +198,10 @@ class API:
         return out
 
     def _audited(self, verb: str, fn):
+        audit_verb, subresource = AUDITED_AS.get(verb, (verb, ""))
+
         async def wrapper(**params):
-            user = params.pop("user", None)
-            code, reason = (201 if verb == "create" else 200), None
+            code, reason = (201 if verb in CREATED else 200), None
             result = None
             try:
                 check_params(params)
@@ -276,28 +214,22 @@ class API:
                 code, reason = 500, "Internal"
                 raise
             finally:  # params may be anything: the record takes only their strings
-                resource = params.get("resource", "pods" if verb == "bind" else "")
+                resource = params.get("resource", "pods" if verb in ("bind", "evict") else "")
                 try:
                     resource = resolve(resource).plural
                 except UnknownResourceError:
                     resource = _text(resource)
                 obj = params.get("object") if isinstance(params.get("object"), dict) else {}
-                if isinstance(result, dict) and result.get("kind") not in (None, "Scale"):
+                if isinstance(result, dict) and result.get("kind") not in (None, "Scale", "Status"):
                     obj = result
                 meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
                 name = _text(params.get("name")) or _text(meta.get("name")) or _text(meta.get("generateName"))
-                self.audit.record(verb="create" if verb == "bind" else verb,
-                                  resource=resource + ("/binding" if verb == "bind" else
-                                                       "/status" if verb == "update_status" else
-                                                       "/scale" if verb == "update_scale" else ""),
+                self.audit.record(verb=audit_verb, resource=resource + subresource,
                                   namespace=_text(params.get("namespace")) or _text(meta.get("namespace")) or
                                   (self._default_ns(resource)),
-                                  name=name, code=code, user=user, reason=reason)
+                                  name=name, code=code, user=caller_name(), reason=reason)
         wrapper.__name__ = wrapper.__qualname__ = verb
-        # the wire checks params against this: the handler's own, plus the audited user
-        sig = inspect.signature(fn, eval_str=True)
-        wrapper.__signature__ = sig.replace(parameters=[*sig.parameters.values(), inspect.Parameter(
-            "user", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=str | None)])
+        wrapper.__signature__ = inspect.signature(fn, eval_str=True)  # the wire checks params against it
         return wrapper
 
     @staticmethod
@@ -320,17 +252,18 @@ class API:
         return obj
 
     async def list(self, resource: Any, namespace: str | None = None, label_selector: str = "",
-                   field_selector: str = "", limit: int = 0, **extra) -> dict:
+                   field_selector: str = "", limit: int = 0, resource_version: str | None = "",
+                   resource_version_match: str | None = "", **extra) -> dict:
         token = extra.pop("continue", "") or ""
-        extra.pop("resource_version", None)
         if extra:
             raise BadRequest(f"unexpected parameters: {', '.join(sorted(extra))}")
         r = _resource(resource)
         prefix = self._prefix(r, namespace)
         match = _matcher(r, label_selector, field_selector)
-        if not isinstance(limit, int) or limit < 0:
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
             raise BadRequest(f"invalid limit: {limit!r}", {"field": "limit"})
-        start, rev = (_decode_continue(token, prefix) if token else (None, 0))
+        exact, minimum = st.list_revision(resource_version or "", resource_version_match or "", limit, bool(token))
+        start, rev = (_decode_continue(token, prefix) if token else (None, exact))
         items: list[dict] = []
         next_key: bytes | None = None
         chunk = max(limit, 100) if limit else 0
@@ -351,7 +284,13 @@ class API:
             if token:
                 raise Gone("continue token expired: the list revision was compacted; start a new list "
                            "without the continue parameter", {"reason": "Expired"}) from None
+            if exact:
+                raise Gone("The resourceVersion for the provided list is too old.", {"reason": "Expired"}) from None
             raise
+        except FutureRevision:
+            raise st.too_large_resource_version(rev, await self.storage.current_revision(prefix)) from None
+        if minimum > rev:
+            raise st.too_large_resource_version(minimum, rev)
         meta: dict = {"resourceVersion": str(rev)}
         if next_key is not None:
             meta["continue"] = _encode_continue(next_key, rev)
@@ -365,301 +304,161 @@ class API:
         except ValueError as err:
             raise BadRequest(str(err)) from None
 
-    # --- create
+    # --- writes
 
-    async def create(self, resource: Any, object: Any, namespace: str | None = None) -> dict:
-        r = _resource(resource)
-        if not isinstance(object, dict):
-            raise BadRequest("object must be a map", {"field": "object"})
-        obj = _shallow(object)  # default_object deep-copies below: no nested part is changed before
-        for field, want in (("apiVersion", r.api_version), ("kind", r.kind)):
-            if obj.get(field) in (None, ""):
-                obj[field] = want
-            elif obj[field] != want:
-                raise BadRequest(f"the {field} of the object ({obj[field]!r}) does not match the resource "
-                                 f"{r.plural} ({want!r})", {"field": field})
-        meta = _meta(obj)
-        if r.namespaced:
-            ns = namespace or meta.get("namespace") or "default"
-            if meta.get("namespace") not in (None, "", ns):
-                raise BadRequest("the namespace of the provided object does not match the namespace sent "
-                                 "on the request", {"field": "metadata.namespace"})
-            meta["namespace"] = ns
-        elif namespace:
-            raise BadRequest(f"{r.plural} are cluster-scoped: no namespace", {"field": "namespace"})
-        # rest.BeforeCreate: the server's fields are the server's
-        for field in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds",
-                      "selfLink", "generation", "creationTimestamp"):
-            meta.pop(field, None)
-        if not meta.get("name") and isinstance(meta.get("generateName"), str) and meta["generateName"]:
-            meta["name"] = meta["generateName"] + "".join(random.choice(NAME_ALPHABET)
-                                                           for _ in range(GENERATED_SUFFIX))
-        meta["uid"] = str(uuid.uuid4())
-        if r.kind == "Namespace":  # the namespace strategy: the namespace controller's finalizer
-            obj["spec"] = dict(obj.get("spec") or {})
-            if obj["spec"].get("finalizers") is None:
-                obj["spec"]["finalizers"] = list(NAMESPACE_FINALIZERS)
-        meta["creationTimestamp"] = _now()
-        if r.kind == "Pod":
-            obj["status"] = {"phase": "Pending", **({"qosClass": obj["status"]["qosClass"]}
-                                                   if isinstance(obj.get("status"), dict)
-                                                   and obj["status"].get("qosClass") else {})}
-        elif r.kind in SCALABLE_KINDS:
-            obj.pop("status", None)
-        elif r.kind == "Namespace":
-            obj["status"] = {"phase": "Active"}
-        obj = default_object(obj)
-        meta = _meta(obj)
-        if "spec" in obj:
-            meta["generation"] = 1
-        name = meta.get("name") if isinstance(meta.get("name"), str) else ""
-        _check_valid(validate_object(obj, strict=True), r.kind, name)
-        key = _key(r, meta.get("namespace") if r.namespaced else None, name)
-        value = encode(obj)
-        _size_check(value)
-        if r.namespaced:
-            ns_obj = await self.namespaces.get(meta["namespace"])
-            if ns_obj is None:
-                raise NotFound(f'namespaces "{meta["namespace"]}" not found',
-                               {"reason": "NotFound", "kind": "namespaces", "name": meta["namespace"]})
-            if (ns_obj.get("metadata") or {}).get("deletionTimestamp") and r.kind != "Event":
-                raise Forbidden(f"{r.plural} \"{name}\" is forbidden: unable to create new content in "
-                                f"namespace {meta['namespace']} because it is being terminated",
-                                {"reason": "Forbidden"})
-        rev = await self.storage.create(key, value)
-        if rev is None:
-            raise Conflict(f'{qualified(r)} "{name}" already exists',
-                           {"reason": "AlreadyExists", "kind": r.plural, "name": name})
-        meta["resourceVersion"] = str(rev)
-        return obj
-
-    # --- update
-
-    async def update(self, resource: Any, object: Any, namespace: str | None = None) -> dict:
-        return await self._update(resource, object, namespace, status=False)
-
-    async def update_status(self, resource: Any, object: Any, namespace: str | None = None) -> dict:
-        return await self._update(resource, object, namespace, status=True)
-
-    async def _update(self, resource: Any, new: Any, namespace: str | None, *, status: bool) -> dict:
-        r = _resource(resource)
-        if not isinstance(new, dict):
-            raise BadRequest("object must be a map", {"field": "object"})
-        meta = new.get("metadata") if isinstance(new.get("metadata"), dict) else {}
-        name = meta.get("name")
-        ns = (namespace or meta.get("namespace") or "default") if r.namespaced else None
-        if r.namespaced and meta.get("namespace") not in (None, "", ns):
-            raise BadRequest("the namespace of the provided object does not match the namespace sent on the "
-                             "request", {"field": "metadata.namespace"})
-        if status and not _has_status(r):
-            raise NotFound(f"{r.plural} have no status subresource", {"reason": "NotFound"})
-        key = _key(r, ns, name)
-        old, rev = await self.storage.get(key)
-        if old is None:
-            raise not_found(r, name)
-        precondition = meta.get("resourceVersion")
-        if precondition not in (None, ""):
-            if _rv_int(precondition) != rev:
-                raise modified(r, name)
-        return await self._write_update(r, key, old, rev, new, status=status)
-
-    async def _write_update(self, r: Resource, key: str, old: dict, rev: int, new: dict, *,
-                            status: bool) -> dict:
-        """Write `new` over `old` (read at `rev`), or raise Conflict if the key changed since."""
-        name = old["metadata"].get("name", "")
-        obj = _shallow(new)  # default_object deep-copies below: no nested part is changed before
-        obj["apiVersion"], obj["kind"] = obj.get("apiVersion") or r.api_version, obj.get("kind") or r.kind
-        meta = _meta(obj)
-        old_meta = old["metadata"]
-        if r.namespaced and not meta.get("namespace"):
-            meta["namespace"] = old_meta.get("namespace")
-        if _has_status(r):
-            if status:  # only status (and metadata) may change
-                obj["spec"] = old.get("spec")
-                if "spec" not in old:
-                    obj.pop("spec", None)
-            else:
-                if "status" in old:
-                    obj["status"] = old["status"]
-                else:
-                    obj.pop("status", None)
-        # fields the client cannot change through an update
-        for field in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
-                      "generation"):
-            if field in ("uid", "creationTimestamp") and meta.get(field) not in (None, ""):
-                continue  # validated as immutable below
-            if field in old_meta:
-                meta[field] = old_meta[field]
-            else:
-                meta.pop(field, None)
-        meta["resourceVersion"] = str(rev)
-        obj = default_object(obj)
-        meta = _meta(obj)
-        if r.kind == "Pod" and not status:
-            # spec.nodeName is set by binding only (the apiserver forbids changing it on update)
-            pass
-        if obj.get("spec") != old.get("spec") and "generation" in old_meta:
-            meta["generation"] = int(old_meta.get("generation") or 0) + 1
-        _check_valid(validate_object_update(old, obj, strict=True, require_resource_version=False),
-                     r.kind, name)
-        if _without_rv(obj) == _without_rv(old):
-            return old  # nothing changed: no write (as the apiserver does)
-        if old_meta.get("deletionTimestamp") and not meta.get("finalizers") and \
-                not _spec_finalizers(r, obj) and self._may_finish(r, obj):
-            new_rev = await self.storage.delete(key, rev)
-            if new_rev is None:
-                raise modified(r, name)
-            self._wrote(r, name, new_rev)
+    async def _commit(self, r: Resource, key: str, rev: int, outcome: st.Outcome, dry_run: bool) -> dict:
+        """Carry out a strategy's outcome on `key`, read at `rev`: Conflict if it changed since."""
+        obj = outcome.obj
+        if isinstance(outcome, Unchanged):
+            return obj
+        name = obj["metadata"].get("name", "")
+        if isinstance(outcome, Remove):
+            if not dry_run:
+                new_rev = await self.storage.delete(key, rev)
+                if new_rev is None:
+                    raise modified(r, name)
+                self._wrote(r, name, new_rev)
             return obj
         value = encode(obj)
         _size_check(value)
+        if dry_run:
+            return obj
         new_rev = await self.storage.update(key, value, rev)
         if new_rev is None:
             raise modified(r, name)
         self._wrote(r, name, new_rev)
-        meta["resourceVersion"] = str(new_rev)
+        obj["metadata"]["resourceVersion"] = str(new_rev)
         return obj
 
-    @staticmethod
-    def _may_finish(r: Resource, obj: dict) -> bool:
-        """A deleting object whose last finalizer went away is removed, unless it is a pod still in its
-        grace period (the kubelet's grace-0 delete removes it)."""
-        if r.kind != "Pod":
-            return True
-        grace = (obj.get("metadata") or {}).get("deletionGracePeriodSeconds")
-        return not grace
-
-    # --- patch
-
-    async def patch(self, resource: Any, name: Any, patch: Any, namespace: str | None = None,
-                    patch_type: str = "merge", subresource: str | None = None) -> dict:
-        r = _resource(resource)
-        if subresource not in (None, "", "status"):
-            raise BadRequest(f"unsupported subresource {subresource!r} for patch", {"field": "subresource"})
-        status = subresource == "status"
-        if status and not _has_status(r):
-            raise NotFound(f"{r.plural} have no status subresource", {"reason": "NotFound"})
-        key = _key(r, namespace if r.namespaced else None, name)
+    async def _guaranteed(self, r: Resource, key: str, name: Any, change, *, dry_run: bool = False) -> dict:
+        """GuaranteedUpdate: read `key`, `change(old, rev) -> (Outcome, explicit)`, commit; on a
+        conflict read again and retry, unless `explicit` (the request named the version it changes)."""
         for attempt in range(PATCH_ATTEMPTS):
             old, rev = await self.storage.get(key)
             if old is None:
                 raise not_found(r, name)
+            outcome, explicit = change(old, rev)
             try:
-                patched = apply_patch(old, patch, patch_type, schema_for(r.kind))
-            except PatchError as err:
-                raise BadRequest(str(err), {"reason": "BadRequest"}) from None
-            pmeta = patched.get("metadata") if isinstance(patched.get("metadata"), dict) else {}
-            explicit = pmeta.get("resourceVersion") not in (None, "", str(rev))
-            if explicit and _rv_int(pmeta.get("resourceVersion")) != rev:
-                raise modified(r, name)
-            try:
-                return await self._write_update(r, key, old, rev, patched, status=status)
+                return await self._commit(r, key, rev, outcome, dry_run)
             except Conflict as err:
                 if err.details.get("reason") != "Conflict" or explicit or attempt == PATCH_ATTEMPTS - 1:
                     raise
                 await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))  # de-synchronize contenders
         raise modified(r, name)  # not reached
 
+    # --- create
+
+    async def create(self, resource: Any, object: Any, namespace: str | None = None, dry_run: bool = False,
+                     field_validation: FieldValidation | None = None, field_manager: str | None = None) -> dict:
+        """`field_manager` is accepted (kubectl sends it) and not recorded: no managedFields yet."""
+        r = _resource(resource)
+        obj = st.prepare_create(r, object, namespace, now=self.clock(), rand=self.rand,
+                                field_validation=field_validation, warn=warnings.add)
+        meta = obj["metadata"]
+        name = st.object_name(obj)
+        key = _key(r, meta.get("namespace") if r.namespaced else None, name)
+        value = encode(obj)
+        _size_check(value)
+        if r.namespaced:
+            st.admit_create(r, obj, await self.namespaces.get(meta["namespace"]))
+        if dry_run:
+            existing, _ = await self.storage.get(key)
+            if existing is not None:
+                raise st.already_exists(r, name)
+            return obj
+        rev = await self.storage.create(key, value)
+        if rev is None:
+            raise st.already_exists(r, name)
+        self._wrote(r, name, rev)
+        meta["resourceVersion"] = str(rev)
+        return obj
+
+    # --- update
+
+    async def update(self, resource: Any, object: Any, namespace: str | None = None, dry_run: bool = False,
+                     field_validation: FieldValidation | None = None, field_manager: str | None = None) -> dict:
+        return await self._update(resource, object, namespace, status=False, dry_run=dry_run,
+                                  field_validation=field_validation)
+
+    async def update_status(self, resource: Any, object: Any, namespace: str | None = None, dry_run: bool = False,
+                            field_validation: FieldValidation | None = None,
+                            field_manager: str | None = None) -> dict:
+        return await self._update(resource, object, namespace, status=True, dry_run=dry_run,
+                                  field_validation=field_validation)
+
+    async def _update(self, resource: Any, new: Any, namespace: str | None, *, status: bool, dry_run: bool,
+                      field_validation: str | None) -> dict:
+        r = _resource(resource)
+        name, ns, precondition = st.update_target(r, new, namespace, status=status)
+        key = _key(r, ns, name)
+        old, rev = await self.storage.get(key)
+        if old is None:
+            raise not_found(r, name)
+        st.check_resource_version(r, name, precondition, rev)
+        outcome = st.prepare_update(r, old, rev, new, status=status, field_validation=field_validation,
+                                    warn=warnings.add)
+        return await self._commit(r, key, rev, outcome, dry_run)
+
+    # --- patch
+
+    async def patch(self, resource: Any, name: Any, patch: Any, namespace: str | None = None,
+                    patch_type: str = "merge", subresource: str | None = None, dry_run: bool = False,
+                    field_validation: FieldValidation | None = None, field_manager: str | None = None) -> dict:
+        r = _resource(resource)
+        status = st.patch_subresource(r, subresource)
+        key = _key(r, namespace if r.namespaced else None, name)
+
+        def change(old: dict, rev: int):
+            new, explicit = st.patched(r, old, rev, patch, patch_type)
+            return st.prepare_update(r, old, rev, new, status=status, field_validation=field_validation,
+                                     warn=warnings.add), explicit
+        return await self._guaranteed(r, key, name, change, dry_run=dry_run)
+
     # --- delete
 
     async def delete(self, resource: Any, name: Any, namespace: str | None = None,
                      grace_period_seconds: int | None = None, propagation_policy: str | None = "Background",
-                     preconditions: dict | None = None) -> dict:
+                     preconditions: dict | None = None, dry_run: bool = False) -> dict:
         r = _resource(resource)
-        if grace_period_seconds is not None and (not isinstance(grace_period_seconds, int)
-                                                 or isinstance(grace_period_seconds, bool)
-                                                 or grace_period_seconds < 0):
-            raise BadRequest(f"invalid grace_period_seconds: {grace_period_seconds!r}")
-        policy = propagation_policy or "Background"
-        if policy not in ("Background", "Foreground", "Orphan"):
-            raise BadRequest(f'unsupported propagation policy "{policy}": must be one of Background, '
-                             "Foreground, Orphan", {"field": "propagation_policy"})
+        policy = st.delete_options(grace_period_seconds, propagation_policy)
         key = _key(r, namespace if r.namespaced else None, name)
-        for attempt in range(PATCH_ATTEMPTS):
-            old, rev = await self.storage.get(key)
-            if old is None:
-                raise not_found(r, name)
-            self._check_preconditions(r, name, old, preconditions)
+        return await self._delete(r, key, name, grace_period_seconds, policy, preconditions, dry_run)
+
+    async def _delete(self, r: Resource, key: str, name: Any, grace: int | None, policy: str,
+                      preconditions: Any, dry_run: bool) -> dict:
+        def change(old: dict, rev: int):
+            st.check_preconditions(r, name, old, preconditions)
+            return st.prepare_delete(r, old, grace, policy, now=self.clock()), False
+        return await self._guaranteed(r, key, name, change, dry_run=dry_run)
+
+    async def delete_collection(self, resource: Any, namespace: str | None = None, label_selector: str = "",
+                                field_selector: str = "", grace_period_seconds: int | None = None,
+                                propagation_policy: str | None = "Background", dry_run: bool = False) -> dict:
+        """Delete every object the selectors match (in `namespace`, or everywhere): the List of
+        what each delete answered (objects deleted meanwhile by others are left out)."""
+        r = _resource(resource)
+        policy = st.delete_options(grace_period_seconds, propagation_policy)
+        listed = await self.list(r, namespace=namespace, label_selector=label_selector,
+                                 field_selector=field_selector)
+        items = []
+        for obj in listed["items"]:
+            meta = obj["metadata"]
+            key = _key(r, meta.get("namespace"), meta.get("name"))
             try:
-                return await self._delete_once(r, key, old, rev, grace_period_seconds, policy)
-            except Conflict as err:
-                if err.details.get("reason") != "Conflict" or attempt == PATCH_ATTEMPTS - 1:
-                    raise
-        raise modified(r, name)  # not reached
+                items.append(await self._delete(r, key, meta.get("name"), grace_period_seconds, policy,
+                                                None, dry_run))
+            except NotFound:
+                continue
+        return {**listed, "items": items}
 
-    @staticmethod
-    def _check_preconditions(r: Resource, name: str, old: dict, pre: Any) -> None:
-        if not pre:
-            return
-        if not isinstance(pre, dict):
-            raise BadRequest("preconditions must be a map", {"field": "preconditions"})
-        meta = old["metadata"]
-        if pre.get("uid") and pre["uid"] != meta.get("uid"):
-            raise Conflict(f"Precondition failed: UID in precondition: {pre['uid']}, UID in object meta: "
-                           f"{meta.get('uid')}", {"reason": "Conflict", "kind": r.plural, "name": name})
-        if pre.get("resourceVersion") and str(pre["resourceVersion"]) != meta.get("resourceVersion"):
-            raise Conflict(f"Precondition failed: ResourceVersion in precondition: {pre['resourceVersion']}, "
-                           f"ResourceVersion in object meta: {meta.get('resourceVersion')}",
-                           {"reason": "Conflict", "kind": r.plural, "name": name})
-
-    async def _delete_once(self, r: Resource, key: str, old: dict, rev: int, grace: int | None,
-                           policy: str) -> dict:
-        name = old["metadata"].get("name", "")
-        obj = _shallow(old)  # only metadata changes (finalizers as a new list)
-        meta = obj["metadata"]
-        finalizers = list(meta.get("finalizers") or [])
-        wanted = {"Orphan": "orphan", "Foreground": "foregroundDeletion"}.get(policy)
-        changed = False
-        if wanted and wanted not in finalizers and not meta.get("deletionTimestamp"):
-            finalizers.append(wanted)
-            changed = True
-        if r.kind == "Pod":
-            spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-            if grace is None:
-                grace = spec.get("terminationGracePeriodSeconds")
-                grace = grace if isinstance(grace, int) and grace >= 0 else 30
-            status = obj.get("status") if isinstance(obj.get("status"), dict) else {}
-            if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
-                grace = 0
-        else:
-            grace = 0
-        current_grace = meta.get("deletionGracePeriodSeconds")
-        held = bool(finalizers) or bool(_spec_finalizers(r, obj))
-        if meta.get("deletionTimestamp"):
-            # already deleting: a shorter grace period may be given; finalizers still hold it
-            if current_grace is not None and grace < current_grace:
-                meta["deletionGracePeriodSeconds"] = grace
-                meta["deletionTimestamp"] = _now(grace)
-                changed = True
-            if (meta.get("deletionGracePeriodSeconds") or 0) == 0 and not held:
-                return await self._remove(r, key, old, rev)
-        elif grace > 0 or held:
-            meta["deletionTimestamp"] = _now(grace)
-            meta["deletionGracePeriodSeconds"] = grace
-            if r.kind == "Namespace":  # until the namespace controller has emptied it
-                obj["status"] = {**(obj.get("status") or {}), "phase": "Terminating"}
-            changed = True
-        else:
-            return await self._remove(r, key, old, rev)
-        if not changed:
-            return old
-        if finalizers:
-            meta["finalizers"] = finalizers
-        value = encode(obj)
-        new_rev = await self.storage.update(key, value, rev)
-        if new_rev is None:
-            raise modified(r, name)
-        self._wrote(r, name, new_rev)
-        meta["resourceVersion"] = str(new_rev)
-        return obj
-
-    async def _remove(self, r: Resource, key: str, old: dict, rev: int) -> dict:
-        name = old["metadata"].get("name", "")
-        new_rev = await self.storage.delete(key, rev)
-        if new_rev is None:
-            raise modified(r, name)
-        self._wrote(r, name, new_rev)
-        return old
+    async def evict(self, name: Any, namespace: str | None = None, object: Any = None, dry_run: bool = False,
+                    field_validation: FieldValidation | None = None, field_manager: str | None = None) -> dict:
+        """pods/eviction: the pod deleted with the policy/v1 Eviction's deleteOptions, as the node
+        lifecycle deletes the pods it evicts (no PodDisruptionBudgets yet); answers kube-apiserver's
+        Status. An Eviction has no fields to validate beyond its deleteOptions."""
+        options = st.eviction_delete_options(name, {} if object is None else object, dry_run)
+        await self.delete("pods", name, namespace or "default", **options)
+        return {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success", "code": 201}
 
     def _wrote(self, r: Resource, name: str, revision: int) -> None:
         """Note a write this apiserver made (creates check their namespace's state)."""
@@ -677,42 +476,18 @@ class API:
         path = podlogs.log_path(self.state_dir, pod, container, bool(previous))
         return {"log": await asyncio.to_thread(podlogs.read_log, path, tail_lines, limit_bytes)}
 
-    async def bind(self, name: Any, node: Any, namespace: str | None = None, resource: Any = "pods") -> dict:
+    async def bind(self, name: Any, node: Any, namespace: str | None = None, resource: Any = "pods",
+                   dry_run: bool = False, field_validation: FieldValidation | None = None,
+                   field_manager: str | None = None) -> dict:
         r = _resource(resource)
-        if r.kind != "Pod":
-            raise NotFound(f"{r.plural} have no binding subresource", {"reason": "NotFound"})
-        if not isinstance(node, str) or not node:
-            raise Invalid('Binding "' + str(name) + '" is invalid: target.name: Required value',
-                          {"reason": "Invalid", "causes": ["target.name"]})
+        st.check_binding(r, name, node)
         key = _key(r, namespace or "default", name)
-        for attempt in range(PATCH_ATTEMPTS):
-            old, rev = await self.storage.get(key)
-            if old is None:
-                raise not_found(r, name)
-            spec = old.get("spec") if isinstance(old.get("spec"), dict) else {}
-            if old["metadata"].get("deletionTimestamp"):
-                raise Conflict(f"pod {name} is being deleted, cannot be assigned to a host",
-                               {"reason": "Conflict", "kind": "pods", "name": name})
-            if spec.get("nodeName"):
-                raise Conflict(f"pod {name} is already assigned to node {spec['nodeName']}",
-                               {"reason": "Conflict", "kind": "pods", "name": name})
-            obj = old  # decoded from the store for this request alone: changed in place
-            obj["spec"]["nodeName"] = node
-            status = obj.setdefault("status", {})
-            conds = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-            conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": _now(),
-                          "lastProbeTime": None})
-            status["conditions"] = conds
-            new_rev = await self.storage.update(key, encode(obj), rev)
-            if new_rev is not None:
-                obj["metadata"]["resourceVersion"] = str(new_rev)
-                return obj
-        raise modified(r, name)
+        return await self._guaranteed(r, key, name, lambda old, rev: (
+            Write(st.prepare_bind(r, old, node, now=self.clock())), False), dry_run=dry_run)
 
     def _scalable(self, resource: Any) -> Resource:
         r = _resource(resource)
-        if r.kind not in SCALABLE_KINDS:
-            raise NotFound(f"{r.plural} have no scale subresource", {"reason": "NotFound"})
+        st.check_scalable(r)
         return r
 
     async def get_scale(self, resource: Any, name: Any, namespace: str | None = None) -> dict:
@@ -723,27 +498,18 @@ class API:
         return scale_of(obj)
 
     async def update_scale(self, resource: Any, name: Any, replicas: Any, namespace: str | None = None,
-                           resource_version: str | None = None) -> dict:
+                           resource_version: str | None = None, dry_run: bool = False,
+                           field_validation: FieldValidation | None = None, field_manager: str | None = None) -> dict:
+        """`replicas`: a count, or an autoscaling/v1 Scale."""
         r = self._scalable(resource)
         key = _key(r, namespace or "default", name)
-        for attempt in range(PATCH_ATTEMPTS):
-            old, rev = await self.storage.get(key)
-            if old is None:
-                raise not_found(r, name)
-            if resource_version not in (None, "") and _rv_int(resource_version) != rev:
-                raise modified(r, name)
-            try:
-                new = apply_scale(old, replicas)
-            except ValidationError as err:
-                raise invalid(err) from None
-            try:
-                obj = await self._write_update(r, key, old, rev, new, status=False)
-            except Conflict:
-                if resource_version or attempt == PATCH_ATTEMPTS - 1:
-                    raise
-                continue
-            return scale_of(obj)
-        raise modified(r, name)
+        explicit = resource_version not in (None, "")
+
+        def change(old: dict, rev: int):
+            st.check_resource_version(r, name, resource_version, rev)
+            new = st.prepare_scale(old, replicas, field_validation=field_validation, warn=warnings.add)
+            return st.prepare_update(r, old, rev, new, status=False), explicit
+        return scale_of(await self._guaranteed(r, key, name, change, dry_run=dry_run))
 
     # --- watch
 
@@ -761,7 +527,7 @@ class API:
             for obj in listed["items"]:
                 yield {"type": "ADDED", "object": obj}
         else:
-            start = _rv_int(rv, "resource_version")
+            start = st.parse_resource_version(rv, "resource_version")
         # one feed per resource: the namespace is filtered here
         source, watcher = await self.cache.open(type_prefix, start)
         queue: asyncio.Queue = asyncio.Queue(maxsize=64)
@@ -835,6 +601,8 @@ class API:
 
     async def ensure_system_namespaces(self) -> None:
         for ns in SYSTEM_NAMESPACES:
+            if await self.namespaces.get(ns) is not None:
+                continue
             try:
                 await self.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                  "metadata": {"name": ns}})

@@ -1,67 +1,192 @@
-"""Wiring: the store client, the watch cache, the audit log and the wire server."""
+"""Wiring: the store client, the watch cache, the audit log, the wire server and the HTTPS door.
+
+Both transports call the same handler table (`API.handlers()`); HTTPS adds authentication
+(client certificates of --client-ca-file, ServiceAccount tokens), RBAC, discovery and OpenAPI
+(rest/). READY=1 is sent once both listen; SIGTERM closes both.
+"""
 from __future__ import annotations
 
 import asyncio
 import logging
 import signal
+from dataclasses import dataclass, field
 
 from kubemu import sdnotify
-from kubemu.wire import Server, WireError
+from kubemu import serviceaccount_token as satoken
+from kubemu._wire_auth import Credentials, ServerAuth
+from kubemu.api.authz import forbidden_message
+from kubemu.api.bootstrap_policy import bootstrap_objects
+from kubemu.api.resources import for_object
+from kubemu.wire import Conflict, Forbidden, Invalid, NotFound, Server, WireError
 from store.client import StoreClient
 
 from .audit import AuditLog
+from .authn import Authenticator
 from .handlers import API, BOOKMARK_INTERVAL
+from .rbaccache import RBACCache
+from .rest import discovery, openapi
+from .rest.app import RestAPI
+from .rest.server import HTTPSServer, ssl_context
+from .reviews import Reviews
 from .storage import Storage
+from .tokens import Tokens
 from .watchcache import WatchCache
+from .wireauthz import attributes, user_info
 
 log = logging.getLogger("kubemu.apiserver")
+
+SECURE_PORT = 6443
+BIND_ADDRESS = "127.0.0.1"
+BOOTSTRAP_POLL = 0.01
+
+
+@dataclass(frozen=True)
+class HTTPSConfig:
+    """kube-apiserver's flags for its secure port (port 0 or no certificate: not served)."""
+    port: int = SECURE_PORT
+    bind_address: str = BIND_ADDRESS
+    cert_file: str | None = None
+    key_file: str | None = None
+    client_ca_file: str | None = None
+    service_account_key_files: list[str] = field(default_factory=list)
+    service_account_signing_key_file: str | None = None
+    service_account_issuer: str = satoken.DEFAULT_ISSUER
 
 
 class APIServer:
     def __init__(self, listen: str, store_endpoints, *, audit_log: str | None = None,
-                 bookmark_interval: float = BOOKMARK_INTERVAL, state_dir: str | None = None):
+                 bookmark_interval: float = BOOKMARK_INTERVAL, state_dir: str | None = None,
+                 https: HTTPSConfig = HTTPSConfig(), wire_secrets: str | None = None,
+                 store_credentials: Credentials | None = None):
         self.state_dir = state_dir
+        self.wire_secrets = wire_secrets
+        self.store_credentials = store_credentials
         self.listen = listen
         self.store_endpoints = store_endpoints
         self.audit_path = audit_log
         self.bookmark_interval = bookmark_interval
+        self.https = https
+        self.bootstrapped = False
 
     async def run(self) -> int:
-        client = StoreClient(self.store_endpoints)
+        client = StoreClient(self.store_endpoints, credentials=self.store_credentials)
         cache = WatchCache(client)
         audit = AuditLog(self.audit_path)
         api = API(Storage(client), cache, audit, bookmark_interval=self.bookmark_interval,
                   state_dir=self.state_dir)
-        server = Server(self.listen, api.handlers(), name="apiserver")
+        rbac = RBACCache(cache)
+        auth = ServerAuth(self.wire_secrets, self._wire_authorizer(rbac)) if self.wire_secrets else None
+        server = Server(self.listen, api.handlers(), name="apiserver", auth=auth)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await server.start()
-        log.info("serving on %s (store %s)", server.endpoint, ",".join(client.endpoints))
-        init = asyncio.create_task(self._bootstrap(api), name="system namespaces")
-        sdnotify.notify("READY=1\nSTATUS=serving")
+        await rbac.start()
+        https = None
+        init = asyncio.create_task(self._bootstrap(api, rbac), name="bootstrap")
         try:
-            await stop.wait()
+            if auth is not None:
+                # authorizing needs the roles: the wire opens once they are there, as
+                # kube-apiserver is not ready before its RBAC bootstrap
+                await _first(init, stop.wait())
+            if not stop.is_set():
+                await server.start()
+                log.info("serving on %s (store %s)%s", server.endpoint, ",".join(client.endpoints),
+                         ", authenticating every peer" if auth else "")
+                https = await self._start_https(api, rbac)
+                sdnotify.notify("READY=1\nSTATUS=serving")
+                await stop.wait()
         finally:
             log.info("shutting down")
             init.cancel()
+            if https is not None:
+                await https.close()
             await server.close()
+            await rbac.close()
             await api.namespaces.close()
             await cache.close()
             await client.close()
             audit.close()
         return 0
 
+    async def _start_https(self, api: API, rbac: RBACCache) -> HTTPSServer | None:
+        cfg = self.https
+        if cfg.port == 0:
+            log.info("HTTPS is not served (--secure-port 0)")
+            return None
+        if not cfg.cert_file:
+            log.info("HTTPS is not served: no --tls-cert-file")
+            return None
+
+        async def service_account_uid(namespace: str, name: str) -> str | None:
+            try:
+                return (await api.get("serviceaccounts", name, namespace))["metadata"].get("uid")
+            except NotFound:
+                return None
+
+        authn = Authenticator(cfg.client_ca_file, cfg.service_account_key_files, cfg.service_account_issuer,
+                              token_lookup=service_account_uid)
+        handlers = dict(api.handlers())
+        reviews = Reviews(rbac)
+        handlers["review"] = reviews.review
+        if cfg.service_account_signing_key_file:
+            tokens = Tokens(api, satoken.Signer.from_file(cfg.service_account_signing_key_file,
+                                                          cfg.service_account_issuer), authn)
+            handlers.update(token_request=tokens.token_request, token_review=tokens.token_review,
+                            self_subject_review=tokens.self_subject_review)
+        rest = RestAPI(handlers, authn, rbac, state_dir=self.state_dir, discovery=discovery, openapi=openapi,
+                       ready=lambda: self.bootstrapped and rbac.synced)
+        https = HTTPSServer(rest.application(), cfg.bind_address, cfg.port,
+                            ssl_context(cfg.cert_file, cfg.key_file or cfg.cert_file, cfg.client_ca_file))
+        port = await https.start()
+        log.info("serving HTTPS on %s:%d", cfg.bind_address, port)
+        return https
+
     @staticmethod
-    async def _bootstrap(api: API) -> None:
-        """Create the default and kube-system namespaces (idempotent), retrying until the store answers."""
+    def _wire_authorizer(rbac: RBACCache):
+        """The wire's authorize hook: the same RBAC rules as HTTPS, on what the method names."""
+        def authorize(identity: str, method: str, params: dict) -> None:
+            attrs = attributes(user_info(identity), method, params)
+            if attrs is None:
+                raise Forbidden(f'User "{identity}" cannot call {method!r}: no authorization rule names it')
+            decision = rbac.authorize(attrs)
+            if not decision.allowed:
+                raise Forbidden(forbidden_message(attrs, decision.reason))
+        return authorize
+
+    async def _bootstrap(self, api: API, rbac: RBACCache) -> None:
+        """Create the system namespaces and the default RBAC policy (each if absent), retrying
+        until the store answers."""
         delay = 0.1
         while True:
             try:
                 await api.ensure_system_namespaces()
+                await rbac.wait_synced()
+                written = []
+                for obj in bootstrap_objects():
+                    if rbac.has(obj):
+                        continue
+                    try:
+                        await api.create(for_object(obj).plural, obj)
+                        written.append(obj)
+                    except Conflict:
+                        pass
+                    except Invalid as err:  # a policy object this build refuses: serve without it
+                        log.error("default RBAC policy: %s", err.message)
+                while not all(map(rbac.has, written)):  # ready means the cache decides with them
+                    await asyncio.sleep(BOOTSTRAP_POLL)
+                self.bootstrapped = True
                 return
             except WireError as err:
-                log.info("creating the system namespaces: %s (retrying)", err)
+                log.info("creating the system namespaces and the default roles: %s (retrying)", err)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
+
+
+async def _first(*aws) -> None:
+    """Wait until the first of `aws` is done; cancel the rest (a task given is left running)."""
+    tasks = [a if isinstance(a, asyncio.Task) else asyncio.ensure_future(a) for a in aws]
+    done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for t, a in zip(tasks, aws):
+        if t in pending and t is not a:
+            t.cancel()

@@ -1,4 +1,5 @@
-"""python -m components.controller_manager --api ENDPOINT [--controllers replicaset,...]"""
+"""python -m components.controller_manager --api ENDPOINT [--controllers replicaset,...]
+                                           [--root-ca-file PEM]"""
 from __future__ import annotations
 
 import argparse
@@ -6,7 +7,10 @@ import asyncio
 import logging
 import sys
 
+from cryptography import x509
+
 from components.controllers.nodelifecycle import NodeLifecycleSettings
+from kubemu._wire_auth import CREDENTIALS_HELP, credentials_flag
 
 from .app import CONTROLLERS, Config, run
 
@@ -47,10 +51,12 @@ def _positive_seconds(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m components.controller_manager",
                                 description="kubemu's controller-manager: the ReplicaSet, "
-                                            "Deployment, node lifecycle and garbage collector "
+                                            "Deployment, node lifecycle, garbage collector, "
+                                            "namespace, ServiceAccount and root CA publisher "
                                             "controllers")
     p.add_argument("--api", required=True, metavar="ENDPOINT",
                    help="the apiserver's wire endpoint (ipc:// or tcp://)")
+    p.add_argument("--wire-credentials", type=credentials_flag, metavar="FILE", help=CREDENTIALS_HELP)
     p.add_argument("--controllers", type=_controllers, default=CONTROLLERS, metavar="LIST",
                    help=f"comma-separated controllers to run (default all: "
                         f"{','.join(CONTROLLERS)})")
@@ -77,12 +83,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how long pods without their own toleration stay on a not-ready or "
                         "unreachable node (kube-apiserver's DefaultTolerationSeconds "
                         f"admission; default {_DEFAULTS.default_toleration_seconds:g})")
+    p.add_argument("--root-ca-file", metavar="PATH",
+                   help="the cluster CA bundle (PEM) the root-ca-cert-publisher publishes as "
+                        "the ConfigMap kube-root-ca.crt in every namespace (without it, that "
+                        "controller does not run)")
     p.add_argument("--resync-period", type=_seconds, default=0.0, metavar="SECONDS",
                    help="seconds between informer resyncs that re-check every object "
                         "(default 0: never)")
     p.add_argument("--log-level", default="INFO", metavar="LEVEL",
                    help="logging level (default INFO)")
     return p
+
+
+def read_root_ca(path: str) -> str:
+    """The PEM certificates of --root-ca-file (ValueError, with the reason, if there are none)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        x509.load_pem_x509_certificates(data)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"error reading root-ca-file at {path}: {err}") from None
+    return data.decode("ascii")
 
 
 def config_from(args: argparse.Namespace) -> Config:
@@ -95,16 +116,22 @@ def config_from(args: argparse.Namespace) -> Config:
                   concurrent_replicaset_syncs=args.concurrent_replicaset_syncs,
                   concurrent_deployment_syncs=args.concurrent_deployment_syncs,
                   node_monitor_period=args.node_monitor_period, node_lifecycle=settings,
-                  resync_period=args.resync_period)
+                  resync_period=args.resync_period, credentials=args.wire_credentials,
+                  root_ca=read_root_ca(args.root_ca_file) if args.root_ca_file else None)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = config_from(args)
+    except ValueError as err:
+        parser.error(str(err))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stdout,
                         format="%(asctime)s controller-manager[%(process)d] %(levelname)s "
                                "%(name)s: %(message)s")
     try:
-        return asyncio.run(run(config_from(args)))
+        return asyncio.run(run(config))
     except KeyboardInterrupt:
         return 130
 

@@ -19,13 +19,15 @@ from components.controller_manager.informers import SharedInformers
 from components.controller_manager.namespace import NamespaceController
 from components.controller_manager.nodelifecycle import NodeLifecycleController
 from components.controller_manager.replicaset import ReplicaSetController
+from components.controller_manager.rootcacertpublisher import RootCACertPublisher
+from components.controller_manager.serviceaccounts import ServiceAccountsController
 from kubemu import sdnotify
 from kubemu.apiclient import ApiClient
 
 log = logging.getLogger("kubemu.controller_manager")
 
-CONTROLLERS = ("replicaset", "deployment", "nodelifecycle", "garbagecollector", "namespace")
-USER = "system:kube-controller-manager"
+CONTROLLERS = ("replicaset", "deployment", "nodelifecycle", "garbagecollector", "namespace",
+               "serviceaccount", "root-ca-cert-publisher")
 GC_PERIOD = 30.0   # seconds between garbage collector passes when nothing triggers one
 
 
@@ -38,6 +40,8 @@ class Config:
     node_monitor_period: float = 5.0
     node_lifecycle: NodeLifecycleSettings = NodeLifecycleSettings()
     resync_period: float = 0.0
+    credentials: tuple[str, str] | None = None  # the wire identity presented to the apiserver
+    root_ca: str | None = None   # the CA bundle (PEM) the root CA publisher publishes
 
 
 def build_controllers(config: Config, api: ApiClient, informers: SharedInformers) -> list:
@@ -50,12 +54,18 @@ def build_controllers(config: Config, api: ApiClient, informers: SharedInformers
                                                          config.node_monitor_period),
         "garbagecollector": lambda: GarbageCollector(api, informers, GC_PERIOD),
         "namespace": lambda: NamespaceController(api, informers),
+        "serviceaccount": lambda: ServiceAccountsController(api, informers),
+        "root-ca-cert-publisher": lambda: RootCACertPublisher(api, informers, config.root_ca),
     }
-    return [builders[name]() for name in config.controllers]
+    names = [name for name in config.controllers
+             if name != "root-ca-cert-publisher" or config.root_ca is not None]
+    if len(names) < len(config.controllers):
+        log.info("root-ca-cert-publisher not started: no --root-ca-file")
+    return [builders[name]() for name in names]
 
 
 async def run(config: Config) -> int:
-    api = ApiClient(config.api, user=USER)
+    api = ApiClient(config.api, credentials=config.credentials)
     informers = SharedInformers(api, config.resync_period)
     controllers = build_controllers(config, api, informers)
     stop = asyncio.Event()

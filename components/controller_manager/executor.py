@@ -22,7 +22,10 @@ How each write is made safe without holding locks:
   taints), so they don't conflict with each other;
 * a status is a merge patch on the status subresource (it can't touch spec or metadata) that
   also removes the fields the new status no longer has;
-* a garbage-collector patch carries the object's uid (immutable, so a namesake rejects it).
+* a garbage-collector patch carries the object's uid (immutable, so a namesake rejects it);
+* an object update (UpdateObject) carries the cached resourceVersion it was computed from; an
+  object create (CreateObject) that finds the name taken is done: the informer reports the
+  object that is there, and its sync judges that one.
 
 "Gone" (NotFound, or a uid precondition failing because the name now belongs to another
 object) is success for deletes and for writes to dependents: the informer reports the
@@ -34,13 +37,14 @@ import asyncio
 from collections.abc import Iterable
 from typing import Protocol
 
-from components.controllers import (Adopt, CreatePod, CreateReplicaSet, DeleteObject, DeletePod,
-                                    DeleteReplicaSet, PatchObject, RecordEvent, Release,
-                                    UpdateDeployment, UpdateNode, UpdateReplicaSet, UpdateStatus)
+from components.controllers import (Adopt, CreateObject, CreatePod, CreateReplicaSet,
+                                    DeleteObject, DeletePod, DeleteReplicaSet, PatchObject,
+                                    RecordEvent, Release, UpdateDeployment, UpdateNode,
+                                    UpdateObject, UpdateReplicaSet, UpdateStatus)
 from components.controllers.podutil import meta
 from components.controller_manager.informers import SharedInformers, resource_of
 from kubemu.api.resources import Resource
-from kubemu.apiclient import ApiClient, Conflict, NotFound
+from kubemu.apiclient import AlreadyExists, ApiClient, Conflict, NotFound
 from kubemu.events import EventRecorder
 
 # Kinds whose status someone else writes too (the kubelet): status writes are guarded by RV.
@@ -173,6 +177,10 @@ class ActionExecutor:
                                action.name, action.uid, action.propagation_policy)
         elif isinstance(action, PatchObject):
             await self._patch_object(action)
+        elif isinstance(action, CreateObject):
+            await self._create_object(action)
+        elif isinstance(action, UpdateObject):
+            await self._update_object(action)
         else:
             raise TypeError(f"unknown action {action!r}")
 
@@ -259,6 +267,20 @@ class ActionExecutor:
             await self.api.patch(r.plural, action.name, body, _ns(r, action.namespace))
         except NotFound:
             return
+
+    async def _create_object(self, action: CreateObject) -> None:
+        r = resource_of(action.object["kind"], action.object.get("apiVersion"))
+        try:
+            await self.api.create(r.plural, action.object, _ns(r, action.namespace))
+        except AlreadyExists:
+            return  # the informer reports the object that is there
+
+    async def _update_object(self, action: UpdateObject) -> None:
+        r = resource_of(action.object["kind"], action.object.get("apiVersion"))
+        try:
+            await self.api.update(r.plural, action.object, _ns(r, action.namespace))
+        except NotFound:
+            return  # deleted meanwhile: its delete event syncs it again
 
 
 def _batches(actions: Iterable) -> list:

@@ -9,11 +9,15 @@ The indexes are what keeps a sync from scanning every pod in the cluster:
 * ``owner``      - by every ownerReference uid (the garbage collector's "who depends on X");
 * ``uid``        - by metadata.uid (identity, as the garbage collector sees it);
 * ``node``       - pods by spec.nodeName (the node lifecycle's taint-based eviction).
+
+ConfigMaps and ServiceAccounts are watched by name only (kube-root-ca.crt, default): the
+controllers that need them own those names, and nothing else of them is worth a copy.
 """
 from __future__ import annotations
 
 import asyncio
 
+from components.controllers import rootcacertpublisher, serviceaccounts
 from components.controllers.nodelifecycle import LEASE_NAMESPACE
 from components.controllers.podutil import controller_ref, meta
 from kubemu.api.resources import BY_KIND, Resource, for_kind
@@ -60,9 +64,15 @@ _INDEXERS = {
     "nodes": {},
     "leases": {},
     "namespaces": {},
+    "configmaps": {},
+    "serviceaccounts": {},
 }
 # Resources watched in one namespace only (the node lifecycle needs just the node leases).
 _NAMESPACES = {"leases": LEASE_NAMESPACE}
+# Resources watched by name only: the root CA publisher's ConfigMap and the ServiceAccount
+# controller's "default" in every namespace, never the users' ConfigMaps and ServiceAccounts.
+_FIELD_SELECTORS = {"configmaps": f"metadata.name={rootcacertpublisher.CONFIGMAP}",
+                    "serviceaccounts": f"metadata.name={serviceaccounts.DEFAULT}"}
 _RESOURCE_OF_KIND = {kind: r for (_, kind), r in BY_KIND.items()}
 
 
@@ -86,6 +96,7 @@ class SharedInformers:
             if self._started:
                 raise RuntimeError(f"informer {resource!r} requested after the start")
             informer = Informer(self.api, resource, namespace=_NAMESPACES.get(resource),
+                                field_selector=_FIELD_SELECTORS.get(resource, ""),
                                 resync_period=self.resync_period, indexers=_INDEXERS[resource])
             self._informers[resource] = informer
         return informer

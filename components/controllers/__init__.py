@@ -165,3 +165,26 @@ class PatchObject:
 
 Action = Action | UpdateNode | DeleteObject | PatchObject
 __all__ += ["UpdateNode", "DeleteObject", "PatchObject"]
+
+
+# --- actions of the ServiceAccount and root CA publisher controllers (appended) ----------------
+
+
+@dataclass(frozen=True)
+class CreateObject:
+    """POST any object (its apiVersion and kind say where). AlreadyExists counts as done: the
+    informer reports the object that won, and its sync compares that one."""
+    namespace: str | None
+    object: dict
+
+
+@dataclass(frozen=True)
+class UpdateObject:
+    """PUT any object; the resourceVersion it carries (the cached one it was computed from)
+    makes a concurrent change a Conflict, and the retry recomputes from fresher caches."""
+    namespace: str | None
+    object: dict
+
+
+Action = Action | CreateObject | UpdateObject
+__all__ += ["CreateObject", "UpdateObject"]

@@ -1,5 +1,5 @@
-"""python -m components.scheduler --api ENDPOINT [--backoff-initial S] [--backoff-max S]
-[--parallel-binds N] [--log-level LEVEL]"""
+"""python -m components.scheduler --api ENDPOINT [--wire-credentials FILE] [--backoff-initial S]
+[--backoff-max S] [--parallel-binds N] [--log-level LEVEL]"""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +8,7 @@ import logging
 import sys
 
 from components.scheduling.backoff import DEFAULT_INITIAL, DEFAULT_MAX
+from kubemu._wire_auth import CREDENTIALS_HELP, credentials_flag
 
 from .scheduler import Scheduler
 
@@ -18,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m components.scheduler",
                                 description="kubemu's scheduler: binds pending pods to nodes")
     p.add_argument("--api", required=True, help="the apiserver's wire endpoint (ipc:// or tcp://)")
+    p.add_argument("--wire-credentials", type=credentials_flag, metavar="FILE", help=CREDENTIALS_HELP)
     p.add_argument("--backoff-initial", type=float, default=DEFAULT_INITIAL,
                    help=f"seconds a pod waits after its first failed attempt, doubling after each "
                         f"further one (default {DEFAULT_INITIAL:g})")
@@ -42,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return asyncio.run(Scheduler(args.api, backoff_initial=args.backoff_initial,
                                      backoff_max=args.backoff_max,
-                                     parallel_binds=args.parallel_binds).run())
+                                     parallel_binds=args.parallel_binds,
+                                     credentials=args.wire_credentials).run())
     except KeyboardInterrupt:
         return 130
 

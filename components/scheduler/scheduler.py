@@ -36,18 +36,17 @@ from .queue import SchedulingQueue
 
 log = logging.getLogger("kubemu.scheduler")
 
-USER = "system:kube-scheduler"
 SHUTDOWN_GRACE = 2.0   # seconds in-flight writes get to finish on SIGTERM
 
 
 class Scheduler:
     def __init__(self, api_endpoint: str, *, backoff_initial: float = 1.0, backoff_max: float = 10.0,
-                 parallel_binds: int = 16):
+                 parallel_binds: int = 16, credentials: tuple[str, str] | None = None):
         self.endpoint = api_endpoint
         self.queue = SchedulingQueue(Backoff(backoff_initial, backoff_max))
         self.cache = SchedulerCache()
         self.rng = random.Random()   # ties among the best nodes are broken at random, as upstream
-        self.api = ApiClient(api_endpoint, user=USER)
+        self.api = ApiClient(api_endpoint, credentials=credentials)
         self.recorder = EventRecorder(self.api, component=triage.SCHEDULER_NAME)
         self.pods = Informer(self.api, "pods")
         self.nodes = Informer(self.api, "nodes")

@@ -42,7 +42,10 @@ SHAPES: dict[str, dict[str, str]] = {
 ENUMS: dict[str, dict[str, tuple[str, ...]]] = {}
 # type -> field -> the field's type, in Go's notation: "PodSpec", "[]Container", "map[string]string",
 # "string", "integer", "boolean", "IntOrString", "Time", "Quantity" (what OpenAPI and explain show).
-TYPES: dict[str, dict[str, str]] = {}
+TYPES: dict[str, dict[str, str]] = {
+    "OwnerReference": {"apiVersion": "string", "kind": "string", "name": "string",
+                       "uid": "string", "controller": "boolean", "blockOwnerDeletion": "boolean"},
+}
 
 # Fields of ObjectMeta the server sets; a client's values are overwritten on create.
 SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp",
@@ -51,8 +54,11 @@ SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp",
 
 def table(known: str, shapes: dict[str, str] | None = None,
           enums: dict[str, tuple[str, ...]] | None = None,
-          types: dict[str, str] | None = None) -> tuple:
-    """(known fields, shapes, enums, types) of one object type, for `register`."""
+          types: dict[str, str] | str | None = None) -> tuple:
+    """(known fields, shapes, enums, types) of one object type, for `register`; `types` may be
+    written "field:type field:type ..." (pod.field_types)."""
+    if isinstance(types, str):
+        types = pod.field_types(types)
     return frozenset(known.split()), shapes or {}, enums or {}, types or {}
 
 
@@ -264,8 +270,12 @@ def _str_list(value: Any) -> list[str]:
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 register(
-    LabelSelector=table("matchLabels matchExpressions", {"matchExpressions": pod.LIST}),
-    LabelSelectorRequirement=table("key operator values", {"key": pod.STR, "operator": pod.STR}),
+    LabelSelector=table("matchLabels matchExpressions", {"matchExpressions": pod.LIST},
+                        types={"matchLabels": "map[string]string",
+                               "matchExpressions": "[]LabelSelectorRequirement"}),
+    LabelSelectorRequirement=table("key operator values", {"key": pod.STR, "operator": pod.STR},
+                                   types={"key": "string", "operator": "string",
+                                          "values": "[]string"}),
 )
 
 

@@ -32,11 +32,11 @@ from typing import Any, Callable
 from . import configobjects, pod, rbacobjects
 from .fielderrors import (DUPLICATE, FieldError, ValidationError, child, duplicate, forbidden,
                           not_supported, required)
-from .meta import (Checker, check_int_or_percent, check_label_selector, check_object_meta,
-                   format_selector, register, selector_is_empty, selector_matches, table,
-                   validate_object_meta_update)
+from .meta import (TYPES, Checker, check_int_or_percent, check_label_selector,
+                   check_object_meta, format_selector, register, selector_is_empty,
+                   selector_matches, table, validate_object_meta_update)
 from .pod import (BOOL, LIST, OBJ, STR, STRS, TAINT_EFFECTS, _absent, _fill, _is_int,
-                  _name_rule, dns1123_label_errors, dns1123_subdomain_errors,
+                  _name_rule, dns1123_label_errors, dns1123_subdomain_errors, field_types,
                   qualified_name_errors)
 from .resources import BY_KIND, Resource
 
@@ -44,67 +44,123 @@ from .resources import BY_KIND, Resource
 
 _TOP = "apiVersion kind metadata spec status"
 
-register(
-    Namespace=table(_TOP),
-    NamespaceSpec=table("finalizers", {"finalizers": STRS}),
-    NamespaceStatus=table("phase conditions", {"conditions": LIST},
-                          {"phase": ("Active", "Terminating")}),
+_TOP_TYPES = "apiVersion:string kind:string metadata:ObjectMeta"
 
-    Node=table(_TOP),
+register(
+    Namespace=table(_TOP, types=f"{_TOP_TYPES} spec:NamespaceSpec status:NamespaceStatus"),
+    NamespaceSpec=table("finalizers", {"finalizers": STRS}, types="finalizers:[]string"),
+    NamespaceStatus=table("phase conditions", {"conditions": LIST},
+                          {"phase": ("Active", "Terminating")},
+                          "phase:string conditions:[]NamespaceCondition"),
+
+    Node=table(_TOP, types=f"{_TOP_TYPES} spec:NodeSpec status:NodeStatus"),
     NodeSpec=table("podCIDR podCIDRs providerID unschedulable taints configSource externalID",
                    {"podCIDR": STR, "podCIDRs": STRS, "providerID": STR, "unschedulable": BOOL,
-                    "configSource": OBJ, "externalID": STR}),
+                    "configSource": OBJ, "externalID": STR},
+                   types="""podCIDR:string podCIDRs:[]string providerID:string
+                   unschedulable:boolean taints:[]Taint configSource:NodeConfigSource
+                   externalID:string"""),
     NodeStatus=table("""capacity allocatable phase conditions addresses daemonEndpoints nodeInfo
                      images volumesInUse volumesAttached config runtimeHandlers features""",
                      {"phase": STR, "daemonEndpoints": OBJ, "nodeInfo": OBJ, "images": LIST,
                       "volumesInUse": STRS, "volumesAttached": LIST, "config": OBJ,
-                      "runtimeHandlers": LIST, "features": OBJ}),
-    Taint=table("key value effect timeAdded", {"value": STR}),
+                      "runtimeHandlers": LIST, "features": OBJ},
+                     types="""capacity:map[string]Quantity allocatable:map[string]Quantity
+                     phase:string conditions:[]NodeCondition addresses:[]NodeAddress
+                     daemonEndpoints:NodeDaemonEndpoints nodeInfo:NodeSystemInfo
+                     images:[]ContainerImage volumesInUse:[]string
+                     volumesAttached:[]AttachedVolume config:NodeConfigStatus
+                     runtimeHandlers:[]NodeRuntimeHandler features:NodeFeatures"""),
+    Taint=table("key value effect timeAdded", {"value": STR},
+                types="key:string value:string effect:string timeAdded:Time"),
     NodeCondition=table("type status lastHeartbeatTime lastTransitionTime reason message",
                         {"reason": STR, "message": STR},
-                        {"status": ("True", "False", "Unknown")}),
+                        {"status": ("True", "False", "Unknown")},
+                        """type:string status:string lastHeartbeatTime:Time
+                        lastTransitionTime:Time reason:string message:string"""),
     NodeAddress=table("type address", {"address": STR},
                       {"type": ("Hostname", "InternalIP", "ExternalIP", "InternalDNS",
-                                "ExternalDNS")}),
+                                "ExternalDNS")},
+                      "type:string address:string"),
 
-    Lease=table("apiVersion kind metadata spec"),
+    Lease=table("apiVersion kind metadata spec", types=f"{_TOP_TYPES} spec:LeaseSpec"),
     LeaseSpec=table("""holderIdentity leaseDurationSeconds acquireTime renewTime
                     leaseTransitions strategy preferredHolder""",
-                    {"holderIdentity": STR, "strategy": STR, "preferredHolder": STR}),
+                    {"holderIdentity": STR, "strategy": STR, "preferredHolder": STR},
+                    types="""holderIdentity:string leaseDurationSeconds:integer
+                    acquireTime:MicroTime renewTime:MicroTime leaseTransitions:integer
+                    strategy:string preferredHolder:string"""),
 
-    ReplicaSet=table(_TOP),
-    ReplicaSetSpec=table("replicas minReadySeconds selector template"),
+    ReplicaSet=table(_TOP, types=f"{_TOP_TYPES} spec:ReplicaSetSpec status:ReplicaSetStatus"),
+    ReplicaSetSpec=table("replicas minReadySeconds selector template",
+                         types="""replicas:integer minReadySeconds:integer
+                         selector:LabelSelector template:PodTemplateSpec"""),
     ReplicaSetStatus=table("""replicas fullyLabeledReplicas readyReplicas availableReplicas
                            terminatingReplicas observedGeneration conditions""",
-                           {"conditions": LIST}),
+                           {"conditions": LIST},
+                           types="""replicas:integer fullyLabeledReplicas:integer
+                           readyReplicas:integer availableReplicas:integer
+                           terminatingReplicas:integer observedGeneration:integer
+                           conditions:[]ReplicaSetCondition"""),
 
-    Deployment=table(_TOP),
+    Deployment=table(_TOP, types=f"{_TOP_TYPES} spec:DeploymentSpec status:DeploymentStatus"),
     DeploymentSpec=table("""replicas selector template strategy minReadySeconds
                          revisionHistoryLimit paused progressDeadlineSeconds""",
-                         {"paused": BOOL}),
+                         {"paused": BOOL},
+                         types="""replicas:integer selector:LabelSelector
+                         template:PodTemplateSpec strategy:DeploymentStrategy
+                         minReadySeconds:integer revisionHistoryLimit:integer paused:boolean
+                         progressDeadlineSeconds:integer"""),
     DeploymentStrategy=table("type rollingUpdate", {},
-                             {"type": ("Recreate", "RollingUpdate")}),
-    RollingUpdateDeployment=table("maxUnavailable maxSurge"),
+                             {"type": ("Recreate", "RollingUpdate")},
+                             "type:string rollingUpdate:RollingUpdateDeployment"),
+    RollingUpdateDeployment=table("maxUnavailable maxSurge",
+                                  types="maxUnavailable:IntOrString maxSurge:IntOrString"),
     DeploymentStatus=table("""observedGeneration replicas updatedReplicas readyReplicas
                            availableReplicas unavailableReplicas terminatingReplicas conditions
-                           collisionCount""", {"conditions": LIST}),
+                           collisionCount""", {"conditions": LIST},
+                           types="""observedGeneration:integer replicas:integer
+                           updatedReplicas:integer readyReplicas:integer
+                           availableReplicas:integer unavailableReplicas:integer
+                           terminatingReplicas:integer conditions:[]DeploymentCondition
+                           collisionCount:integer"""),
 
     Event=table("""apiVersion kind metadata involvedObject reason message source firstTimestamp
                 lastTimestamp count type eventTime series action related reportingComponent
                 reportingInstance""",
                 {"reason": STR, "message": STR, "action": STR, "related": OBJ,
                  "reportingComponent": STR, "reportingInstance": STR},
-                {"type": ("Normal", "Warning")}),
+                {"type": ("Normal", "Warning")},
+                f"""{_TOP_TYPES} involvedObject:ObjectReference reason:string message:string
+                source:EventSource firstTimestamp:Time lastTimestamp:Time count:integer
+                type:string eventTime:MicroTime series:EventSeries action:string
+                related:ObjectReference reportingComponent:string reportingInstance:string"""),
     ObjectReference=table("kind namespace name uid apiVersion resourceVersion fieldPath",
                           {"kind": STR, "namespace": STR, "name": STR, "uid": STR,
-                           "apiVersion": STR, "resourceVersion": STR, "fieldPath": STR}),
-    EventSource=table("component host", {"component": STR, "host": STR}),
-    EventSeries=table("count lastObservedTime"),
+                           "apiVersion": STR, "resourceVersion": STR, "fieldPath": STR},
+                          types="""kind:string namespace:string name:string uid:string
+                          apiVersion:string resourceVersion:string fieldPath:string"""),
+    EventSource=table("component host", {"component": STR, "host": STR},
+                      types="component:string host:string"),
+    EventSeries=table("count lastObservedTime",
+                      types="count:integer lastObservedTime:MicroTime"),
 
-    Scale=table(_TOP),
-    ScaleSpec=table("replicas"),
-    ScaleStatus=table("replicas selector", {"selector": STR}),
+    Scale=table(_TOP, types=f"{_TOP_TYPES} spec:ScaleSpec status:ScaleStatus"),
+    ScaleSpec=table("replicas", types="replicas:integer"),
+    ScaleStatus=table("replicas selector", {"selector": STR},
+                      types="replicas:integer selector:string"),
 )
+
+# Types described for OpenAPI and `kubectl explain` but not validated field by field.
+TYPES.update({kind: field_types(text) for kind, text in {
+    "PodTemplateSpec": "metadata:ObjectMeta spec:PodSpec",
+    "NamespaceCondition": """type:string status:string lastTransitionTime:Time reason:string
+        message:string""",
+    "ReplicaSetCondition": """type:string status:string lastTransitionTime:Time reason:string
+        message:string""",
+    "DeploymentCondition": """type:string status:string lastUpdateTime:Time
+        lastTransitionTime:Time reason:string message:string""",
+}.items()})
 
 # --- defaults -----------------------------------------------------------------------------------
 
@@ -627,7 +683,8 @@ def validate_object(obj: Any, *, strict: bool = True) -> list[FieldError]:
 def validate_object_update(old: Any, new: Any, *, strict: bool = True,
                            require_resource_version: bool = True) -> list[FieldError]:
     """The new object on its own, then what may not change: metadata's immutable fields, the
-    kind, and a ReplicaSet's or Deployment's spec.selector (immutable in apps/v1)."""
+    kind, a ReplicaSet's or Deployment's spec.selector (immutable in apps/v1), a binding's roleRef,
+    an immutable ConfigMap's or Secret's data and a Secret's type."""
     errors = validate_object(new, strict=strict)
     if not isinstance(old, dict) or not isinstance(new, dict):
         return errors
@@ -640,6 +697,10 @@ def validate_object_update(old: Any, new: Any, *, strict: bool = True,
         after = new.get("spec").get("selector") if isinstance(new.get("spec"), dict) else None
         if before != after:
             errors.append(pod.invalid("spec.selector", after, "field is immutable"))
+    kind = new.get("kind") if isinstance(new.get("kind"), str) else None
+    for table in (rbacobjects.UPDATE_VALIDATORS, configobjects.UPDATE_VALIDATORS):
+        if kind in table:
+            errors += table[kind](old, new)
     return errors
 
 

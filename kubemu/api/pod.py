@@ -119,6 +119,81 @@ ENUMS: dict[str, dict[str, tuple[str, ...]]] = {
     "ContainerPort": {"protocol": ("SCTP", "TCP", "UDP")},
     "HTTPGetAction": {"scheme": ("HTTP", "HTTPS")},
 }
+
+# --- the type of every field, in Go's notation (what OpenAPI and `kubectl explain` show) --------
+# A type listed here without a KNOWN_FIELDS entry (PodStatus...) is described, not validated
+# field by field; a type named nowhere (Volume, Affinity...) is published as an open object.
+
+
+def field_types(text: str) -> dict[str, str]:
+    """The types of "name:string ports:[]ContainerPort" as {"name": "string", ...}."""
+    return dict(item.split(":", 1) for item in text.split())
+
+
+TYPES: dict[str, dict[str, str]] = {k: field_types(v) for k, v in {
+    "Pod": "apiVersion:string kind:string metadata:ObjectMeta spec:PodSpec status:PodStatus",
+    "ObjectMeta": """name:string generateName:string namespace:string uid:string
+        resourceVersion:string generation:integer creationTimestamp:Time deletionTimestamp:Time
+        deletionGracePeriodSeconds:integer labels:map[string]string
+        annotations:map[string]string ownerReferences:[]OwnerReference finalizers:[]string
+        managedFields:[]ManagedFieldsEntry selfLink:string""",
+    "PodSpec": """volumes:[]Volume initContainers:[]Container containers:[]Container
+        ephemeralContainers:[]EphemeralContainer restartPolicy:string
+        terminationGracePeriodSeconds:integer activeDeadlineSeconds:integer dnsPolicy:string
+        nodeSelector:map[string]string serviceAccountName:string serviceAccount:string
+        automountServiceAccountToken:boolean nodeName:string hostNetwork:boolean hostPID:boolean
+        hostIPC:boolean shareProcessNamespace:boolean securityContext:PodSecurityContext
+        imagePullSecrets:[]LocalObjectReference hostname:string subdomain:string
+        affinity:Affinity schedulerName:string tolerations:[]Toleration
+        hostAliases:[]HostAlias priorityClassName:string priority:integer
+        dnsConfig:PodDNSConfig readinessGates:[]PodReadinessGate runtimeClassName:string
+        enableServiceLinks:boolean preemptionPolicy:string overhead:map[string]Quantity
+        topologySpreadConstraints:[]TopologySpreadConstraint setHostnameAsFQDN:boolean os:PodOS
+        hostUsers:boolean schedulingGates:[]PodSchedulingGate
+        resourceClaims:[]PodResourceClaim resources:ResourceRequirements""",
+    "Container": """name:string image:string command:[]string args:[]string workingDir:string
+        ports:[]ContainerPort envFrom:[]EnvFromSource env:[]EnvVar
+        resources:ResourceRequirements resizePolicy:[]ContainerResizePolicy
+        restartPolicy:string volumeMounts:[]VolumeMount volumeDevices:[]VolumeDevice
+        livenessProbe:Probe readinessProbe:Probe startupProbe:Probe lifecycle:Lifecycle
+        terminationMessagePath:string terminationMessagePolicy:string imagePullPolicy:string
+        securityContext:SecurityContext stdin:boolean stdinOnce:boolean tty:boolean""",
+    "ContainerPort": """name:string hostPort:integer containerPort:integer protocol:string
+        hostIP:string""",
+    "EnvVar": "name:string value:string valueFrom:EnvVarSource",
+    "ResourceRequirements": """limits:map[string]Quantity requests:map[string]Quantity
+        claims:[]ResourceClaim""",
+    "Probe": """exec:ExecAction httpGet:HTTPGetAction tcpSocket:TCPSocketAction grpc:GRPCAction
+        initialDelaySeconds:integer timeoutSeconds:integer periodSeconds:integer
+        successThreshold:integer failureThreshold:integer
+        terminationGracePeriodSeconds:integer""",
+    "ExecAction": "command:[]string",
+    "HTTPGetAction": """path:string port:IntOrString host:string scheme:string
+        httpHeaders:[]HTTPHeader""",
+    "HTTPHeader": "name:string value:string",
+    "TCPSocketAction": "port:IntOrString host:string",
+    "GRPCAction": "port:integer service:string",
+    "Toleration": "key:string operator:string value:string effect:string tolerationSeconds:integer",
+    "PodStatus": """phase:string conditions:[]PodCondition message:string reason:string
+        nominatedNodeName:string hostIP:string hostIPs:[]HostIP podIP:string podIPs:[]PodIP
+        startTime:Time initContainerStatuses:[]ContainerStatus
+        containerStatuses:[]ContainerStatus qosClass:string
+        ephemeralContainerStatuses:[]ContainerStatus""",
+    "PodCondition": """type:string status:string lastProbeTime:Time lastTransitionTime:Time
+        reason:string message:string""",
+    "HostIP": "ip:string",
+    "PodIP": "ip:string",
+    "ContainerStatus": """name:string state:ContainerState lastState:ContainerState
+        ready:boolean restartCount:integer image:string imageID:string containerID:string
+        started:boolean""",
+    "ContainerState": """waiting:ContainerStateWaiting running:ContainerStateRunning
+        terminated:ContainerStateTerminated""",
+    "ContainerStateWaiting": "reason:string message:string",
+    "ContainerStateRunning": "startedAt:Time",
+    "ContainerStateTerminated": """exitCode:integer signal:integer reason:string message:string
+        startedAt:Time finishedAt:Time containerID:string""",
+}.items()}
+
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("Equal", "Exists")
 RESOURCES = ("cpu", "memory")

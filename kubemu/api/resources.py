@@ -87,7 +87,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("Namespace", "v1", "namespaces", "namespace", ("ns",), namespaced=False,
              subresources=("status", "finalize"),
              field_selectors=("metadata.name", "status.phase")),
-    Resource("Pod", "v1", "pods", "pod", ("po",), subresources=("binding", "status", "log"),
+    Resource("Pod", "v1", "pods", "pod", ("po",), subresources=("binding", "status", "log", "eviction"),
              categories=("all",),
              field_selectors=(*_NAME_AND_NAMESPACE, "spec.nodeName", "status.phase",
                               "spec.restartPolicy", "spec.schedulerName",

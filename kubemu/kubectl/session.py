@@ -22,6 +22,7 @@ from typing import Iterator
 
 import click
 
+from kubemu._wire_auth import state_credentials
 from kubemu.api.fielderrors import go_quote
 from kubemu.api.resources import UnknownResourceError
 from kubemu.apiclient import Invalid, OutcomeUnknown, SyncApiClient, Unavailable, WireError
@@ -124,8 +125,12 @@ def _die_on_interrupt() -> Iterator[None]:
 def connect(obj) -> Iterator[SyncApiClient]:
     """A client for the apiserver of the `kubemu` group's context object (`kubemu.cli.Ctx`)."""
     endpoint = obj.api_endpoint()
+    try:
+        credentials = state_credentials(obj.state.root)  # the admin's, when the cluster has them
+    except ValueError as exc:
+        fatal(str(exc))
     with _die_on_interrupt():
-        api = SyncApiClient(endpoint, timeout=CLIENT_TIMEOUT)
+        api = SyncApiClient(endpoint, timeout=CLIENT_TIMEOUT, credentials=credentials)
         try:
             yield api
         except WireError as err:

@@ -9,7 +9,7 @@ from .outputs import check_outputs, sane_latency
 def test_wire_bench_produces_sane_figures(bench_dir, tmp_path):
     report = wirebench.run(workdir=bench_dir, seconds=0.3, flood_n=2000, floods=2)
 
-    assert set(report["results"]) == {"zmq", "kubemu"}
+    assert set(report["results"]) == {"zmq", "kubemu", "kubemu-auth"}
     for row in report["results"].values():
         sane_latency(row["round_trip"])
         assert len(row["round_trip"]["cdf_ms"]) == 100

@@ -772,7 +772,8 @@ def test_status_shape():
     assert [c["name"] for c in status["containerStatuses"]] == ["a", "b"]  # sorted, as the kubelet does
     assert status["containerStatuses"][0] == {
         "name": "a", "state": {"running": {"startedAt": "2023-11-14T22:30:01Z"}}, "lastState": {},
-        "ready": True, "started": True, "restartCount": 0, "containerID": "process://7"}
+        "ready": True, "started": True, "restartCount": 0, "image": "", "imageID": "",
+        "containerID": "process://7"}  # image and imageID always there: Kubernetes' clients require them
     assert status["containerStatuses"][1]["image"] == "busybox"
 
 

@@ -34,7 +34,7 @@ def test_crud_and_typed_errors(api):
     ns = _ns(api, "c1")
 
     async def main():
-        async with ApiClient(api.endpoint, user="alice") as c:
+        async with ApiClient(api.endpoint) as c:
             assert (await c.healthz())["ok"] is True
             created = await c.create("pods", pod("web", labels={"app": "web"}), namespace=ns)
             assert created["metadata"]["namespace"] == ns and created["metadata"]["resourceVersion"]
@@ -88,8 +88,35 @@ def test_crud_and_typed_errors(api):
                 await c.delete("pods", "web", namespace=ns)
 
     run(main())
-    # `user` went to the audit log with the writes
-    assert '"alice"' in api.audit_path.read_text()
+
+
+def test_the_caller_is_who_the_credentials_authenticate_never_a_param(tmp_path):
+    """Writes carry no `user` parameter: an apiserver that requires wire credentials learns who
+    is asking from the handshake, and SyncApiClient presents the same credentials."""
+    from kubemu import _wire_auth
+
+    secrets = tmp_path / "wire"
+    creds = _wire_auth.load_credentials(_wire_auth.ensure_secret(secrets, "system:kube-scheduler"))
+    seen = []
+
+    def create(resource, object, namespace=None, **extra) -> dict:
+        seen.append((wire.peer_identity.get(), sorted(extra)))
+        return object
+
+    endpoint = wire.ipc_endpoint(tmp_path, "api.sock")
+
+    async def main():
+        async with wire.Server(endpoint, {"create": create}, auth=wire.ServerAuth(secrets)):
+            async with ApiClient(endpoint, credentials=creds) as c:
+                await c.create("pods", pod("p"), namespace="default")
+            await asyncio.to_thread(sync_create)
+
+    def sync_create():
+        with SyncApiClient(endpoint, credentials=creds) as c:
+            c.create("pods", pod("q"), namespace="default")
+
+    run(main())
+    assert seen == [("system:kube-scheduler", []), ("system:kube-scheduler", [])]
 
 
 def test_list_all_follows_continue_and_selectors(api):

@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 
 import psutil
+import yaml
 
+from kubemu import kubeconfig
 from tests.conftest import DEADLINE, alive, marked_processes, spawn_marked, terminate, wait_for
 
 
@@ -34,10 +37,17 @@ def kubelet_row(init: dict) -> dict:
 
 
 def test_no_cluster_is_one_line_and_non_zero(state_dir):
-    for args in (["ps"], ["systemctl", "status"], ["journalctl", "-u", "kubelet"], ["node", "kill", "node-1"]):
+    for args in (["ps"], ["systemctl", "status"], ["journalctl", "-u", "kubelet"], ["node", "kill", "node-1"],
+                 ["kubeconfig"]):
         done = kubemu(state_dir, *args, check=False)
         assert done.returncode != 0
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_cluster_name_must_fit_a_context_name(state_dir):
+    done = kubemu(state_dir, "up", "--name", "My_Cluster", check=False)
+    assert done.returncode == 2 and "Invalid value for '--name': 'My_Cluster': lowercase letters" in done.stderr
+    assert not (state_dir / "pki").exists()
 
 
 def test_down_with_nothing_running_says_so_and_succeeds(state_dir):
@@ -47,8 +57,25 @@ def test_down_with_nothing_running_says_so_and_succeeds(state_dir):
 
 
 def test_up_kill_kubelet_down(state_dir):
+    user_kubeconfig = kubeconfig.user_path()  # the test session's own (tests/conftest.py)
+    kubeconfig.write(user_kubeconfig, {"clusters": [{"name": "prod", "cluster": {"server": "https://prod"}}],
+                                       "current-context": "prod"})
     out = kubemu(state_dir, "up", "--nodes", "2", "--detach").stdout
     assert "node-0" in out and "node-1" in out and "kubelet.service" in out
+    # As kind does: a context merged into $KUBECONFIG, made current; `kubemu kubeconfig` is admin.conf.
+    port = int((state_dir / "api-port").read_text())
+    assert f'Set kubectl context to "kubemu" (https://127.0.0.1:{port}, in {user_kubeconfig})' in out
+    merged = kubeconfig.load(user_kubeconfig)
+    assert merged["current-context"] == "kubemu" and [c["name"] for c in merged["clusters"]] == ["prod", "kubemu"]
+    admin = kubemu(state_dir, "kubeconfig").stdout
+    assert admin == (state_dir / "admin.conf").read_text()
+    assert yaml.safe_load(admin)["users"][0]["user"] == kubeconfig.find(merged, "users", "kubemu")["user"]
+    if shutil.which("kubectl"):  # the README's quick tour: kubectl right after `kubemu up`
+        home = state_dir / "home"  # kubectl caches discovery under ~/.kube/cache
+        home.mkdir()
+        done = subprocess.run(["kubectl", "get", "nodes", "-o", "name"], capture_output=True, text=True,
+                              timeout=DEADLINE, env=dict(os.environ, HOME=str(home)), stdin=subprocess.DEVNULL)
+        assert done.stdout.split() == ["node/node-0", "node/node-1"], done.stderr
     nodes = ps_json(state_dir)
     assert sorted(nodes) == ["node-0", "node-1"]
     for init in nodes.values():
@@ -96,7 +123,10 @@ def test_up_kill_kubelet_down(state_dir):
     pids = [p.pid for p in marked_processes(str(state_dir))]
     assert len(pids) >= 12  # two inits, two kubelets, four shims and their containers
     assert int(pod["status"]["containerStatuses"][0]["containerID"].removeprefix("process://")) in pids
-    kubemu(state_dir, "down")
+    out = kubemu(state_dir, "down").stdout
+    assert out.startswith(f'Deleted kubectl context "kubemu" from {user_kubeconfig}\n') and \
+        out.endswith("cluster stopped\n"), out
+    assert kubeconfig.load(user_kubeconfig)["clusters"] == [{"name": "prod", "cluster": {"server": "https://prod"}}]
     assert marked_processes(str(state_dir)) == []
     assert not any(alive(p) for p in pids)
     assert kubemu(state_dir, "ps", check=False).returncode != 0
@@ -165,7 +195,10 @@ spec:
   - name: main
     image: nosuch/image:1
 """)
-    kubemu(state_dir, "up", "--nodes", "2", "--fast", "--detach")
+    before = kubeconfig.load(kubeconfig.user_path())
+    out = kubemu(state_dir, "up", "--nodes", "2", "--fast", "--detach", "--no-kubeconfig").stdout
+    assert "Set kubectl context" not in out and f"kubectl --kubeconfig {state_dir}/admin.conf get nodes" in out
+    assert kubeconfig.load(kubeconfig.user_path()) == before
     try:
         kubemu(state_dir, "apply", "-f", str(manifest))
 
@@ -286,4 +319,5 @@ def test_foreground_up_reports_each_node_death(state_dir):
     tail = out[out.index("running in the foreground"):].splitlines()[1:]
     assert tail == ["node-1: init was killed (SIGKILL)",
                     "node-0: init was killed (SIGKILL); the control plane ran there: stopping the cluster",
+                    f'Deleted kubectl context "kubemu" from {kubeconfig.user_path()}',
                     "cluster stopped"], out

@@ -3,13 +3,18 @@ argv or environment match), `node kill` and `down` with real processes, with a c
 and without one; what the foreground `kubemu up` says when an init exits."""
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import signal
+import socket
+import stat
 
 import pytest
+import yaml
+from cryptography import x509
 
-from kubemu import cgroups, cluster, ownership
+from kubemu import cgroups, cluster, kubeconfig, ownership, pki
 from kubemu.statedir import StateDir
 from tests.conftest import alive, spawn_marked, terminate, wait_for
 
@@ -193,3 +198,128 @@ def test_a_refused_move_into_the_cgroup_falls_back(state_dir, monkeypatch, caplo
 def test_init_exit_report(node, code, said, stops):
     assert cluster.init_exit_report(node, code) == (said, stops)
 
+
+
+# --- the apiserver's port, the PKI, kubeconfigs ----------------------------------------------
+
+@pytest.mark.parametrize("requested, kept, preferred", [
+    (None, None, 6443),    # kube-apiserver's default
+    (None, 7001, 7001),    # what the last `up` of this state chose
+    (7002, 7001, 7002),    # --api-port N
+    (0, None, None),       # --api-port 0: any free port...
+    (0, 7001, 7001),       # ...the kept one first
+])
+def test_preferred_api_port(requested, kept, preferred):
+    assert cluster.preferred_api_port(requested, kept) == preferred
+
+
+def test_a_busy_port_is_replaced_and_the_choice_kept(state_dir, caplog):
+    state = StateDir(state_dir)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        with caplog.at_level(logging.WARNING, logger="kubemu.cluster"):
+            port = cluster.resolve_api_port(state, taken)
+        assert port != taken and cluster.port_free(port) and not cluster.port_free(taken)
+        assert [r.getMessage() for r in caplog.records] == [
+            f"kubemu: port {taken} is in use: the apiserver listens on 127.0.0.1:{port} instead"]
+    assert state.api_port() == port
+    assert cluster.resolve_api_port(state, None) == port  # a later `up` reuses it
+    assert cluster.resolve_api_port(state, 0) == port
+
+
+def test_write_pki_kubeadm_s_files_and_kubeconfigs(state_dir):
+    state = StateDir(state_dir)
+    cluster.write_pki(state, ["node-0", "node-1"], 7443)
+    pki_dir = state_dir / "pki"
+    assert sorted(p.name for p in pki_dir.iterdir()) == sorted(
+        [f"{n}.{ext}" for n in ("ca", "apiserver", "admin", "scheduler", "controller-manager")
+         for ext in ("crt", "key")]
+        + ["sa.key", "sa.pub", "wire"])  # wire/: the admin's wire secret, the CLI's identity
+    ca = pki.ensure_ca(pki_dir)[0]
+    confs = {"admin.conf": ("kubernetes-admin", ("kubeadm:cluster-admins",)),
+             "scheduler.conf": ("system:kube-scheduler", ()),
+             "controller-manager.conf": ("system:kube-controller-manager", ()),
+             "nodes/node-0/kubelet.conf": ("system:node:node-0", ("system:nodes",)),
+             "nodes/node-1/kubelet.conf": ("system:node:node-1", ("system:nodes",))}
+    for name, subject in confs.items():
+        path = state_dir / name
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, name
+        config = kubeconfig.load(path)
+        assert config["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:7443"
+        assert base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"]) == ca.cert_pem
+        cert = x509.load_pem_x509_certificate(base64.b64decode(config["users"][0]["user"]["client-certificate-data"]))
+        assert pki.subject_of(cert) == subject and pki.signed_by(cert, ca.cert)
+    assert stat.S_IMODE((state_dir / "nodes" / "node-1" / "pki" / "kubelet-client.key").stat().st_mode) == 0o600
+
+    before = {p: p.read_bytes() for p in state_dir.rglob("*") if p.is_file()}
+    cluster.write_pki(state, ["node-0", "node-1"], 7443)  # `up` again: everything reused
+    assert {p: p.read_bytes() for p in state_dir.rglob("*") if p.is_file()} == before
+
+
+def test_the_apiserver_manifest_names_the_pki(state_dir):
+    state = StateDir(state_dir)
+    cluster.write_node(state, "node-0")
+    cluster.write_control_plane(state, api_port=7443)
+    manifest = yaml.safe_load((state.node_dir("node-0") / "manifests" / "apiserver.yaml").read_text())
+    argv = manifest["spec"]["containers"][0]["command"]
+    flags = dict(zip(argv[3::2], argv[4::2]))
+    assert {k: flags[k] for k in (
+        "--secure-port", "--bind-address", "--tls-cert-file", "--tls-private-key-file", "--client-ca-file",
+        "--service-account-key-file", "--service-account-signing-key-file", "--service-account-issuer")} == {
+        "--secure-port": "7443", "--bind-address": "127.0.0.1",
+        "--tls-cert-file": f"{state_dir}/pki/apiserver.crt", "--tls-private-key-file": f"{state_dir}/pki/apiserver.key",
+        "--client-ca-file": f"{state_dir}/pki/ca.crt", "--service-account-key-file": f"{state_dir}/pki/sa.pub",
+        "--service-account-signing-key-file": f"{state_dir}/pki/sa.key",
+        "--service-account-issuer": "https://kubernetes.default.svc.cluster.local"}
+    manifest = yaml.safe_load((state.node_dir("node-0") / "manifests" / "controller-manager.yaml").read_text())
+    argv = manifest["spec"]["containers"][0]["command"]
+    assert argv[argv.index("--root-ca-file") + 1] == f"{state_dir}/pki/ca.crt"  # kube-root-ca.crt's source
+
+
+def test_merge_and_unmerge_the_user_kubeconfig(state_dir, tmp_path):
+    state = StateDir(state_dir)
+    cluster.write_pki(state, ["node-0"], 7443)
+    user = tmp_path / "kube" / "config"
+    kubeconfig.write(user, {"clusters": [{"name": "prod", "cluster": {"server": "https://prod"}}],
+                            "contexts": [{"name": "prod", "context": {"cluster": "prod", "user": "me"}}],
+                            "users": [{"name": "me", "user": {"token": "t"}}], "current-context": "prod"})
+    assert cluster.merge_user_kubeconfig(state, user, "dev") == "kubemu-dev"
+    config = kubeconfig.load(user)
+    assert config["current-context"] == "kubemu-dev"
+    assert [c["name"] for c in config["contexts"]] == ["prod", "kubemu-dev"]
+    admin = kubeconfig.load(state.admin_conf)
+    assert kubeconfig.find(config, "users", "kubemu-dev")["user"] == admin["users"][0]["user"]
+
+    # up again without a name: the context it merged before goes, the new one comes.
+    assert cluster.merge_user_kubeconfig(state, user) == "kubemu"
+    assert [c["name"] for c in kubeconfig.load(user)["contexts"]] == ["prod", "kubemu"]
+
+    assert cluster.unmerge_user_kubeconfig(state) == ("kubemu", user)
+    config = kubeconfig.load(user)
+    assert [c["name"] for c in config["contexts"]] == ["prod"] and config["current-context"] == ""
+    assert cluster.unmerge_user_kubeconfig(state) is None  # nothing recorded any more
+
+
+def test_unmerge_leaves_a_context_another_state_took(tmp_path):
+    user = tmp_path / "config"
+    a, b = StateDir(tmp_path / "a"), StateDir(tmp_path / "b")
+    for state in (a, b):
+        cluster.write_pki(state, ["node-0"], 7443)
+        cluster.merge_user_kubeconfig(state, user)  # both unnamed: b's replaces a's
+    assert cluster.unmerge_user_kubeconfig(a) is None
+    assert kubeconfig.load(user)["current-context"] == "kubemu"
+    assert cluster.unmerge_user_kubeconfig(b) == ("kubemu", user)
+
+
+def test_up_again_renews_a_bad_certificate_and_says_so(state_dir, caplog):
+    state = StateDir(state_dir)
+    cluster.write_pki(state, ["node-0"], 7443)
+    before = (state_dir / "admin.conf").read_text()
+    (state_dir / "pki" / "admin.key").write_bytes(pki.key_pem(pki.new_key()))
+    with caplog.at_level(logging.WARNING, logger="kubemu.cluster"):
+        cluster.write_pki(state, ["node-0"], 7443)
+    assert [r.getMessage() for r in caplog.records] == [
+        "kubemu: renewed certificate admin (kubernetes-admin): its key does not match"]
+    assert (state_dir / "admin.conf").read_text() != before

@@ -219,3 +219,14 @@ def test_unreachable_cluster_is_one_line(cli, tmp_path):
 def test_human_bytes():
     assert [human_bytes(n) for n in (0, 9, 999, 20480, 1_234_567, 10**10)] == [
         "0 B", "9 B", "999 B", "20 kB", "1.2 MB", "10 GB"]
+
+
+def test_the_admins_wire_credentials_come_from_the_state_directory(cli, tmp_path):
+    """With <state>/pki/wire/kubernetes-admin.secret the client presents it; these fake replicas
+    take no credentials, so they refuse the handshake: one line, no traceback."""
+    from kubemu import _wire_auth
+
+    ok(cli("put", "k", "v"))
+    _wire_auth.ensure_secret(_wire_auth.secrets_dir(tmp_path), _wire_auth.ADMIN)
+    line = one_line_error(cli("put", "k", "v"))
+    assert "Unauthorized" in line and "kubernetes-admin" in line

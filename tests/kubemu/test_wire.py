@@ -296,6 +296,18 @@ def test_ipc_directory_is_private(sockdir):
         wire.ipc_endpoint(sockdir, "a/b.sock")
 
 
+def test_a_server_keeps_its_socket_directory_private(sockdir):
+    loose = os.path.join(sockdir, "loose")
+    os.mkdir(loose)
+    os.chmod(loose, 0o755)
+
+    async def main():
+        async with wire.Server("ipc://" + os.path.join(loose, "s.sock"), {}):
+            assert stat.S_IMODE(os.stat(loose).st_mode) == 0o700
+
+    run(main())
+
+
 def test_overlong_ipc_path_is_refused(sockdir):
     directory = os.path.join(sockdir, "d" * 120)
     with pytest.raises(ValueError, match="107") as info:

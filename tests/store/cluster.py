@@ -34,8 +34,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 class StoreCluster:
-    def __init__(self, tmp_dir, n: int = 3, marker=None, **flags):
+    def __init__(self, tmp_dir, n: int = 3, marker=None, credentials: tuple[str, str] | None = None, **flags):
         self.dir = Path(tmp_dir)
+        self.credentials = credentials  # what the test's clients present (replicas with --wire-secrets)
         self.marker = str(marker if marker is not None else self.dir)
         self.names = [f"store-{i}" for i in range(n)]
         self.endpoints = {name: f"ipc://{self.dir}/s{i}.sock" for i, name in enumerate(self.names)}
@@ -165,7 +166,8 @@ class StoreCluster:
     def client(self, name: str, timeout: float = 10.0) -> wire.SyncClient:
         c = self._clients.get(name)
         if c is None:
-            c = self._clients[name] = wire.SyncClient(self.endpoints[name], timeout=timeout)
+            c = self._clients[name] = wire.SyncClient(self.endpoints[name], timeout=timeout,
+                                                      credentials=self.credentials)
         return c
 
     def _drop_client(self, name: str) -> None:

@@ -17,8 +17,9 @@ MEMBERS = {"s0": "ipc:///nowhere/s0", "s1": "ipc:///nowhere/s1", "s2": "ipc:///n
 class FakeClient:
     sent: list[tuple[str, list[dict]]] = []  # (endpoint, msgs) in send order, over all clients
 
-    def __init__(self, endpoint, timeout, max_frame):
+    def __init__(self, endpoint, timeout, max_frame, credentials=None):
         self.endpoint = endpoint
+        self.credentials = credentials
 
     def connect(self) -> None:
         pass
@@ -87,3 +88,11 @@ def test_once_nothing_is_held_the_timer_is_gone_and_close_cancels_a_pending_one(
         await sender.close()
         assert sender._flush_held is None
     run(main())
+
+
+def test_peers_are_reached_with_this_replicas_credentials(monkeypatch):
+    monkeypatch.setattr(_peers.wire, "Client", FakeClient)
+    creds = _peers.wire.Credentials("system:store:s0", "secret")
+    ps = PeerSender("s0", dict(MEMBERS), _Metrics(), 1.0, spawn=lambda coro: coro.close(), credentials=creds)
+    ps.connect()
+    assert {p.client.credentials for p in ps._peers.values()} == {creds}

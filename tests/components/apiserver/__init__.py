@@ -18,8 +18,9 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 class APIServerEnv:
-    def __init__(self, directory: Path, bookmark_interval: float = 0.5):
+    def __init__(self, directory: Path, bookmark_interval: float = 0.5, extra_args: tuple[str, ...] = ()):
         self.dir = directory
+        self.extra_args = extra_args  # more apiserver flags (the HTTPS tests' TLS files)
         self.store = StoreCluster(directory, n=3, tick_ms=20)
         self.endpoint = f"ipc://{directory}/api.sock"
         self.audit_path = directory / "audit.log"
@@ -41,7 +42,7 @@ class APIServerEnv:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "components.apiserver", "--listen", self.endpoint,
              "--store-endpoints", store_eps, "--audit-log", str(self.audit_path),
-             "--bookmark-interval", str(self.bookmark_interval)],
+             "--bookmark-interval", str(self.bookmark_interval), *self.extra_args],
             env=env, cwd=str(REPO), stdout=self._log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True)
         if self.client is None:

@@ -11,26 +11,33 @@ from tests.kubemu.paramfuzz import BAD_INPUT, wrong_typed_calls
 from . import api, pod  # noqa: F401  (api is a fixture)
 
 NULLABLE = frozenset({"namespace", "subresource", "grace_period_seconds", "propagation_policy", "preconditions",
-                      "container", "tail_lines", "limit_bytes", "resource_version", "user"})
+                      "container", "tail_lines", "limit_bytes", "resource_version", "resource_version_match",
+                      "field_validation", "field_manager"})
 
 
 def calls() -> dict[str, dict]:
     ns = {"namespace": "default"}
+    writes = {"dry_run": True, "field_validation": "Strict", "field_manager": "fuzz"}
     return {
         "get": {"resource": "pods", "name": "x", **ns},
-        "list": {"resource": "pods", "label_selector": "", "field_selector": "", "limit": 0, "continue": "", **ns},
-        "create": {"resource": "pods", "object": pod("fz"), "user": "fuzz", **ns},
-        "update": {"resource": "pods", "object": pod("fz"), "user": "fuzz", **ns},
-        "update_status": {"resource": "pods", "object": pod("fz"), "user": "fuzz", **ns},
+        "list": {"resource": "pods", "label_selector": "", "field_selector": "", "limit": 0, "continue": "",
+                 "resource_version": "", "resource_version_match": "", **ns},
+        "create": {"resource": "pods", "object": pod("fz"), **writes, **ns},
+        "update": {"resource": "pods", "object": pod("fz"), **writes, **ns},
+        "update_status": {"resource": "pods", "object": pod("fz"), **writes, **ns},
         "patch": {"resource": "pods", "name": "fz", "patch": {"metadata": {"labels": {"a": "b"}}},
-                  "patch_type": "merge", "subresource": "", "user": "fuzz", **ns},
+                  "patch_type": "merge", "subresource": "", **writes, **ns},
         "delete": {"resource": "pods", "name": "nope", "grace_period_seconds": 0, "propagation_policy": "Background",
-                   "preconditions": {}, "user": "fuzz", **ns},
+                   "preconditions": {}, "dry_run": True, **ns},
+        "delete_collection": {"resource": "pods", "label_selector": "none=here", "field_selector": "",
+                              "grace_period_seconds": 0, "propagation_policy": "Background", "dry_run": True,
+                              **ns},
+        "evict": {"name": "nope", "object": {"deleteOptions": {"dryRun": ["All"]}}, **writes, **ns},
         "log": {"name": "nope", "container": "c", "previous": False, "tail_lines": 1, "limit_bytes": 1, **ns},
-        "bind": {"name": "nope", "node": "node-0", "resource": "pods", "user": "fuzz", **ns},
+        "bind": {"name": "nope", "node": "node-0", "resource": "pods", **writes, **ns},
         "get_scale": {"resource": "deployments", "name": "nope", **ns},
         "update_scale": {"resource": "deployments", "name": "nope", "replicas": 1, "resource_version": "1",
-                         "user": "fuzz", **ns},
+                         **writes, **ns},
     }
 
 

@@ -347,8 +347,9 @@ def test_default_object_and_validate_object_dispatch_by_kind():
     assert default_object(pod)["spec"]["restartPolicy"] == "Always"
     assert validate_object(pod) == []
     assert [str(e) for e in validate_object({"kind": "Service"})] == [
-        'kind: Unsupported value: "Service": supported values: "Deployment", "Event", '
-        '"Lease", "Namespace", "Node", "Pod", "ReplicaSet"']
+        'kind: Unsupported value: "Service": supported values: "ClusterRole", '
+        '"ClusterRoleBinding", "ConfigMap", "Deployment", "Event", "Lease", "Namespace", "Node", '
+        '"Pod", "ReplicaSet", "Role", "RoleBinding", "Secret", "ServiceAccount"']
     assert [str(e) for e in validate_object({})] == ["kind: Required value"]
     assert default_object(["x"]) == ["x"]
 

@@ -1,0 +1,121 @@
+"""The HTTPS listener: Python's ssl and aiohttp's HTTP/1.1 server, with bounds on what clients may hold.
+
+TLS 1.2 or later with the apiserver's serving certificate; a client certificate is asked for
+(CERT_OPTIONAL) and verified against the client CA when one is given, so certificate users and
+token users share the port. Bounds: at most MAX_CONNECTIONS open connections (one over it is
+closed at once, and one line says so, at most every LOG_EVERY seconds); a TLS handshake must end
+within HANDSHAKE_TIMEOUT; a connection that has not sent a whole request head within
+IDLE_TIMEOUT of opening or of its last answer is closed (aiohttp's keep-alive timer: slowloris
+clients); request lines and header fields of at most MAX_FIELD bytes, MAX_HEADERS of them;
+bodies as app.MAX_BODY_BYTES says. A client that goes away cancels its request's handler (a
+watch, a followed log); writes are shielded in the app.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import time
+
+from aiohttp import web
+
+from kubemu.ratelimit import LogThrottle
+
+log = logging.getLogger("kubemu.apiserver.rest")
+
+MAX_CONNECTIONS = 2048
+HANDSHAKE_TIMEOUT = 10.0
+IDLE_TIMEOUT = 30.0
+MAX_FIELD = 16 * 1024
+MAX_HEADERS = 100
+SHUTDOWN_TIMEOUT = 5.0
+LOG_EVERY = 10.0
+
+
+def ssl_context(cert_file: str, key_file: str, client_ca_file: str | None) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(cert_file, key_file)
+    if client_ca_file:
+        ctx.load_verify_locations(client_ca_file)
+        ctx.verify_mode = ssl.CERT_OPTIONAL
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
+
+
+class _BriefLog(logging.LoggerAdapter):
+    """aiohttp's server logger, for what it reports itself (a request it could not parse, a
+    client gone mid-answer): one WARNING line without the traceback, throttled per peer."""
+
+    def __init__(self, logger: logging.Logger):
+        super().__init__(logger, {})
+        self.throttle = LogThrottle()
+
+    def exception(self, msg, *args, exc_info=True, **kwargs) -> None:
+        exc = exc_info if isinstance(exc_info, BaseException) else None
+        text = msg % args if args else str(msg)
+        quiet = self.throttle.allow(text, time.monotonic())
+        if quiet is None:
+            return
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())[:300] if exc is not None else ""
+        more = f" ({quiet} more not logged)" if quiet else ""
+        self.logger.warning("%s%s%s", text, f": {detail}" if detail else "", more)
+
+
+class _Refused(asyncio.Protocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.abort()
+
+
+class HTTPSServer:
+    def __init__(self, app: web.Application, host: str, port: int, context: ssl.SSLContext, *,
+                 max_connections: int = MAX_CONNECTIONS, idle_timeout: float = IDLE_TIMEOUT,
+                 handshake_timeout: float = HANDSHAKE_TIMEOUT):
+        self.app = app
+        self.idle_timeout = idle_timeout
+        self.handshake_timeout = handshake_timeout
+        self.host = host
+        self.port = port
+        self.context = context
+        self.max_connections = max_connections
+        self._runner: web.AppRunner | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._last_refusal_log = float("-inf")
+
+    async def start(self) -> int:
+        """Listen; returns the port (the one chosen when asked for 0)."""
+        self._runner = web.AppRunner(self.app, handle_signals=False, access_log=None,
+                                     keepalive_timeout=self.idle_timeout, max_line_size=MAX_FIELD,
+                                     max_field_size=MAX_FIELD, max_headers=MAX_HEADERS,
+                                     handler_cancellation=True, shutdown_timeout=SHUTDOWN_TIMEOUT,
+                                     logger=_BriefLog(log))
+        await self._runner.setup()
+        http = self._runner.server
+        loop = asyncio.get_running_loop()
+
+        def protocol() -> asyncio.Protocol:
+            if len(http.connections) >= self.max_connections:
+                now = loop.time()
+                if now - self._last_refusal_log >= LOG_EVERY:
+                    self._last_refusal_log = now
+                    log.warning("refusing HTTPS connections: %d are open (the limit)", len(http.connections))
+                return _Refused()
+            return http()
+
+        try:
+            self._server = await loop.create_server(protocol, self.host, self.port, ssl=self.context,
+                                                    ssl_handshake_timeout=self.handshake_timeout,
+                                                    reuse_address=True, backlog=1024)
+        except BaseException:
+            await self._runner.cleanup()
+            raise
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

@@ -1,0 +1,223 @@
+"""The default RBAC policy kube-apiserver bootstraps (its rbac/bootstrap-roles post-start hook),
+cut to the kinds kubemu serves, and the binding kubeadm adds for its admin.
+
+    bootstrap_objects() -> [ClusterRole..., ClusterRoleBinding...]  (created if absent at start)
+
+As in Kubernetes (plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go), every object is
+labelled `kubernetes.io/bootstrapping: rbac-defaults` and annotated
+`rbac.authorization.kubernetes.io/autoupdate: "true"`, and:
+
+  * cluster-admin may do anything; bound to the group system:masters;
+  * admin, edit and view are aggregated from system:aggregate-to-admin/-edit/-view (and from
+    any ClusterRole labelled `rbac.authorization.k8s.io/aggregate-to-<role>: "true"`); edit
+    is aggregated into admin and view into edit. view reads everything but Secrets; edit
+    writes workloads, ServiceAccounts, ConfigMaps and Secrets; admin adds Roles and
+    RoleBindings. Bind them in a namespace with a RoleBinding;
+  * system:basic-user (create SelfSubjectAccessReviews, SelfSubjectRulesReviews and
+    SelfSubjectReviews) and system:discovery (the discovery and OpenAPI paths, /version and
+    the health checks) for every authenticated user; system:public-info-viewer (/version and
+    the health checks) for everyone, authenticated or not;
+  * system:kube-scheduler and system:kube-controller-manager for the users of those names;
+  * system:node for the group system:nodes.
+
+Where kubemu differs, and why:
+
+  * the rules name only kinds kubemu serves (no StatefulSets, Jobs, Services, ...);
+  * kubemu's controller-manager acts under its one identity (kube-controller-manager with
+    --use-service-account-credentials=false), so system:kube-controller-manager also holds
+    what Kubernetes grants its controllers' own roles (system:controller:deployment-controller,
+    replicaset-controller, namespace-controller, generic-garbage-collector, node-controller,
+    root-ca-cert-publisher, service-account-controller);
+  * kubeadm authorizes kubelets with the Node authorizer (each kubelet reaches only its own
+    node and pods) and leaves system:node unbound; kubemu has no Node authorizer and binds
+    system:node to the group system:nodes, as Kubernetes did before 1.8: a kubelet may read
+    and write every node's objects.
+"""
+from __future__ import annotations
+
+import copy
+
+from .identity import (ADMIN_GROUP, AUTHENTICATED, NODES, SYSTEM_MASTERS, UNAUTHENTICATED)
+
+API_VERSION = "rbac.authorization.k8s.io/v1"
+GROUP = "rbac.authorization.k8s.io"
+LABELS = {"kubernetes.io/bootstrapping": "rbac-defaults"}
+ANNOTATIONS = {"rbac.authorization.kubernetes.io/autoupdate": "true"}
+AGGREGATE_TO = "rbac.authorization.k8s.io/aggregate-to-"
+
+SCHEDULER = "system:kube-scheduler"
+CONTROLLER_MANAGER = "system:kube-controller-manager"
+
+READ = ("get", "list", "watch")
+WRITE = ("create", "update", "patch", "delete", "deletecollection")
+READ_WRITE = READ + WRITE
+
+CORE, APPS, COORDINATION = "", "apps", "coordination.k8s.io"
+AUTHENTICATION, AUTHORIZATION, AUTOSCALING = ("authentication.k8s.io", "authorization.k8s.io",
+                                              "autoscaling")
+EVENTS_GROUP = "events.k8s.io"
+
+
+def rule(verbs, groups=(), resources=(), names=(), urls=()) -> dict:
+    """A PolicyRule (rbacv1helpers.NewRule(...).Groups(...).Resources(...).Names(...).URLs(...))."""
+    out = {"verbs": list(verbs)}
+    for key, values in (("apiGroups", groups), ("resources", resources),
+                        ("resourceNames", names), ("nonResourceURLs", urls)):
+        if values:
+            out[key] = list(values)
+    return out
+
+
+def events_rule() -> dict:
+    return rule(("create", "update", "patch"), (CORE, EVENTS_GROUP), ("events",))
+
+
+def cluster_role(name: str, rules: list[dict] | None = None, *, labels: dict | None = None,
+                 aggregate_from: str | None = None) -> dict:
+    meta = {"name": name, "labels": {**(labels or {}), **LABELS},
+            "annotations": dict(ANNOTATIONS)}
+    role: dict = {"apiVersion": API_VERSION, "kind": "ClusterRole", "metadata": meta}
+    if aggregate_from:
+        role["aggregationRule"] = {"clusterRoleSelectors": [
+            {"matchLabels": {AGGREGATE_TO + aggregate_from: "true"}}]}
+    else:
+        role["rules"] = rules or []
+    return role
+
+
+def cluster_role_binding(name: str, role: str, *, groups=(), users=(), defaults: bool = True
+                         ) -> dict:
+    meta: dict = {"name": name}
+    if defaults:
+        meta.update(labels=dict(LABELS), annotations=dict(ANNOTATIONS))
+    subjects = [{"kind": "Group", "apiGroup": GROUP, "name": g} for g in groups] + \
+               [{"kind": "User", "apiGroup": GROUP, "name": u} for u in users]
+    return {"apiVersion": API_VERSION, "kind": "ClusterRoleBinding", "metadata": meta,
+            "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": role},
+            "subjects": subjects}
+
+
+def _aggregated_to(role: str) -> dict:
+    return {AGGREGATE_TO + role: "true"}
+
+
+def _cluster_roles() -> list[dict]:
+    health = ("/livez", "/readyz", "/healthz", "/version", "/version/")
+    return [
+        cluster_role("cluster-admin", [rule(("*",), ("*",), ("*",)), rule(("*",), urls=("*",))]),
+        cluster_role("system:discovery", [rule(("get",), urls=(
+            *health, "/openapi", "/openapi/*", "/api", "/api/*", "/apis", "/apis/*"))]),
+        cluster_role("system:public-info-viewer", [rule(("get",), urls=health)]),
+        cluster_role("system:basic-user", [
+            rule(("create",), (AUTHORIZATION,), ("selfsubjectaccessreviews",
+                                                 "selfsubjectrulesreviews")),
+            rule(("create",), (AUTHENTICATION,), ("selfsubjectreviews",)),
+        ]),
+        cluster_role("admin", aggregate_from="admin"),
+        cluster_role("edit", labels=_aggregated_to("admin"), aggregate_from="edit"),
+        cluster_role("view", labels=_aggregated_to("edit"), aggregate_from="view"),
+        cluster_role("system:aggregate-to-admin", labels=_aggregated_to("admin"), rules=[
+            rule(("create",), (AUTHORIZATION,), ("localsubjectaccessreviews",)),
+            rule(READ_WRITE, (GROUP,), ("roles", "rolebindings")),
+        ]),
+        cluster_role("system:aggregate-to-edit", labels=_aggregated_to("edit"), rules=[
+            rule(READ, (CORE,), ("secrets",)),
+            rule(("impersonate",), (CORE,), ("serviceaccounts",)),
+            rule(WRITE, (CORE,), ("pods",)),
+            rule(("create",), (CORE,), ("pods/eviction",)),
+            rule(WRITE, (CORE,), ("serviceaccounts", "configmaps", "secrets")),
+            rule(("create",), (CORE,), ("serviceaccounts/token",)),
+            rule(WRITE, (APPS,), ("deployments", "deployments/scale", "deployments/rollback",
+                                  "replicasets", "replicasets/scale")),
+        ]),
+        cluster_role("system:aggregate-to-view", labels=_aggregated_to("view"), rules=[
+            rule(READ, (CORE,), ("pods", "serviceaccounts", "configmaps")),
+            rule(READ, (CORE,), ("events", "pods/status", "namespaces/status", "pods/log")),
+            # reading namespaces in a namespace means reading *that* namespace
+            rule(READ, (CORE,), ("namespaces",)),
+            rule(READ, (APPS,), ("deployments", "deployments/status", "deployments/scale",
+                                 "replicasets", "replicasets/status", "replicasets/scale")),
+        ]),
+        cluster_role("system:node", [
+            rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
+            rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",
+                                                 "localsubjectaccessreviews")),
+            # nodes register and report themselves
+            rule(("create", "get", "list", "watch"), (CORE,), ("nodes",)),
+            rule(("update", "patch"), (CORE,), ("nodes/status",)),
+            rule(("update", "patch"), (CORE,), ("nodes",)),
+            rule(("create", "update", "patch"), (CORE,), ("events",)),
+            # the pods bound to them, mirror pods of static pods, and their status
+            rule(READ, (CORE,), ("pods",)),
+            rule(("create", "delete"), (CORE,), ("pods",)),
+            rule(("update", "patch"), (CORE,), ("pods/status",)),
+            rule(("create",), (CORE,), ("pods/eviction",)),
+            rule(READ, (CORE,), ("secrets", "configmaps")),
+            rule(("create",), (CORE,), ("serviceaccounts/token",)),
+            # the node heartbeat in kube-node-lease
+            rule(("get", "create", "update", "patch", "delete"), (COORDINATION,), ("leases",)),
+        ]),
+        cluster_role(SCHEDULER, [
+            events_rule(),
+            rule(("create",), (COORDINATION,), ("leases",)),
+            rule(("get", "update"), (COORDINATION,), ("leases",), names=("kube-scheduler",)),
+            rule(READ, (CORE,), ("nodes",)),
+            rule(("get", "list", "watch", "delete"), (CORE,), ("pods",)),
+            rule(("create",), (CORE,), ("pods/binding", "bindings")),
+            rule(("patch", "update"), (CORE,), ("pods/status",)),
+            rule(READ, (APPS,), ("replicasets",)),
+            rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
+            rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",)),
+        ]),
+        cluster_role(CONTROLLER_MANAGER, [
+            events_rule(),
+            rule(("create",), (COORDINATION,), ("leases",)),
+            rule(("get", "update"), (COORDINATION,), ("leases",),
+                 names=("kube-controller-manager",)),
+            rule(("create",), (CORE,), ("secrets", "serviceaccounts")),
+            rule(("delete",), (CORE,), ("secrets",)),
+            rule(("get",), (CORE,), ("namespaces", "secrets", "serviceaccounts", "configmaps")),
+            rule(("update",), (CORE,), ("secrets", "serviceaccounts")),
+            rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
+            rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",)),
+            rule(("list", "watch"), ("*",), ("*",)),  # every shared informer
+            rule(("create",), (CORE,), ("serviceaccounts/token",)),
+            # what Kubernetes grants the controllers' own roles (see the module docstring):
+            # generic-garbage-collector and namespace-controller read, change and delete any
+            # object (status subresources and namespaces/finalize included), ...
+            rule(("get", "list", "watch", "patch", "update", "delete", "deletecollection"),
+                 ("*",), ("*",)),
+            # ... the replicaset and deployment controllers create pods and ReplicaSets, ...
+            rule(("create",), (CORE,), ("pods",)),
+            rule(("create",), (APPS,), ("replicasets",)),
+            # ... and root-ca-cert-publisher creates kube-root-ca.crt in every namespace
+            rule(("create",), (CORE,), ("configmaps",)),
+        ]),
+    ]
+
+
+def _cluster_role_bindings() -> list[dict]:
+    return [
+        cluster_role_binding("cluster-admin", "cluster-admin", groups=(SYSTEM_MASTERS,)),
+        cluster_role_binding("system:discovery", "system:discovery", groups=(AUTHENTICATED,)),
+        cluster_role_binding("system:basic-user", "system:basic-user", groups=(AUTHENTICATED,)),
+        cluster_role_binding("system:public-info-viewer", "system:public-info-viewer",
+                             groups=(AUTHENTICATED, UNAUTHENTICATED)),
+        cluster_role_binding(SCHEDULER, SCHEDULER, users=(SCHEDULER,)),
+        cluster_role_binding(CONTROLLER_MANAGER, CONTROLLER_MANAGER, users=(CONTROLLER_MANAGER,)),
+        cluster_role_binding("system:node", "system:node", groups=(NODES,)),
+        # kubeadm init (>= 1.29): admin.conf's group, and not a bootstrap default
+        cluster_role_binding(ADMIN_GROUP, "cluster-admin", groups=(ADMIN_GROUP,),
+                             defaults=False),
+    ]
+
+
+_OBJECTS = _cluster_roles() + _cluster_role_bindings()
+
+
+def bootstrap_objects() -> list[dict]:
+    """The ClusterRoles, then the ClusterRoleBindings, as new objects (the caller may keep them)."""
+    return copy.deepcopy(_OBJECTS)
+
+
+__all__ = ["bootstrap_objects", "rule", "SCHEDULER", "CONTROLLER_MANAGER"]

@@ -1,0 +1,200 @@
+"""The HTTPS listener's bounds, in-process with fake handlers: slow clients are closed, the
+connection cap refuses the excess, TLS 1.2+, client certificates optional."""
+from __future__ import annotations
+
+import asyncio
+import ssl
+
+import pytest
+
+from components.apiserver.rest.app import RestAPI
+from components.apiserver.rest.server import HTTPSServer, ssl_context
+from kubemu import pki
+from kubemu.api.authz import Decision
+from kubemu.api.identity import authenticated
+from tests.conftest import DEADLINE
+
+
+def sync(fn):
+    """Run the async test `fn(tls)` to its end (within DEADLINE) on a loop of its own."""
+    def test(tls):
+        return asyncio.run(asyncio.wait_for(fn(tls), DEADLINE))
+    test.__name__ = fn.__name__
+    return test
+
+
+class FakeAuthn:
+    def __init__(self):
+        self.seen = []
+
+    def authenticate(self, der, authorization):
+        self.seen.append(der)
+        return authenticated("someone") if der or authorization else None
+
+
+class AllowAll:
+    def authorize(self, attrs):
+        return Decision(True)
+
+
+@pytest.fixture
+def tls(tmp_path):
+    ca, _ = pki.ensure_ca(tmp_path)
+    for spec in (pki.APISERVER, pki.ADMIN):
+        pki.ensure_cert(tmp_path, spec, ca)
+    return tmp_path
+
+
+class IdleWatch:
+    """A watch handler that yields nothing, and says when its generator was closed."""
+
+    def __init__(self):
+        self.started = asyncio.Event()
+        self.closed = asyncio.Event()
+
+    async def __call__(self, **params):
+        self.started.set()
+        try:
+            await asyncio.Event().wait()
+            yield {}
+        finally:
+            self.closed.set()
+
+
+async def _serve(tls, watch=None, body_timeout: float = 60.0, **kw):
+    async def get(resource, name, namespace=None):
+        return {"kind": "Namespace", "metadata": {"name": name}}
+
+    async def create(resource, object, namespace=None):
+        return object
+    authn = FakeAuthn()
+    rest = RestAPI({"get": get, "create": create, "watch": watch or IdleWatch()}, authn, AllowAll(),
+                   body_timeout=body_timeout)
+    server = HTTPSServer(rest.application(), "127.0.0.1", 0,
+                         ssl_context(str(tls / "apiserver.crt"), str(tls / "apiserver.key"), str(tls / "ca.crt")), **kw)
+    await server.start()
+    return server, authn
+
+
+def _client(tls, cert: bool = True) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(tls / "ca.crt"))
+    if cert:
+        ctx.load_cert_chain(str(tls / "admin.crt"), str(tls / "admin.key"))
+    return ctx
+
+
+async def _get(port: int, ctx: ssl.SSLContext, path: str = "/healthz") -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, server_hostname="127.0.0.1")
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+    data = await asyncio.wait_for(reader.read(), DEADLINE)
+    writer.close()
+    return data
+
+
+@sync
+async def test_client_certificate_is_optional_and_passed_on(tls):
+    server, authn = await _serve(tls)
+    try:
+        assert (await _get(server.port, _client(tls))).endswith(b"ok")
+        assert authn.seen[-1] and authn.seen[-1].startswith(b"0")  # DER
+        assert (await _get(server.port, _client(tls, cert=False))).endswith(b"ok")
+        assert authn.seen[-1] is None
+        assert b" 401 " in (await _get(server.port, _client(tls, cert=False), "/api/v1/namespaces/x"))
+        assert b'"name":"x"' in (await _get(server.port, _client(tls), "/api/v1/namespaces/x"))
+    finally:
+        await server.close()
+
+
+@sync
+async def test_a_client_going_away_closes_its_idle_watch(tls):
+    watch = IdleWatch()
+    server, _ = await _serve(tls, watch)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=_client(tls),
+                                                      server_hostname="127.0.0.1")
+        writer.write(b"GET /api/v1/namespaces?watch=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (await reader.readline()).startswith(b"HTTP/1.1 200")
+        assert not watch.closed.is_set()
+        writer.close()
+        await watch.closed.wait()  # the handler's generator is closed, not left waiting forever
+    finally:
+        await server.close()
+
+
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
+@sync
+async def test_tls_below_1_2_is_refused(tls):
+    server, _ = await _serve(tls)
+    try:
+        old = _client(tls)
+        old.maximum_version = ssl.TLSVersion.TLSv1_1
+        old.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            await _get(server.port, old)
+    finally:
+        await server.close()
+
+
+@sync
+async def test_a_slow_client_is_closed_and_others_are_served(tls):
+    server, _ = await _serve(tls, idle_timeout=0.5)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=_client(tls),
+                                                      server_hostname="127.0.0.1")
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # never ends its head
+        assert await asyncio.wait_for(reader.read(), DEADLINE) == b""  # closed by the server
+        writer.close()
+        assert (await _get(server.port, _client(tls))).endswith(b"ok")
+    finally:
+        await server.close()
+
+
+@sync
+async def test_a_body_sent_too_slowly_is_refused(tls):
+    server, _ = await _serve(tls, body_timeout=0.5)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=_client(tls),
+                                                      server_hostname="127.0.0.1")
+        writer.write(b"POST /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100\r\n\r\n{")  # and never the rest
+        head = await asyncio.wait_for(reader.readline(), DEADLINE)
+        assert head.startswith(b"HTTP/1.1 408")
+        writer.close()
+        assert (await _get(server.port, _client(tls))).endswith(b"ok")
+    finally:
+        await server.close()
+
+
+@sync
+async def test_connections_over_the_cap_are_closed(tls):
+    server, _ = await _serve(tls, max_connections=2)
+    held = []
+    try:
+        for _ in range(2):
+            held.append(await asyncio.open_connection("127.0.0.1", server.port, ssl=_client(tls),
+                                                      server_hostname="127.0.0.1"))
+        with pytest.raises((ConnectionError, ssl.SSLError, asyncio.IncompleteReadError)):
+            data = await _get(server.port, _client(tls))
+            if not data:
+                raise ConnectionError("closed")
+        for _, writer in held:
+            writer.close()
+        held.clear()
+        for _ in range(int(DEADLINE / 0.05)):
+            try:
+                if (await _get(server.port, _client(tls))).endswith(b"ok"):
+                    break
+            except (ConnectionError, ssl.SSLError):
+                await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("never served again")
+    finally:
+        for _, writer in held:
+            writer.close()
+        await server.close()
+
+
+def test_ssl_context_asks_for_client_certificates(tls):
+    ctx = ssl_context(str(tls / "apiserver.crt"), str(tls / "apiserver.key"), str(tls / "ca.crt"))
+    assert ctx.verify_mode == ssl.CERT_OPTIONAL and ctx.minimum_version == ssl.TLSVersion.TLSv1_2
+    assert ssl_context(str(tls / "apiserver.crt"), str(tls / "apiserver.key"), None).verify_mode == ssl.CERT_NONE

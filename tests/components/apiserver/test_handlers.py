@@ -1,0 +1,250 @@
+"""components.apiserver.handlers on the in-memory storage (memstorage.py): the verbs as the REST
+door calls them (dry run, field validation, deletecollection, eviction, list resourceVersion
+semantics), and the watch cache fed from the same memory, without a store or processes."""
+from __future__ import annotations
+
+import asyncio
+import datetime
+import random
+
+import pytest
+
+from components.apiserver import warnings
+from components.apiserver.audit import AuditLog
+from components.apiserver.handlers import API
+from components.apiserver.memstorage import MemStorage
+from components.apiserver.strategy import MethodNotAllowed, Timeout
+from components.apiserver.watchcache import WatchCache
+from kubemu import wire
+from tests.conftest import DEADLINE
+
+from . import deployment, pod
+
+NOW = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+
+
+def run(test):
+    """Run `test(api)` on a fresh API over a MemStorage, with its system namespaces."""
+    async def main():
+        storage = MemStorage()
+        cache = WatchCache(storage.client)
+        api = API(storage, cache, AuditLog(None), clock=lambda: NOW, rand=random.Random(1))
+        await api.ensure_system_namespaces()
+        try:
+            return await asyncio.wait_for(test(api), DEADLINE)
+        finally:
+            await api.namespaces.close()
+            await cache.close()
+    return asyncio.run(main())
+
+
+async def revision(api: API) -> int:
+    return await api.storage.current_revision("/registry/")
+
+
+def test_create_get_round_trip_with_the_injected_clock_and_randomness():
+    async def body(api):
+        a = await api.create("pods", pod(generate_name="gen-"))
+        got = await api.get("pods", a["metadata"]["name"], "default")
+        assert got == a and got["metadata"]["creationTimestamp"] == "2026-01-02T03:04:05Z"
+        assert got["status"] == {"phase": "Pending"} and got["metadata"]["generation"] == 1
+        return a["metadata"]["name"], a["metadata"]["uid"]
+    assert run(body) == run(body)  # the same seed, the same generated name and uid
+
+
+def test_dry_run_create_stores_nothing_and_answers_what_would_be_stored():
+    async def body(api):
+        before = await revision(api)
+        would = await api.create("pods", pod("dry"), dry_run=True)
+        assert "resourceVersion" not in would["metadata"] and would["metadata"]["uid"]
+        assert would["status"] == {"phase": "Pending"} and would["spec"]["restartPolicy"] == "Always"
+        with pytest.raises(wire.NotFound):
+            await api.get("pods", "dry", "default")
+        assert await revision(api) == before
+        await api.create("pods", pod("dry"))
+        with pytest.raises(wire.Conflict, match='pods "dry" already exists$'):
+            await api.create("pods", pod("dry"), dry_run=True)
+        with pytest.raises(wire.NotFound, match='namespaces "ghost" not found$'):  # admission still runs
+            await api.create("pods", pod("p"), namespace="ghost", dry_run=True)
+        bad = pod("bad")
+        bad["spec"]["containers"][0]["name"] = ""
+        with pytest.raises(wire.Invalid):  # and validation
+            await api.create("pods", bad, dry_run=True)
+    run(body)
+
+
+def test_dry_run_update_patch_scale_and_delete_change_nothing():
+    async def body(api):
+        d = await api.create("deployments", deployment("web"))
+        rv = d["metadata"]["resourceVersion"]
+        before = await revision(api)
+        d2 = dict(d, spec=dict(d["spec"], replicas=5))
+        would = await api.update("deployments", d2, dry_run=True)
+        assert would["spec"]["replicas"] == 5 and would["metadata"]["generation"] == 2
+        assert would["metadata"]["resourceVersion"] == rv
+        would = await api.patch("deployments", "web", {"spec": {"replicas": 7}}, "default", dry_run=True)
+        assert would["spec"]["replicas"] == 7 and would["metadata"]["resourceVersion"] == rv
+        scale = await api.update_scale("deployments", "web", 9, "default", dry_run=True)
+        assert scale["spec"]["replicas"] == 9
+        gone = await api.delete("deployments", "web", "default", dry_run=True)
+        assert gone["metadata"]["name"] == "web"
+        orphaning = await api.delete("deployments", "web", "default", propagation_policy="Orphan", dry_run=True)
+        assert orphaning["metadata"]["finalizers"] == ["orphan"] and orphaning["metadata"]["deletionTimestamp"]
+        assert await revision(api) == before
+        assert await api.get("deployments", "web", "default") == d
+    run(body)
+
+
+def test_the_scale_bind_and_eviction_subresources_take_the_write_options():
+    async def body(api):
+        await api.create("deployments", deployment("web"))
+        scale = await api.get_scale("deployments", "web", "default")
+        scale["spec"]["replicas"] = 4
+        scale["spec"]["surge"] = 1
+        with pytest.raises(wire.BadRequest) as e:
+            await api.update_scale("deployments", "web", scale, "default", field_validation="Strict")
+        assert e.value.message == ('Scale in version "v1" cannot be handled as a Scale: strict decoding error: '
+                                   'unknown field "spec.surge"')
+        assert (await api.update_scale("deployments", "web", scale, "default", field_validation="Ignore"))[
+            "spec"]["replicas"] == 4
+        await api.create("pods", pod("p"))
+        before = await revision(api)
+        assert (await api.bind("p", "n1", "default", dry_run=True))["spec"]["nodeName"] == "n1"
+        await api.evict("p", "default", {"metadata": {"name": "p"}}, dry_run=True)  # the request's dryRun
+        assert await revision(api) == before
+        assert "nodeName" not in (await api.get("pods", "p", "default"))["spec"]
+    run(body)
+
+
+def test_field_validation_strict_warn_ignore_and_the_wire_default():
+    def with_unknown(name):
+        p = pod(name)
+        p["spec"]["bogus"] = 1
+        p["spec"]["containers"][0]["colour"] = "red"
+        return p
+
+    async def body(api):
+        with pytest.raises(wire.BadRequest) as e:
+            await api.create("pods", with_unknown("s"), field_validation="Strict")
+        assert e.value.message == ('Pod in version "v1" cannot be handled as a Pod: strict decoding error: '
+                                   'unknown field "spec.bogus", unknown field "spec.containers[0].colour"')
+        got = []
+        token = warnings.current.set(got)
+        try:
+            warned = await api.create("pods", with_unknown("w"), field_validation="Warn")
+        finally:
+            warnings.current.reset(token)
+        assert got == ['unknown field "spec.bogus"', 'unknown field "spec.containers[0].colour"']
+        stored = await api.get("pods", "w", "default")
+        assert stored == warned and "bogus" not in stored["spec"] and "colour" not in stored["spec"]["containers"][0]
+        ignored = await api.create("pods", with_unknown("i"), field_validation="Ignore")
+        assert "bogus" not in ignored["spec"]
+        with pytest.raises(wire.Invalid) as e:  # the wire's own: Invalid, every problem at once
+            await api.create("pods", with_unknown("x"))
+        assert "spec.bogus: Unknown field" in e.value.message
+        # an update and a patch are decoded the same way
+        stored["spec"]["bogus"] = 2
+        with pytest.raises(wire.BadRequest, match="strict decoding error: unknown field \"spec.bogus\"$"):
+            await api.update("pods", stored, field_validation="Strict")
+        patched = await api.patch("pods", "w", {"metadata": {"labels": {"a": "b"}, "colour": 1}}, "default",
+                                  field_validation="Ignore")
+        assert patched["metadata"]["labels"] == {"a": "b"} and "colour" not in patched["metadata"]
+        with pytest.raises(wire.Invalid, match='CreateOptions.meta.k8s.io "" is invalid: fieldValidation: '
+                                               'Unsupported value: "strict"'):
+            await api.create("pods", pod("v"), field_validation="strict")
+    run(body)
+
+
+def test_delete_collection_deletes_what_the_selectors_match():
+    async def body(api):
+        for i in range(4):
+            await api.create("pods", pod(f"p{i}", labels={"app": "a" if i % 2 else "b"}))
+        rehearsal = await api.delete_collection("pods", "default", label_selector="app=a", dry_run=True)
+        assert [p["metadata"]["name"] for p in rehearsal["items"]] == ["p1", "p3"]
+        assert len((await api.list("pods", "default"))["items"]) == 4
+        deleted = await api.delete_collection("pods", "default", label_selector="app=a")
+        assert deleted["kind"] == "PodList" and [p["metadata"]["name"] for p in deleted["items"]] == ["p1", "p3"]
+        assert [p["metadata"]["name"] for p in (await api.list("pods", "default"))["items"]] == ["p0", "p2"]
+    run(body)
+
+
+def test_eviction_deletes_the_pod_with_its_delete_options():
+    async def body(api):
+        await api.create("pods", pod("bound", terminationGracePeriodSeconds=20))
+        await api.bind("bound", "n1", "default")
+        eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "bound"}}
+        status = await api.evict("bound", "default", eviction)
+        assert status == {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success", "code": 201}
+        evicting = await api.get("pods", "bound", "default")
+        assert evicting["metadata"]["deletionGracePeriodSeconds"] == 20
+        await api.evict("bound", "default", dict(eviction, deleteOptions={"gracePeriodSeconds": 0}))
+        with pytest.raises(wire.NotFound):
+            await api.get("pods", "bound", "default")
+        await api.create("pods", pod("kept"))
+        await api.evict("kept", "default", {"metadata": {"name": "kept"}, "deleteOptions": {"dryRun": ["All"]}})
+        assert await api.get("pods", "kept", "default")
+        with pytest.raises(wire.BadRequest, match="name in URL does not match name in Eviction object"):
+            await api.evict("kept", "default", {"metadata": {"name": "other"}})
+        with pytest.raises(wire.NotFound, match='pods "ghost" not found$'):
+            await api.evict("ghost", "default", {})
+    run(body)
+
+
+def test_list_resource_version_semantics():
+    async def body(api):
+        first = await api.create("pods", pod("a"))
+        rv1 = int(first["metadata"]["resourceVersion"])
+        await api.create("pods", pod("b"))
+        latest = await api.list("pods", "default")
+        assert [p["metadata"]["name"] for p in latest["items"]] == ["a", "b"]
+        assert (await api.list("pods", "default", resource_version="0"))["items"] == latest["items"]
+        at_rv1 = await api.list("pods", "default", resource_version=str(rv1), resource_version_match="Exact")
+        assert [p["metadata"]["name"] for p in at_rv1["items"]] == ["a"]
+        assert at_rv1["metadata"]["resourceVersion"] == str(rv1)
+        # legacy: a resourceVersion with a limit is exact, without one at least
+        paged = await api.list("pods", "default", resource_version=str(rv1), limit=10)
+        assert [p["metadata"]["name"] for p in paged["items"]] == ["a"]
+        newer = await api.list("pods", "default", resource_version=str(rv1))
+        assert [p["metadata"]["name"] for p in newer["items"]] == ["a", "b"]
+        assert newer == await api.list("pods", "default", resource_version=str(rv1),
+                                       resource_version_match="NotOlderThan")
+        future = int(latest["metadata"]["resourceVersion"]) + 100
+        for match in ("NotOlderThan", "Exact"):
+            with pytest.raises(Timeout, match=f"Too large resource version: {future}, current: "):
+                await api.list("pods", "default", resource_version=str(future), resource_version_match=match)
+        await api.storage.client.compact(int(latest["metadata"]["resourceVersion"]))
+        with pytest.raises(wire.Gone, match="The resourceVersion for the provided list is too old.$") as e:
+            await api.list("pods", "default", resource_version=str(rv1), resource_version_match="Exact")
+        assert e.value.details["reason"] == "Expired"
+        page = await api.list("pods", "default", limit=1)
+        with pytest.raises(wire.BadRequest, match="specifying resource version is not allowed when using continue$"):
+            await api.list("pods", "default", limit=1, resource_version="5", **{"continue": page["metadata"]["continue"]})
+        with pytest.raises(wire.Invalid, match=r'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: '
+                                               r"Forbidden: resourceVersionMatch is forbidden unless"):
+            await api.list("pods", "default", resource_version_match="Exact")
+    run(body)
+
+
+def test_watch_is_fed_from_the_memory_store():
+    async def body(api):
+        await api.create("pods", pod("before"))
+        events = api.watch("pods", "default")
+        assert (await anext(events))["object"]["metadata"]["name"] == "before"  # the listed state
+        await api.create("pods", pod("after"))
+        await api.delete("pods", "before", "default")
+        got = [(await anext(events)) for _ in range(2)]
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in got] == [("ADDED", "after"),
+                                                                              ("DELETED", "before")]
+        await events.aclose()
+    run(body)
+
+
+def test_review_kinds_are_not_stored():
+    async def body(api):
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                  "spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}}
+        with pytest.raises(MethodNotAllowed):
+            await api.create("selfsubjectaccessreviews", review)
+        with pytest.raises(MethodNotAllowed):
+            await api.list("selfsubjectaccessreviews")
+    run(body)

@@ -1,0 +1,62 @@
+"""podlogs' streaming for the HTTPS door: tail offsets, timestamps, follow until the instance ends."""
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+
+from components.apiserver import podlogs
+from tests.conftest import DEADLINE
+
+
+def test_tail_offset():
+    data = b"a\nbb\nccc\n"
+    f = io.BytesIO(data)
+    assert data[podlogs.tail_offset(f, 1):] == b"ccc\n"
+    assert data[podlogs.tail_offset(f, 2):] == b"bb\nccc\n"
+    assert podlogs.tail_offset(f, 10) == 0 and podlogs.tail_offset(f, 0) == len(data)
+    unfinished = io.BytesIO(b"a\nbb")
+    assert podlogs.tail_offset(unfinished, 1) == 2
+    big = io.BytesIO(b"x" * (podlogs.CHUNK * 2) + b"\nlast\n")
+    assert big.getvalue()[podlogs.tail_offset(big, 1):] == b"last\n"
+
+
+def test_stamp_marks_line_starts_across_chunks():
+    out, start = podlogs.stamp(b"one\ntw", 0.0, True)
+    assert out == b"1970-01-01T00:00:00.000000000Z one\n1970-01-01T00:00:00.000000000Z tw" and not start
+    out, start = podlogs.stamp(b"o\nthree\n", 1.5, start)
+    assert out == b"o\n1970-01-01T00:00:01.500000000Z three\n" and start
+
+
+def _collect(path, opts, clock=lambda: 1e10):
+    async def main():
+        return [chunk async for chunk in podlogs.stream(path, opts, clock)]
+    return b"".join(asyncio.run(asyncio.wait_for(main(), DEADLINE)))
+
+
+def test_stream_options(tmp_path):
+    log = tmp_path / "0.log"
+    log.write_bytes(b"one\ntwo\nthree\n")
+    assert _collect(log, podlogs.Options()) == b"one\ntwo\nthree\n"
+    assert _collect(log, podlogs.Options(tail_lines=1)) == b"three\n"
+    assert _collect(log, podlogs.Options(limit_bytes=6)) == b"one\ntw"
+    os.utime(log, (1000.0, 1000.0))
+    assert _collect(log, podlogs.Options(since_seconds=10), clock=lambda: 2000.0) == b""
+    assert _collect(log, podlogs.Options(since_seconds=10), clock=lambda: 1005.0) == b"one\ntwo\nthree\n"
+
+
+def test_follow_ends_once_the_instance_has_exited(tmp_path):
+    log = tmp_path / "3.log"
+    log.write_bytes(b"start\n")
+
+    async def main():
+        got = []
+        async for chunk in podlogs.stream(log, podlogs.Options(follow=True), lambda: 0.0):
+            got.append(chunk)
+            if len(got) == 1:
+                with open(log, "ab") as f:
+                    f.write(b"more\n")
+            elif len(got) == 2:
+                (tmp_path / "3.exit.json").write_text("{}")
+        return got
+    assert asyncio.run(asyncio.wait_for(main(), DEADLINE)) == [b"start\n", b"more\n"]

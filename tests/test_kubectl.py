@@ -1,0 +1,314 @@
+"""Real kubectl (and the official Python client) against a real `kubemu up`, through the
+apiserver's HTTPS door with kubeadm's certificates: the REST issue's §5.
+
+One cluster for the module (each test works in its own namespace); kubectl runs with a fresh
+HOME, since it caches discovery under ~/.kube/cache.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import DEADLINE, kill_marked, remove_cluster_cgroups, wait_for
+from tests.kubemu.test_cli import kubemu
+
+pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+
+PY = sys.executable
+LONG = DEADLINE * 3
+
+
+class Kubectl:
+    def __init__(self, state: Path, home: Path):
+        self.state = state
+        self.home = home
+        self.kubeconfig = state / "admin.conf"
+
+    def run(self, *args, check=True, input=None, timeout=LONG, kubeconfig=None, namespace=None):
+        argv = ["kubectl", "--kubeconfig", str(kubeconfig or self.kubeconfig), *args]
+        if namespace:
+            argv[3:3] = ["-n", namespace]
+        env = {"HOME": str(self.home), "PATH": os.environ["PATH"]}
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, input=input, timeout=timeout,
+                              stdin=None if input is not None else subprocess.DEVNULL)
+        if check:
+            assert done.returncode == 0, f"{' '.join(argv)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+        return done
+
+    def popen(self, *args, namespace=None) -> subprocess.Popen:
+        argv = ["kubectl", "--kubeconfig", str(self.kubeconfig), *(["-n", namespace] if namespace else []), *args]
+        return subprocess.Popen(argv, env={"HOME": str(self.home), "PATH": os.environ["PATH"]},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL)
+
+    def json(self, *args, namespace=None):
+        return json.loads(self.run(*args, "-o", "json", namespace=namespace).stdout)
+
+    @property
+    def server(self) -> str:
+        conf = yaml.safe_load(self.kubeconfig.read_text())
+        return conf["clusters"][0]["cluster"]["server"]
+
+
+@pytest.fixture(scope="module")
+def k(tmp_path_factory):
+    state = tmp_path_factory.mktemp("k")
+    home = tmp_path_factory.mktemp("home")
+    try:
+        kubemu(state, "up", "--nodes", "2", "--fast", "--detach", "--api-port", "0", "--no-kubeconfig")
+        yield Kubectl(state, home)
+    finally:
+        kubemu(state, "down", check=False)
+        leaked = kill_marked(str(state))
+        left = remove_cluster_cgroups(state)
+        assert not leaked and not left, (leaked, left)
+
+
+def namespace(k: Kubectl, name: str) -> str:
+    k.run("create", "namespace", name)
+    return name
+
+
+def log_has_no_traceback(k: Kubectl) -> None:
+    logs = list((k.state / "nodes").glob("*/logs/*")) + list((k.state / "nodes").glob("*/pods/**/*.log"))
+    for path in logs:
+        if path.is_file():
+            assert "Traceback (most recent call last)" not in path.read_text(errors="replace"), path
+
+
+# --- §2: the kubeconfig and the quick tour ---------------------------------------------------------
+
+def test_get_nodes_right_after_up(k):
+    out = k.run("get", "nodes").stdout
+    assert out.splitlines()[0].split()[:2] == ["NAME", "STATUS"], out
+    assert "node-0" in out and "Ready" in out
+    version = k.run("version", "-o", "json").stdout
+    assert json.loads(version)["serverVersion"]["minor"].startswith("32")
+
+
+def test_api_resources_and_explain(k):
+    out = k.run("api-resources").stdout
+    for needle in ("pods", "po ", "deployments", "deploy", "rolebindings", "rbac.authorization.k8s.io",
+                   "serviceaccounts", "sa "):
+        assert needle in out, (needle, out)
+    explain = k.run("explain", "pods.spec.containers").stdout
+    assert "FIELDS:" in explain and "image" in explain, explain
+
+
+# --- §4/§5: the verbs --------------------------------------------------------------------------------
+
+DEPLOYMENT = textwrap.dedent("""\
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata:
+      name: web
+    spec:
+      replicas: {replicas}
+      selector:
+        matchLabels: {{app: web}}
+      template:
+        metadata:
+          labels: {{app: web}}
+        spec:
+          terminationGracePeriodSeconds: 2
+          containers:
+          - name: web
+            image: busybox
+            command: ["{py}", "-u", "-c", "import time\\nwhile True:\\n    print('tick', flush=True); time.sleep(0.5)"]
+            env:
+            - name: VERSION
+              value: "{version}"
+    """)
+
+
+def deployment(replicas: int, version: str = "1") -> str:
+    return DEPLOYMENT.format(replicas=replicas, version=version, py=PY)
+
+
+def test_apply_create_change_reapply_and_rollout(k):
+    ns = namespace(k, "apply")
+    assert "deployment.apps/web created" in k.run("apply", "-f", "-", input=deployment(1), namespace=ns).stdout
+    assert "deployment.apps/web unchanged" in k.run("apply", "-f", "-", input=deployment(1), namespace=ns).stdout
+    assert "deployment.apps/web configured" in k.run("apply", "-f", "-", input=deployment(2), namespace=ns).stdout
+    k.run("rollout", "status", "deployment/web", "--timeout", f"{LONG:.0f}s", namespace=ns)
+    assert k.json("get", "deployment", "web", namespace=ns)["status"]["readyReplicas"] == 2
+    # a new template is a new revision; undo goes back
+    k.run("apply", "-f", "-", input=deployment(2, version="2"), namespace=ns)
+    k.run("rollout", "status", "deployment/web", "--timeout", f"{LONG:.0f}s", namespace=ns)
+    history = k.run("rollout", "history", "deployment/web", namespace=ns).stdout
+    assert "REVISION" in history and "2" in history, history
+    k.run("rollout", "undo", "deployment/web", namespace=ns)
+    wait_for(lambda: k.json("get", "deployment", "web", namespace=ns)["spec"]["template"]["spec"]["containers"][0]
+             ["env"][0]["value"] == "1", timeout=LONG, message="the undo")
+    k.run("rollout", "restart", "deployment/web", namespace=ns)
+    annotations = k.json("get", "deployment", "web", namespace=ns)["spec"]["template"]["metadata"]["annotations"]
+    assert "kubectl.kubernetes.io/restartedAt" in annotations
+    k.run("scale", "deployment/web", "--replicas", "3", namespace=ns)
+    k.run("rollout", "status", "deployment/web", "--timeout", f"{LONG:.0f}s", namespace=ns)
+    assert k.json("get", "deployment", "web", namespace=ns)["spec"]["replicas"] == 3
+
+
+def test_server_side_apply_is_refused_clearly(k):
+    ns = namespace(k, "ssa")
+    done = k.run("apply", "--server-side", "-f", "-", input=deployment(1), namespace=ns, check=False)
+    assert done.returncode != 0
+    assert "server-side apply" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("kind", ["pods", "deployments", "replicasets", "nodes", "namespaces", "events", "leases",
+                                  "serviceaccounts", "configmaps", "secrets", "roles", "clusterroles",
+                                  "rolebindings", "clusterrolebindings"])
+def test_get_and_describe_every_kind(k, kind):
+    scope = [] if kind in ("nodes", "namespaces", "clusterroles", "clusterrolebindings") else ["-A"]
+    for output in ("wide", "json", "yaml", "name", "jsonpath={.items[*].metadata.name}"):
+        done = k.run("get", kind, *scope, "-o", output)
+        assert done.stderr == "" or "No resources found" in done.stderr, done.stderr
+    table = k.run("get", kind, *scope).stdout
+    assert table.startswith("NAME") or table.startswith("NAMESPACE") or table == "", table
+    k.run("describe", kind, *scope)
+
+
+def test_create_get_watch_delete(k):
+    ns = namespace(k, "verbs")
+    watch = k.popen("get", "pods", "-w", "--output-watch-events", namespace=ns)
+    try:
+        k.run("create", "configmap", "settings", "--from-literal", "a=1", namespace=ns)
+        assert k.json("get", "configmap", "settings", namespace=ns)["data"] == {"a": "1"}
+        done = k.run("create", "configmap", "settings", "--from-literal", "a=1", namespace=ns, check=False)
+        assert done.returncode != 0 and 'configmaps "settings" already exists' in done.stderr, done.stderr
+        k.run("run", "sleeper", "--image", "busybox", "--restart", "Never", "--", "sleep", "300", namespace=ns)
+        k.run("wait", "--for=condition=Ready", "pod/sleeper", "--timeout", f"{LONG:.0f}s", namespace=ns)
+        k.run("delete", "pod", "sleeper", namespace=ns)  # returns once the pod is gone
+        assert k.run("get", "pod", "sleeper", namespace=ns, check=False).returncode != 0
+    finally:
+        watch.terminate()
+        out, _ = watch.communicate(timeout=DEADLINE)
+    assert "ADDED" in out and "sleeper" in out and "DELETED" in out, out
+
+
+def test_logs_follow(k):
+    ns = namespace(k, "logs")
+    k.run("run", "ticker", "--image", "busybox", "--restart", "Never", "--", PY, "-u", "-c",
+          "import time\nfor i in range(1000):\n    print('line', i, flush=True); time.sleep(0.2)", namespace=ns)
+    k.run("wait", "--for=condition=Ready", "pod/ticker", "--timeout", f"{LONG:.0f}s", namespace=ns)
+    follow = k.popen("logs", "-f", "ticker", namespace=ns)
+    try:
+        seen = [follow.stdout.readline() for _ in range(5)]
+    finally:
+        follow.terminate()
+        follow.communicate(timeout=DEADLINE)
+    assert all(line.startswith("line ") for line in seen), seen
+    tail = k.run("logs", "ticker", "--tail", "2", namespace=ns).stdout.splitlines()
+    assert len(tail) == 2 and all(line.startswith("line ") for line in tail), tail
+
+
+def test_top_fails_cleanly(k):
+    done = k.run("top", "nodes", check=False)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+# --- §3: who is asking, and may they ------------------------------------------------------------------
+
+def token_kubeconfig(k: Kubectl, path: Path, token: str) -> Path:
+    """A kubeconfig that presents only `token` (with admin.conf's client certificate beside it,
+    kubectl would send both, and the certificate is who the apiserver sees, as in Kubernetes)."""
+    conf = yaml.safe_load(k.kubeconfig.read_text())
+    conf["users"] = [{"name": "token", "user": {"token": token}}]
+    conf["contexts"][0]["context"]["user"] = "token"
+    path.write_text(yaml.safe_dump(conf))
+    return path
+
+
+def test_auth_can_i_and_a_service_account_bound_to_view(k, tmp_path):
+    ns = namespace(k, "rbac")
+    assert k.run("auth", "can-i", "create", "pods").stdout.strip() == "yes"
+    k.run("create", "serviceaccount", "reader", namespace=ns)
+    k.run("create", "rolebinding", "reader-view", "--clusterrole", "view", f"--serviceaccount={ns}:reader",
+          namespace=ns)
+    token = k.run("create", "token", "reader", namespace=ns).stdout.strip()
+    reader = token_kubeconfig(k, tmp_path / "reader.conf", token)
+    assert k.run("auth", "can-i", "list", "pods", namespace=ns, kubeconfig=reader).stdout.strip() == "yes"
+    k.run("get", "pods", namespace=ns, kubeconfig=reader)
+    denied = k.run("run", "x", "--image", "busybox", namespace=ns, kubeconfig=reader, check=False)
+    assert denied.returncode != 0
+    assert (f'pods is forbidden: User "system:serviceaccount:{ns}:reader" cannot create resource "pods" '
+            f'in API group "" in the namespace "{ns}"') in denied.stderr, denied.stderr
+    assert k.run("auth", "can-i", "create", "pods", namespace=ns, kubeconfig=reader,
+                 check=False).stdout.strip() == "no"
+    whoami = json.loads(k.run("auth", "whoami", "-o", "json", kubeconfig=reader).stdout)
+    assert whoami["status"]["userInfo"]["username"] == f"system:serviceaccount:{ns}:reader"
+    # the token dies with its ServiceAccount
+    k.run("delete", "serviceaccount", "reader", namespace=ns)
+    gone = k.run("get", "pods", namespace=ns, kubeconfig=reader, check=False)
+    assert gone.returncode != 0 and "Unauthorized" in gone.stderr, gone.stderr
+
+
+def test_a_user_certificate_without_a_binding_is_refused(k, tmp_path):
+    from kubemu import kubeconfig, pki
+
+    ca, _ = pki.ensure_ca(k.state / "pki")
+    pair, _ = pki.ensure_cert(tmp_path, pki.CertSpec("jane", "jane", ("developers",)), ca)
+    path = tmp_path / "jane.conf"
+    path.write_text(kubeconfig.dump(kubeconfig.build(k.server, ca.cert_pem, "jane", pair.cert_pem, pair.key_pem)))
+    done = k.run("get", "pods", "-n", "default", kubeconfig=path, check=False)
+    assert done.returncode != 0
+    assert ('Error from server (Forbidden): pods is forbidden: User "jane" cannot list resource "pods" in API '
+            'group "" in the namespace "default"') in done.stderr, done.stderr
+    assert k.run("auth", "can-i", "list", "pods", kubeconfig=path, check=False).stdout.strip() == "no"
+
+
+def test_no_credentials_is_401(k):
+    ctx = ssl.create_default_context(cafile=str(k.state / "pki" / "ca.crt"))
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(k.server + "/api/v1/namespaces/default/pods", context=ctx, timeout=DEADLINE)
+    assert err.value.code == 401
+    status = json.loads(err.value.read())
+    assert (status["kind"], status["reason"], status["code"]) == ("Status", "Unauthorized", 401)
+    with urllib.request.urlopen(k.server + "/healthz", context=ctx, timeout=DEADLINE) as ok:
+        assert ok.read() == b"ok"
+
+
+# --- the official Python client -------------------------------------------------------------------------
+
+def test_the_official_python_client(k):
+    from kubernetes import client, config, watch
+
+    api_client = config.new_client_from_config(str(k.kubeconfig))
+    core = client.CoreV1Api(api_client)
+    ns = namespace(k, "pyclient")
+    listed = core.list_namespaced_pod(ns)
+    events = []
+    w = watch.Watch()
+    stream = w.stream(core.list_namespaced_config_map, ns, resource_version=listed.metadata.resource_version,
+                      timeout_seconds=int(LONG))
+    core.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="c"),
+                                                             data={"k": "v"}))
+    core.patch_namespaced_config_map("c", ns, {"data": {"k": "w"}})
+    core.delete_namespaced_config_map("c", ns)
+    for event in stream:
+        if event["object"].metadata.name == "c":
+            events.append((event["type"], (event["object"].data or {}).get("k")))
+        if events and events[-1][0] == "DELETED":
+            w.stop()
+    assert events == [("ADDED", "v"), ("MODIFIED", "w"), ("DELETED", "w")], events
+    pod = client.V1Pod(metadata=client.V1ObjectMeta(name="hello"), spec=client.V1PodSpec(
+        restart_policy="Never", containers=[client.V1Container(name="c", image="busybox",
+                                                                command=[PY, "-c", "print('hello there')"])]))
+    core.create_namespaced_pod(ns, pod)
+    wait_for(lambda: core.read_namespaced_pod("hello", ns).status.phase == "Succeeded", timeout=LONG,
+             message="the pod to finish")
+    assert core.read_namespaced_pod_log("hello", ns) == "hello there\n"
+    api_client.close()
