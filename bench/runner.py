@@ -21,6 +21,7 @@ SUITES = {  # name -> module, in the order `all` runs them
     "restart": "bench.restart",
     "failover": "bench.failover",
     "wire": "bench.wirebench",
+    "api": "bench.api",
     "startup": "bench.startup",
     "footprint": "bench.footprint",
     "store": "bench.store",

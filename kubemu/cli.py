@@ -447,8 +447,8 @@ def _int_list(ctx, param, value: str | None) -> list[int] | None:
 
 
 @main.command()
-@click.argument("suite", type=click.Choice(["restart", "failover", "wire", "startup", "footprint", "store",
-                                            "reconcile", "all"]))
+@click.argument("suite", type=click.Choice(["restart", "failover", "wire", "api", "startup", "footprint",
+                                            "store", "reconcile", "all"]))
 @click.option("--quick", is_flag=True,
               help="fewer trials, shorter windows: under a minute per suite (store: about 3 minutes)")
 @click.option("--kills", type=int, default=None,
@@ -482,6 +482,7 @@ def bench(suite: str, quick: bool, kills: int | None, trials: int | None, client
     restart    kill -9 -> new PID alive: floor, init, kubelet, pod containers, supervisord
     failover   kill -9 the store leader / the apiserver -> served again
     wire       kubemu's RPC round trip and stream rate beside raw pyzmq
+    api        the apiserver's HTTPS door beside its wire: latency, throughput, CPU per request
     startup    `kubemu up` -> every node Ready, beside kind and minikube
     footprint  an idle cluster's memory (PSS) and CPU per role, beside k3s
     store      durable writes, reads, failover beside etcd and PySyncObj

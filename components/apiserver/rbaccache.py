@@ -28,6 +28,7 @@ from .watchcache import WatchCache
 
 log = logging.getLogger("kubemu.apiserver.rbaccache")
 
+DECISIONS_KEPT = 4096  # decisions remembered per view (every distinct request, bounded)
 PREFIXES = tuple(registry_prefix(plural) for plural in
                  ("clusterroles", "roles", "clusterrolebindings", "rolebindings"))
 PAGE = 500           # objects per list call: a list reply stays well under the wire's frame limit
@@ -42,6 +43,8 @@ class RBACCache:
         self._objects: dict[str, dict[str, dict]] = {}  # prefix -> registry key -> object
         self._view: rbac.RBACView | None = None          # None: rebuild on the next decision
         self._synced = asyncio.Event()
+        self._decided: dict[Attributes, Decision] = {}
+        self._decided_for: rbac.RBACView | None = None
         self._tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
@@ -74,7 +77,19 @@ class RBACCache:
         return key in self._objects.get(registry_prefix(r), {})
 
     def authorize(self, attrs: Attributes) -> Decision:
-        return rbac.authorize(attrs, self.view())
+        """rbac.authorize on the current view, remembered until the view changes: components
+        ask the same few questions thousands of times a second."""
+        v = self.view()
+        if v is None:
+            return rbac.authorize(attrs, None)
+        if self._decided_for is not v:
+            self._decided, self._decided_for = {}, v
+        decision = self._decided.get(attrs)
+        if decision is None:
+            if len(self._decided) >= DECISIONS_KEPT:
+                self._decided.clear()
+            decision = self._decided[attrs] = rbac.authorize(attrs, v)
+        return decision
 
     def rules_for(self, user: UserInfo, namespace: str) -> rbac.Rules:
         return rbac.rules_for(user, namespace, self.view())

@@ -138,6 +138,14 @@ BY_KIND: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r in 
 BY_PLURAL: dict[str, Resource] = {r.plural: r for r in RESOURCES}
 
 
+_BY_NAME: dict[str, tuple[Resource, ...]] = {}  # every name a resource answers to -> those resources
+for _r in RESOURCES:
+    for _n in _r.names:
+        _BY_NAME[_n] = (*_BY_NAME.get(_n, ()), _r)
+# the exact spellings callers use most (plural, Kind), answered without parsing on every request
+_RESOLVED: dict[str, Resource] = {**{r.plural: r for r in RESOURCES}, **{r.kind: r for r in RESOURCES}}
+
+
 class UnknownResourceError(LookupError):
     def __init__(self, name: Any):
         self.name = name
@@ -162,11 +170,12 @@ def resolve(name: Any) -> Resource:
         return name
     if not isinstance(name, str) or not name:
         raise UnknownResourceError(name)
+    found = _RESOLVED.get(name)
+    if found is not None:
+        return found
     lowered = name.lower()
     base, _, qualifier = lowered.partition(".")
-    for r in RESOURCES:
-        if base not in r.names:
-            continue
+    for r in _BY_NAME.get(base, ()):
         if not qualifier:
             return r
         if qualifier in (r.group, f"{r.version}.{r.group}") and r.group:
