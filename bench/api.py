@@ -1,9 +1,11 @@
 """`kubemu bench api`: the apiserver's two doors side by side, in one run.
 
-One store replica and one apiserver (real processes, kubeadm-style certificates in a temp dir);
-this process is the client of both doors in turn, to the same apiserver:
+One store replica and one apiserver (real processes, kubeadm-style certificates and wire secrets
+in a temp dir, started as `kubemu up` starts them); this process is the client of both doors in
+turn, to the same apiserver, as the admin:
 
-- wire: kubemu's `ApiClient` (ZeroMQ + msgpack on ipc://), as the components use it;
+- wire: kubemu's `ApiClient` (ZeroMQ + msgpack on ipc://) with the admin's wire credentials, as
+  the components use it (authentication and RBAC on every request);
 - https: aiohttp over TLS with the admin's client certificate, JSON bodies, as kubectl and the
   official clients use it (authentication and RBAC on every request).
 
@@ -35,10 +37,15 @@ from pathlib import Path
 
 import psutil
 
+from kubemu.cluster import any_free_port
+from kubemu.wire import Conflict
+
 from .machine import machine_with_load
 from .stats import summary
 
 CONCURRENCY = 16
+STORE_NAME = "s0"
+STARTUP = 60  # seconds for the servers to answer (the wire opens once the RBAC policy is in)
 TARGET_CPU_RATIO = 1.5
 PHASES = ("create", "get", "list", "watch_event", "get_concurrent")
 
@@ -47,6 +54,7 @@ class Servers:
     """A store replica and an apiserver in `directory`, stopped (with their sessions) on exit."""
 
     def __init__(self, directory: Path):
+        from kubemu import _wire_auth as wireauth
         from kubemu import pki
 
         self.dir = directory
@@ -56,24 +64,40 @@ class Servers:
         pki.ensure_cert(pki_dir, pki.ADMIN, ca)
         pki.ensure_service_account_keys(pki_dir)
         self.pki = pki_dir
+        self.secrets = wireauth.secrets_dir(directory)
+        self.admin = wireauth.load_credentials(wireauth.ensure_secret(self.secrets, wireauth.ADMIN))
+        self.apiserver_secret = wireauth.ensure_secret(self.secrets, wireauth.APISERVER)
+        wireauth.ensure_secret(self.secrets, wireauth.store_identity(STORE_NAME))
         self.store = f"ipc://{directory}/store.sock"
         self.wire = f"ipc://{directory}/api.sock"
-        self.port = _free_port()
+        self.port = any_free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.procs: list[subprocess.Popen] = []
 
     def __enter__(self) -> Servers:
         py = sys.executable
-        self.spawn("store", [py, "-m", "store", "--name", "s0", "--data-dir", str(self.dir / "s0"),
-                              "--listen", self.store, "--peers", f"s0={self.store}"])
-        self.api_proc = self.spawn("apiserver", [
-            py, "-m", "components.apiserver", "--listen", self.wire, "--store-endpoints", self.store,
-            "--secure-port", str(self.port), "--tls-cert-file", str(self.pki / "apiserver.crt"),
-            "--tls-private-key-file", str(self.pki / "apiserver.key"),
-            "--client-ca-file", str(self.pki / "ca.crt"),
-            "--service-account-key-file", str(self.pki / "sa.pub"),
-            "--service-account-signing-key-file", str(self.pki / "sa.key")])
+        try:
+            self.spawn("store", [py, "-m", "store", "--name", STORE_NAME,
+                                 "--data-dir", str(self.dir / STORE_NAME), "--listen", self.store,
+                                 "--peers", f"{STORE_NAME}={self.store}",
+                                 "--wire-secrets", str(self.secrets)])
+            self.api_proc = self.spawn("apiserver", [
+                py, "-m", "components.apiserver", "--listen", self.wire, "--store-endpoints", self.store,
+                "--wire-secrets", str(self.secrets), "--store-credentials", str(self.apiserver_secret),
+                "--secure-port", str(self.port), "--tls-cert-file", str(self.pki / "apiserver.crt"),
+                "--tls-private-key-file", str(self.pki / "apiserver.key"),
+                "--client-ca-file", str(self.pki / "ca.crt"),
+                "--service-account-key-file", str(self.pki / "sa.pub"),
+                "--service-account-signing-key-file", str(self.pki / "sa.key")])
+        except BaseException:
+            self.__exit__()  # what did start (the store) is not left behind
+            raise
         return self
+
+    def api_client(self):
+        """An ApiClient of the wire door, as the admin."""
+        from kubemu.apiclient import ApiClient
+        return ApiClient(self.wire, timeout=30, credentials=self.admin)
 
     def spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
         log = open(self.dir / f"{name}.log", "wb")
@@ -123,22 +147,15 @@ def serve_floor(port: int, cert: str, key: str) -> None:
 
 async def _floor(servers: Servers, count: int) -> dict:
     """Concurrent GETs against the bare TLS server, its CPU per request."""
-    port = _free_port()
+    port = any_free_port()
     proc = servers.spawn("floor", [sys.executable, "-m", "bench.api", "floor", str(port),
                                    str(servers.pki / "apiserver.crt"), str(servers.pki / "apiserver.key")])
     door = HttpsDoor(servers, url=f"https://127.0.0.1:{port}")
     try:
-        await _until(door.ready, time.monotonic() + 60)
+        await _until(door.ready, time.monotonic() + STARTUP)
         return await _concurrent(servers, count, lambda i: door.get("x", "cm-0"), pid=proc.pid)
     finally:
         await door.close()
-
-
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def configmap(name: str, i: int) -> dict:
@@ -150,8 +167,7 @@ class WireDoor:
     name = "wire"
 
     def __init__(self, servers: Servers):
-        from kubemu.apiclient import ApiClient
-        self.api = ApiClient(servers.wire, timeout=30)
+        self.api = servers.api_client()
 
     async def ready(self) -> None:
         await self.api.healthz()
@@ -291,25 +307,25 @@ async def _watch_latency(servers: Servers, door, ns: str, count: int) -> dict:
             "cpu_ms_per_request": (servers.cpu() - cpu0) * 1000 / count}
 
 
-async def _measure(servers: Servers, count: int, tick) -> dict:
-    from kubemu.apiclient import ApiClient
+async def _create_namespace(admin, name: str) -> None:
+    try:
+        await admin.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                          "metadata": {"name": name}})
+    except Conflict as err:
+        if "already exists" not in str(err):
+            raise
 
-    async with ApiClient(servers.wire, timeout=30) as admin:
-        await _until(admin.healthz, time.monotonic() + 60)
-        for door_name in ("wire", "https"):
-            ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"bench-{door_name}"}}
-            while True:  # the apiserver makes its system namespaces first
-                try:
-                    await admin.create("namespaces", ns)
-                    break
-                except Exception as err:
-                    if "already exists" in str(err):
-                        break
-                    await asyncio.sleep(0.2)
+
+async def _measure(servers: Servers, count: int, tick) -> dict:
+    async with servers.api_client() as admin:
+        deadline = time.monotonic() + STARTUP
+        await _until(admin.healthz, deadline)
+        for door_name in ("wire", "https"):  # the apiserver makes its system namespaces first
+            await _until(lambda: _create_namespace(admin, f"bench-{door_name}"), deadline)
     results = {}
     for door in (WireDoor(servers), HttpsDoor(servers)):
         try:
-            await _until(door.ready, time.monotonic() + 60)
+            await _until(door.ready, time.monotonic() + STARTUP)
             ns = f"bench-{door.name}"
             row = {}
             row["create"] = await _phase(servers, count, lambda i: door.create(ns, configmap(f"cm-{i}", i)))
@@ -345,7 +361,7 @@ def run(quick: bool = False, kills: int | None = None, progress_factory=None, wo
             "wire_get_to_floor": _ratio(results["wire"]["get_concurrent"]["cpu_ms_per_request"], floor),
             "config": {"objects": count, "concurrency": CONCURRENCY, "store_replicas": 1,
                        "https_client": "aiohttp, TLS 1.3, the admin's client certificate, keep-alive",
-                       "wire_client": "kubemu ApiClient over ipc://"}}
+                       "wire_client": "kubemu ApiClient over ipc://, the admin's wire credentials"}}
 
 
 def _ratio(a: float, b: float) -> float:

@@ -16,8 +16,8 @@ Verification is pure (the clock comes in as `now`) and follows kube-apiserver's 
 that is not a JWT, or names another issuer, is not ours (None: another authenticator may know
 it); then the signature (any of the keys), the audiences (the token's must meet the ones asked
 for), the times (go-jose's one-minute leeway) and the claims. Failures raise TokenError with
-Kubernetes' messages. Whether the ServiceAccount still exists is the caller's question
-(authn.py asks the apiserver).
+Kubernetes' messages. Whether the ServiceAccount, and the pod or secret the token is bound to,
+still exist is the caller's question (authn.py asks the apiserver).
 """
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ CLAIM = "kubernetes.io"
 CREDENTIAL_ID = "authentication.kubernetes.io/credential-id"
 POD_NAME = "authentication.kubernetes.io/pod-name"
 POD_UID = "authentication.kubernetes.io/pod-uid"
-BOUND_KINDS = ("Pod", "Secret")    # what a token may be bound to (boundObjectRef.kind)
+# What a token may be bound to (boundObjectRef.kind), and where those objects are.
+BOUND_RESOURCES = {"Pod": "pods", "Secret": "secrets"}
 
 
 class TokenError(ValueError):
@@ -143,13 +144,14 @@ class Signer:
 @dataclass(frozen=True)
 class Verified:
     """What a valid token says: its ServiceAccount, audiences (those it was accepted for), jti
-    and the pod it is bound to, if any."""
+    and the pod or secret it is bound to, if any."""
     namespace: str
     name: str
     uid: str
     audiences: tuple[str, ...]
     jti: str = ""
-    pod: tuple[str, str] | None = None   # (name, uid)
+    pod: tuple[str, str] | None = None      # (name, uid)
+    secret: tuple[str, str] | None = None   # (name, uid)
 
 
 def _unverified_payload(token: str) -> dict | None:
@@ -158,7 +160,7 @@ def _unverified_payload(token: str) -> dict | None:
         return None
     try:
         payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # deep nesting: not a JWT of ours
         return None
     return payload if isinstance(payload, dict) else None
 
@@ -200,10 +202,16 @@ def verify(token: str, public_keys: Iterable, issuer: str, *, audiences: Iterabl
     if payload.get("sub") != service_account_username(namespace, name):
         raise TokenError(f"sub claim {payload.get('sub')!r} does not name the service account "
                          f"{namespace}/{name}")
-    pod = private.get("pod") if isinstance(private.get("pod"), dict) else None
     jti = payload.get("jti") if isinstance(payload.get("jti"), str) else ""
     return Verified(namespace, name, uid, accepted, jti,
-                    (str(pod.get("name", "")), str(pod.get("uid", ""))) if pod else None)
+                    _object_ref(private.get("pod")), _object_ref(private.get("secret")))
+
+
+def _object_ref(claim: Any) -> tuple[str, str] | None:
+    """(name, uid) of a pod or secret claim."""
+    if not isinstance(claim, dict):
+        return None
+    return str(claim.get("name", "")), str(claim.get("uid", ""))
 
 
 def _check_signature(token: str, keys: list) -> dict:

@@ -14,8 +14,11 @@ Stateless: every object lives in the store at `registry_key(resource, namespace,
 and an object's resourceVersion is its key's mod_revision (a string). Kill it at any time; clients
 reconnect and resume their watches from the last resourceVersion they saw.
 
-Wire methods (params are maps; `resource` is anything `kubemu.api.resources.resolve` accepts;
-every mutating method also takes `user`, recorded in the audit log):
+Wire methods (params are maps; `resource` is anything `kubemu.api.resources.resolve` accepts).
+Who calls is never a param: it is the identity the transport authenticated (`caller`), which the
+audit log records and RBAC authorizes. Every mutating method also takes `dry_run=False` (validate,
+write nothing); those that write an object also `field_validation="Strict"|"Warn"|"Ignore"` (what
+unknown fields get; default Warn) and `field_manager`:
 
     create        {resource, object, namespace=None}                      -> object
     get           {resource, name, namespace=None}                        -> object
@@ -28,9 +31,13 @@ every mutating method also takes `user`, recorded in the audit log):
     delete        {resource, name, namespace=None, grace_period_seconds=None,
                    propagation_policy="Background"|"Foreground"|"Orphan", preconditions=None}
                   -> the object's final state (with deletionTimestamp if it stays for now)
+    delete_collection {resource, namespace=None, label_selector="", field_selector="",
+                   grace_period_seconds=None, propagation_policy="Background"} -> the deleted, as a list
+    evict         {name, namespace=None, object=None (a policy/v1 Eviction)}  pods/eviction -> Status
     bind          {name, node, namespace=None}           pods/binding     -> pod
     get_scale     {resource, name, namespace=None}       autoscaling/v1 Scale
-    update_scale  {resource, name, replicas, namespace=None, resource_version=None} -> Scale
+    update_scale  {resource, name, replicas (a count or a Scale), namespace=None, resource_version=None}
+                  -> Scale
     watch (stream){resource, namespace=None, label_selector="", field_selector="",
                    resource_version="", allow_bookmarks=False}
                   -> {"type": ADDED|MODIFIED|DELETED|BOOKMARK, "object": ...}

@@ -13,7 +13,7 @@ from kubemu._wire_auth import credentials_flag
 from kubemu.serviceaccount_token import DEFAULT_ISSUER
 
 from .handlers import BOOKMARK_INTERVAL
-from .server import BIND_ADDRESS, SECURE_PORT, APIServer, HTTPSConfig
+from .server import BIND_ADDRESS, SECURE_PORT, APIServer, HTTPSConfig, StartupError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
                                      bookmark_interval=args.bookmark_interval, state_dir=args.state_dir,
                                      https=https_config(args), wire_secrets=args.wire_secrets,
                                      store_credentials=args.store_credentials).run())
+    except StartupError as err:
+        print(f"apiserver: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

@@ -1,6 +1,8 @@
 """Who is asking: a request's credentials to a UserInfo, as kube-apiserver's authenticators do.
 
-    authn = Authenticator(client_ca_file, [sa_pub], issuer, token_lookup=lookup)
+    authn = Authenticator(client_ca_file, [sa_pub], issuer,
+                          token_lookup=service_account_lookup(api),
+                          bound_lookup=bound_object_lookup(api))
     user = await authn.authenticate(peer_cert_der, authorization_header)
     # None: no credentials; AuthenticationError (a 401 Unauthorized): bad ones
 
@@ -14,7 +16,10 @@ Two authenticators, tried in kube-apiserver's order, the first that knows the ca
 * `Authorization: Bearer <token>`: ServiceAccount JWTs (kubemu.serviceaccount_token) of the
   configured issuer, for the API's audiences (the issuer), whose ServiceAccount still exists
   with the uid the token names (asked through the injected `token_lookup(namespace, name)`,
-  an awaitable of the uid or None), as kube-apiserver's service account token getter checks.
+  an awaitable of the uid or None), as kube-apiserver's service account token getter checks;
+  a token bound to a Pod or Secret (TokenRequest's boundObjectRef) only while that object
+  exists with the uid the token names (asked through `bound_lookup(kind, namespace, name)`;
+  without one, bound objects are not checked).
 
 Every authenticated user also gets the group system:authenticated. A bad certificate does not
 stop a good token from authenticating the request (kube-apiserver's union authenticator goes on
@@ -36,7 +41,8 @@ from kubemu.api.identity import UserInfo, authenticated
 from kubemu.pki import signed_by, subject_of
 from kubemu.wire import NotFound, WireError
 
-TokenLookup = Callable[[str, str], Awaitable[str | None]]
+TokenLookup = Callable[[str, str], Awaitable[str | None]]         # (namespace, name) -> uid
+BoundLookup = Callable[[str, str, str], Awaitable[str | None]]    # (kind, namespace, name) -> uid
 CERT_CACHE_SIZE = 1024   # verified client certificates remembered (a verify per request costs)
 
 
@@ -123,28 +129,38 @@ def bearer_token(authorization: str | None) -> str | None:
     return parts[1]
 
 
+async def _uid(api, resource: str, namespace: str, name: str) -> str | None:
+    try:
+        obj = await api.get(resource, name, namespace)
+    except NotFound:
+        return None
+    return (obj.get("metadata") or {}).get("uid")
+
+
 def service_account_lookup(api) -> TokenLookup:
     """A token_lookup over the handlers' API (its `get`): the uid of a ServiceAccount, None
     when there is none."""
-    async def lookup(namespace: str, name: str) -> str | None:
-        try:
-            sa = await api.get("serviceaccounts", name, namespace)
-        except NotFound:
-            return None
-        return (sa.get("metadata") or {}).get("uid")
-    return lookup
+    return lambda namespace, name: _uid(api, "serviceaccounts", namespace, name)
+
+
+def bound_object_lookup(api) -> BoundLookup:
+    """A bound_lookup over the handlers' API: the uid of the Pod or Secret a token is bound
+    to, None when there is none."""
+    return lambda kind, namespace, name: _uid(api, satoken.BOUND_RESOURCES[kind], namespace, name)
 
 
 class Authenticator:
     def __init__(self, client_ca_file: str | None, service_account_key_files: list[str],
                  issuer: str = satoken.DEFAULT_ISSUER, token_lookup: TokenLookup | None = None,
-                 *, clock: Callable[[], float] = time.time):
+                 *, bound_lookup: BoundLookup | None = None,
+                 clock: Callable[[], float] = time.time):
         self.client_cas = load_certificates(client_ca_file) if client_ca_file else []
         self.keys = [key for path in service_account_key_files
                      for key in satoken.load_public_keys(path)]
         self.issuer = issuer
         self.audiences = (issuer,)   # --api-audiences defaults to the issuer
         self.token_lookup = token_lookup
+        self.bound_lookup = bound_lookup
         self.clock = clock
         self._certs: OrderedDict[bytes, tuple] = OrderedDict()
 
@@ -212,4 +228,20 @@ class Authenticator:
             if uid != verified.uid:
                 raise AuthenticationError(f"service account UID ({uid}) does not match claim "
                                           f"({verified.uid})")
+        if self.bound_lookup is not None:
+            await self._check_bound(verified)
         return satoken.user_info(verified), verified.audiences
+
+    async def _check_bound(self, verified: satoken.Verified) -> None:
+        """The objects the token is bound to are still there, the same ones (kube-apiserver's
+        validator: deleting the pod or secret invalidates the token)."""
+        for kind, ref in (("Secret", verified.secret), ("Pod", verified.pod)):
+            if ref is None:
+                continue
+            name, claimed = ref
+            uid = await self.bound_lookup(kind, verified.namespace, name)
+            if uid is None:
+                raise AuthenticationError("service account token has been invalidated")
+            if uid != claimed:
+                raise AuthenticationError(f"{kind.lower()} UID ({uid}) does not match service "
+                                          f"account {kind.lower()} ref claim ({claimed})")

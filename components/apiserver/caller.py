@@ -16,17 +16,6 @@ from kubemu.wire import peer_identity
 current: ContextVar[UserInfo | None] = ContextVar("caller", default=None)
 
 
-def caller() -> UserInfo | None:
-    """The caller as a UserInfo (a wire identity with the groups `wireauthz` gives it)."""
-    user = current.get()
-    if user is None:
-        identity = peer_identity.get()
-        if identity:
-            from .wireauthz import user_info
-            user = user_info(identity)
-    return user
-
-
 def caller_name() -> str | None:
     """Who the audit log names: the authenticated user, or None for an unauthenticated wire."""
     user = current.get()

@@ -49,12 +49,20 @@ def log_path(state_dir: Path, pod: dict, container: str | None, previous: bool) 
     statuses = {c.get("name"): c for c in (status.get("initContainerStatuses") or [])
                 + (status.get("containerStatuses") or [])}
     count = int((statuses.get(container) or {}).get("restartCount") or 0) - (1 if previous else 0)
+    # the annotation is anyone's to write: it may only name a directory of the node's pods
     uid = (meta.get("annotations") or {}).get(MIRROR_ANNOTATION) or meta.get("uid", "")
-    path = state_dir / "nodes" / node / "pods" / f"{meta['namespace']}_{name}_{uid}" / container / f"{count}.log"
-    if count < 0 or not path.is_file():
+    pods = state_dir / "nodes" / node / "pods"
+    path = pods / f"{meta['namespace']}_{name}_{uid}" / container / f"{count}.log"
+    if count < 0 or not _segment(uid) or not path.resolve().is_relative_to(pods.resolve()) \
+            or not path.is_file():
         what = f'previous terminated container "{container}"' if previous else f'container "{container}"'
         raise BadRequest(f'{what} in pod "{name}" not found', {"reason": "BadRequest"})
     return path
+
+
+def _segment(text: object) -> bool:
+    """Whether `text` is one path segment that stays where it is put."""
+    return isinstance(text, str) and text not in ("", ".", "..") and "/" not in text and "\0" not in text
 
 
 def read_log(path: Path, tail_lines: int | None = None, limit_bytes: int | None = None) -> str:

@@ -2,14 +2,18 @@
 
 Both transports call the same handler table (`API.handlers()`); HTTPS adds authentication
 (client certificates of --client-ca-file, ServiceAccount tokens), RBAC, discovery and OpenAPI
-(rest/). READY=1 is sent once both listen; SIGTERM closes both.
+(rest/). READY=1 is sent once both listen; SIGTERM closes both. A file the HTTPS door cannot
+read, or its port taken, is a StartupError: `__main__` says it in one line and exits 1.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import signal
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+from cryptography.exceptions import UnsupportedAlgorithm
 
 from kubemu import sdnotify
 from kubemu import serviceaccount_token as satoken
@@ -17,11 +21,11 @@ from kubemu._wire_auth import Credentials, ServerAuth
 from kubemu.api.authz import forbidden_message
 from kubemu.api.bootstrap_policy import bootstrap_objects
 from kubemu.api.resources import for_object
-from kubemu.wire import Conflict, Forbidden, Invalid, NotFound, Server, WireError
+from kubemu.wire import Conflict, Forbidden, Invalid, Server, WireError
 from store.client import StoreClient
 
 from .audit import AuditLog
-from .authn import Authenticator
+from .authn import Authenticator, bound_object_lookup, service_account_lookup
 from .handlers import API, BOOKMARK_INTERVAL
 from .rbaccache import RBACCache
 from .rest import discovery, openapi
@@ -85,6 +89,7 @@ class APIServer:
         https = None
         init = asyncio.create_task(self._bootstrap(api, rbac), name="bootstrap")
         try:
+            https = self._https_door(api, rbac)  # its files are read before anything listens
             if auth is not None:
                 # authorizing needs the roles: the wire opens once they are there, as
                 # kube-apiserver is not ready before its RBAC bootstrap
@@ -93,7 +98,11 @@ class APIServer:
                 await server.start()
                 log.info("serving on %s (store %s)%s", server.endpoint, ",".join(client.endpoints),
                          ", authenticating every peer" if auth else "")
-                https = await self._start_https(api, rbac)
+                if https is not None:
+                    cfg = self.https
+                    with _starting(f"--bind-address {cfg.bind_address} --secure-port {cfg.port}"):
+                        port = await https.start()
+                    log.info("serving HTTPS on %s:%d", cfg.bind_address, port)
                 sdnotify.notify("READY=1\nSTATUS=serving")
                 await stop.wait()
         finally:
@@ -109,7 +118,9 @@ class APIServer:
             audit.close()
         return 0
 
-    async def _start_https(self, api: API, rbac: RBACCache) -> HTTPSServer | None:
+    def _https_door(self, api: API, rbac: RBACCache) -> HTTPSServer | None:
+        """The HTTPS listener, not yet listening: None when it is not served. Raises
+        StartupError for a file it cannot read."""
         cfg = self.https
         if cfg.port == 0:
             log.info("HTTPS is not served (--secure-port 0)")
@@ -117,30 +128,24 @@ class APIServer:
         if not cfg.cert_file:
             log.info("HTTPS is not served: no --tls-cert-file")
             return None
-
-        async def service_account_uid(namespace: str, name: str) -> str | None:
-            try:
-                return (await api.get("serviceaccounts", name, namespace))["metadata"].get("uid")
-            except NotFound:
-                return None
-
-        authn = Authenticator(cfg.client_ca_file, cfg.service_account_key_files, cfg.service_account_issuer,
-                              token_lookup=service_account_uid)
+        with _starting("--client-ca-file / --service-account-key-file"):
+            authn = Authenticator(cfg.client_ca_file, cfg.service_account_key_files, cfg.service_account_issuer,
+                                  token_lookup=service_account_lookup(api), bound_lookup=bound_object_lookup(api))
         handlers = dict(api.handlers())
         reviews = Reviews(rbac)
         handlers["review"] = reviews.review
         if cfg.service_account_signing_key_file:
-            tokens = Tokens(api, satoken.Signer.from_file(cfg.service_account_signing_key_file,
-                                                          cfg.service_account_issuer), authn)
+            with _starting(f"--service-account-signing-key-file {cfg.service_account_signing_key_file}"):
+                signer = satoken.Signer.from_file(cfg.service_account_signing_key_file, cfg.service_account_issuer)
+            tokens = Tokens(api, signer, authn)
             handlers.update(token_request=tokens.token_request, token_review=tokens.token_review,
                             self_subject_review=tokens.self_subject_review)
         rest = RestAPI(handlers, authn, rbac, state_dir=self.state_dir, discovery=discovery, openapi=openapi,
                        ready=lambda: self.bootstrapped and rbac.synced)
-        https = HTTPSServer(rest.application(), cfg.bind_address, cfg.port,
-                            ssl_context(cfg.cert_file, cfg.key_file or cfg.cert_file, cfg.client_ca_file))
-        port = await https.start()
-        log.info("serving HTTPS on %s:%d", cfg.bind_address, port)
-        return https
+        with _starting(f"--tls-cert-file {cfg.cert_file} / --tls-private-key-file {cfg.key_file}"
+                       + (f" / --client-ca-file {cfg.client_ca_file}" if cfg.client_ca_file else "")):
+            context = ssl_context(cfg.cert_file, cfg.key_file, cfg.client_ca_file)
+        return HTTPSServer(rest.application(), cfg.bind_address, cfg.port, context)
 
     @staticmethod
     def _wire_authorizer(rbac: RBACCache):
@@ -181,6 +186,20 @@ class APIServer:
                 log.info("creating the system namespaces and the default roles: %s (retrying)", err)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
+
+
+class StartupError(Exception):
+    """What the apiserver cannot start with (a flag's file, the secure port): `<what>: <reason>`."""
+
+
+@contextmanager
+def _starting(what: str):
+    # ssl.SSLError is an OSError; cryptography's loaders raise ValueError, TypeError (a key
+    # that needs a password) and UnsupportedAlgorithm
+    try:
+        yield
+    except (OSError, ValueError, TypeError, UnsupportedAlgorithm) as err:
+        raise StartupError(f"{what}: {err}") from None
 
 
 async def _first(*aws) -> None:

@@ -37,7 +37,6 @@ from .strategy import invalid as invalid_error
 
 GROUP_VERSION = "authentication.k8s.io/v1"
 TOKEN_REQUEST_KIND = "TokenRequest.authentication.k8s.io"   # as its Invalid errors name it
-_BOUND_RESOURCES = {"Pod": "pods", "Secret": "secrets"}
 
 
 @dataclass(frozen=True)
@@ -90,7 +89,7 @@ def request_parameters(name: str, namespace: str, object: Any,
         raise invalid_error(ValidationError(c.errors, kind=TOKEN_REQUEST_KIND, name=name))
     if ref is not None:
         kind, api_version = ref.get("kind") or "", ref.get("apiVersion") or ""
-        if api_version != "v1" or kind not in _BOUND_RESOURCES:
+        if api_version != "v1" or kind not in satoken.BOUND_RESOURCES:
             group, _, version = api_version.rpartition("/")
             raise BadRequest(f"cannot bind token to object of type {group}/{version}, Kind={kind}")
     return RequestParameters(tuple(spec.get("audiences") or default_audiences), seconds, ref)
@@ -144,7 +143,7 @@ class Tokens:
         if ref is None:
             return None
         kind, name = ref["kind"], ref.get("name") or ""
-        obj = await self.api.get(_BOUND_RESOURCES[kind], name, namespace)
+        obj = await self.api.get(satoken.BOUND_RESOURCES[kind], name, namespace)
         if kind == "Pod":
             runs_as = (obj.get("spec") or {}).get("serviceAccountName") or "default"
             if runs_as != sa_name:

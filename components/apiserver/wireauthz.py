@@ -12,7 +12,8 @@
 
 The namespace is the one the request names, else the object's (create, update), else
 "default" for a namespaced object request (as the handlers default it); a list or watch
-without one is across all namespaces (""), as GET /api/v1/pods is. A method not in this
+without one is across all namespaces (""), as GET /api/v1/pods is. A request for one Namespace
+is in that namespace, as /api/v1/namespaces/<name> is. A method not in this
 table, or a resource no table knows, gives None: the caller refuses what it cannot name.
 
 The wire identity IS the user name (kubemu._wire_auth); `user_info` gives it its groups: the
@@ -75,6 +76,8 @@ def attributes(user: UserInfo, method: str, params: dict) -> Attributes | None:
             namespace = "default"
     name = "" if verb in _COLLECTION_VERBS or (verb == "create" and not subresource) else (
         _text(params.get("name")) or _text(meta.get("name")))
+    if r.kind == "Namespace":
+        namespace = name  # /api/v1/namespaces/<name>: RequestInfo's namespace is the name
     return Attributes(user=user, verb=verb, api_group=r.group, api_version=r.version, resource=r.plural,
                       subresource=subresource, namespace=namespace, name=name)
 

@@ -236,32 +236,50 @@ def _rules(role: dict) -> tuple[Rule, ...]:
 
 def aggregated_rules(cluster_roles: dict[str, dict]) -> dict[str, tuple[Rule, ...]]:
     """Each ClusterRole's rules; one with an aggregationRule gets, instead of its own, the rules
-    of the ClusterRoles its selectors match (themselves aggregated: `admin` selects `edit`,
-    which selects `view`), each rule once, the roles taken in name order and itself left out,
-    as the clusterrole-aggregation controller computes them. A cycle of aggregating roles
-    contributes the stored rules of the role that closes it."""
-    done: dict[str, tuple[Rule, ...]] = {}
+    of the ClusterRoles its selectors reach (themselves aggregated: `admin` selects `edit`,
+    which selects `view`), each rule once, the roles taken in name order, as the
+    clusterrole-aggregation controller converges to. An aggregating role on a cycle (which the
+    controller would rewrite forever) contributes its stored rules to every role reaching it.
 
-    def resolve(name: str, visiting: frozenset[str]) -> tuple[Rule, ...]:
-        if name in done:
-            return done[name]
-        role = cluster_roles[name]
-        agg = role.get("aggregationRule")
-        if not isinstance(agg, dict) or name in visiting:
-            return _rules(role)
-        out: list[Rule] = []
-        for selector in _list(agg.get("clusterRoleSelectors")):
-            if not isinstance(selector, dict):
-                continue
-            for other in sorted(cluster_roles):
-                labels = _dict(cluster_roles[other].get("metadata")).get("labels")
-                if other != name and selector_matches(selector, labels):
-                    out += [r for r in resolve(other, visiting | {name}) if r not in out]
-        if not visiting:
-            done[name] = tuple(out)
-        return tuple(out)
+    Each role's reach is walked once, not once per path: roles aggregating each other would
+    otherwise take factorial time, and the view is built inside the apiserver's event loop."""
+    selected = {name: _selected(name, role, cluster_roles) for name, role in cluster_roles.items()
+                if isinstance(role.get("aggregationRule"), dict)}
+    reach = {name: _reachable(name, selected) for name in selected}
+    out: dict[str, tuple[Rule, ...]] = {}
+    for name, role in cluster_roles.items():
+        if name not in selected:
+            out[name] = _rules(role)
+            continue
+        rules: dict[Rule, None] = {}  # ordered, each rule once
+        for other in sorted(reach[name]):
+            if other not in selected or other in reach[other]:
+                rules.update(dict.fromkeys(_rules(cluster_roles[other])))
+        out[name] = tuple(rules)
+    return out
 
-    return {name: resolve(name, frozenset()) for name in cluster_roles}
+
+def _selected(name: str, role: dict, cluster_roles: dict[str, dict]) -> set[str]:
+    """The other ClusterRoles that `role`'s aggregationRule selects."""
+    found: set[str] = set()
+    for selector in _list(role["aggregationRule"].get("clusterRoleSelectors")):
+        if isinstance(selector, dict):
+            found.update(other for other, obj in cluster_roles.items() if other != name
+                         and selector_matches(selector, _dict(obj.get("metadata")).get("labels")))
+    return found
+
+
+def _reachable(name: str, selected: dict[str, set[str]]) -> set[str]:
+    """The roles reachable from `name` through one or more aggregation selections (`name`
+    itself only through a cycle)."""
+    seen: set[str] = set()
+    todo = list(selected[name])
+    while todo:
+        other = todo.pop()
+        if other not in seen:
+            seen.add(other)
+            todo.extend(selected.get(other, ()))
+    return seen
 
 
 # --- decisions ----------------------------------------------------------------------------------

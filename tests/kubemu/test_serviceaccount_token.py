@@ -70,6 +70,13 @@ def test_a_bound_token_names_its_pod(key):
     assert user.extra[satoken.POD_UID] == ("pod-uid",)
 
 
+def test_a_bound_token_names_its_secret(key):
+    verified = satoken.verify(issue(key, bound=satoken.Bound("Secret", "s", "secret-uid")),
+                              [key.public_key()], ISSUER, audiences=(ISSUER,), now=NOW)
+    assert (verified.pod, verified.secret) == (None, ("s", "secret-uid"))
+    assert satoken.POD_NAME not in satoken.user_info(verified).extra
+
+
 def test_a_valid_token_is_the_service_account_user(key):
     verified = satoken.verify(issue(key), [key.public_key()], ISSUER, audiences=(ISSUER,), now=NOW + 10)
     assert verified == satoken.Verified("team", "builder", "sa-uid", (ISSUER,), "the-jti")
@@ -85,7 +92,10 @@ def test_any_of_several_keys_may_have_signed_it(key, other_key):
                           audiences=(ISSUER,), now=NOW) is not None
 
 
-@pytest.mark.parametrize("token", ["", "abc", "a.b.c", "not a jwt at all", 42, None])
+NESTED = "a." + base64.urlsafe_b64encode(b"[" * 6000).decode() + ".b"  # too deep for json
+
+
+@pytest.mark.parametrize("token", ["", "abc", "a.b.c", "not a jwt at all", 42, None, NESTED])
 def test_what_is_not_a_jwt_is_not_ours(token):
     assert satoken.verify(token, [], ISSUER, audiences=(ISSUER,), now=NOW) is None
 

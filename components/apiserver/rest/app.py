@@ -1,10 +1,10 @@
 """The Kubernetes REST API over the apiserver's handler table: one aiohttp handler for every path.
 
 Each request: authenticate (client certificate or bearer token; anonymous only on the public
-paths) -> `caller.current` -> RequestInfo -> authorize (RBAC) -> the handler the verb maps to,
-the same functions the ZeroMQ wire calls (same storage, watch cache and audit log) -> the answer
-as JSON, YAML or a Table. Every error is a meta/v1 Status (status.py); anything unexpected is one
-log line and a 500 Status, never a traceback.
+paths; Impersonate-* headers are refused, 403) -> `caller.current` -> RequestInfo -> authorize
+(RBAC) -> the handler the verb maps to, the same functions the ZeroMQ wire calls (same storage,
+watch cache and audit log) -> the answer as JSON, YAML or a Table. Every error is a meta/v1
+Status (status.py); anything unexpected is one log line and a 500 Status, never a traceback.
 
     GET    collection            list (watch with ?watch=true|1, or /api/v1/watch/...)
     GET    item[/status]         get            GET item/scale   get_scale     GET pods/x/log  logs
@@ -30,7 +30,7 @@ import yaml
 from aiohttp import web
 from multidict import CIMultiDict
 
-from kubemu.api import authz
+from kubemu.api import authz, fields
 from kubemu.api.identity import ANONYMOUS, UNAUTHENTICATED, UserInfo
 from kubemu.api.limits import MAX_OBJECT_BYTES
 from kubemu.api.patch import PatchError, apply_patch
@@ -56,6 +56,8 @@ WATCH_TIMEOUT = (1800.0, 3600.0)
 # while it starts (a bad selector, an unknown resource) are then answered as HTTP errors.
 WATCH_START = 0.5
 BODY_TIMEOUT = 60.0
+# Impersonate-User, -Group, -Uid, -Extra-<key>
+IMPERSONATE_PREFIX = "impersonate-"
 REVIEW_HANDLERS = {"selfsubjectaccessreviews": "review", "subjectaccessreviews": "review",
                    "localsubjectaccessreviews": "review", "selfsubjectrulesreviews": "review",
                    "tokenreviews": "token_review", "selfsubjectreviews": "self_subject_review"}
@@ -72,8 +74,8 @@ class Refusal(Exception):
 
 
 class RestAPI:
-    """`authenticator.authenticate(peer_cert_der, authorization)` -> UserInfo | None (may be async;
-    raises AuthenticationError for bad credentials); `authorizer.authorize(Attributes)` -> Decision;
+    """`await authenticator.authenticate(peer_cert_der, authorization)` -> UserInfo | None (raises
+    AuthenticationError for bad credentials); `authorizer.authorize(Attributes)` -> Decision;
     `handlers` is API.handlers() plus the review and token handlers by name."""
 
     def __init__(self, handlers: dict[str, Callable], authenticator, authorizer, *,
@@ -119,6 +121,10 @@ class RestAPI:
 
     async def _serve(self, request: web.Request) -> web.StreamResponse:
         user = await self._authenticate(request)
+        if any(h.lower().startswith(IMPERSONATE_PREFIX) for h in request.headers):
+            # serving the request as the real caller would run `kubectl --as` as someone else
+            raise Refusal(status.forbidden("impersonation (Impersonate-* headers, kubectl --as) "
+                                           "is not supported by kubemu"))
         caller.current.set(user)
         try:
             info = request_info(request.method, request.path, dict(request.query))
@@ -143,9 +149,7 @@ class RestAPI:
         ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
         der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
         try:
-            user = self.authenticator.authenticate(der, request.headers.get("Authorization"))
-            if inspect.isawaitable(user):
-                user = await user
+            user = await self.authenticator.authenticate(der, request.headers.get("Authorization"))
         except AuthenticationError:
             raise Refusal(status.unauthorized()) from None
         if user is None:
@@ -222,8 +226,11 @@ class RestAPI:
             r = resolve(info.resource)
         except UnknownResourceError:
             raise Refusal(status.not_found_path()) from None
-        if r.plural != info.resource or (info.api_group, info.api_version) != (r.group, r.version) \
-                or (info.namespace and not r.namespaced and info.resource != "namespaces"):
+        if r.plural != info.resource or (info.api_group, info.api_version) != (r.group, r.version):
+            raise Refusal(status.not_found_path())
+        # a cluster-scoped resource has no path under /namespaces/<ns>/, but a Namespace's own
+        # path is one: RequestInfo reads /api/v1/namespaces/x[/status] as namespace x, name x
+        if info.namespace and not r.namespaced and not (r.kind == "Namespace" and info.namespace == info.name):
             raise Refusal(status.not_found_path())
         include = request.query.get("includeObject", "Metadata")
         if include not in tables.INCLUDE:
@@ -233,8 +240,6 @@ class RestAPI:
     async def _dispatch(self, request, info: RequestInfo, r, out, user, include) -> web.StreamResponse:
         verb, sub, q = info.verb, info.subresource, request.query
         ns = info.namespace if r.namespaced else None
-        if r.kind == "Namespace":
-            ns = None
         if verb == "watch":
             return await self._watch(request, info, r, out, include)
         if verb == "list":
@@ -380,12 +385,13 @@ class RestAPI:
         return self._json(request, 200, self._shaped(r.kind, obj, out, include), out)
 
     async def _scale(self, r, info, ns, scale: dict, user, common, precondition_from: dict | None = None) -> dict:
-        spec = scale.get("spec") if isinstance(scale.get("spec"), dict) else {}
+        """The whole Scale goes to update_scale: its rules (an empty Scale scales to 0, unknown
+        fields as fieldValidation says) are the wire's."""
         rv = (scale.get("metadata") or {}).get("resourceVersion") if isinstance(scale.get("metadata"), dict) else None
         if precondition_from is not None and rv == (precondition_from.get("metadata") or {}).get("resourceVersion"):
             rv = None  # a patch that did not set it: no precondition, as kube-apiserver's GuaranteedUpdate
         return await self._call("update_scale", resource=r.plural, name=info.name, namespace=ns,
-                                replicas=spec.get("replicas"), resource_version=rv or None,
+                                replicas=scale, resource_version=rv or None,
                                 **common)
 
     async def _delete_options(self, request: web.Request) -> dict:
@@ -425,9 +431,9 @@ class RestAPI:
         q = request.query
         timeout = query.integer(q, "timeoutSeconds")
         limit = float(timeout) if timeout else random.uniform(*self.watch_timeout)
-        field_selector = q.get("fieldSelector", "")
-        if info.name and not field_selector:  # /api/v1/watch/namespaces/x/pods/name
-            field_selector = f"metadata.name={info.name}"
+        if info.subresource:
+            raise Refusal(status.not_found_path())
+        field_selector = _named_selector(info.name, q.get("fieldSelector", ""))
         events = self.handlers["watch"](resource=r.plural, namespace=(info.namespace or None) if r.namespaced
                                         else None, label_selector=q.get("labelSelector", ""),
                                         field_selector=field_selector,
@@ -516,6 +522,23 @@ def _parameters(fn) -> set[str] | None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return None
     return set(params)
+
+
+def _named_selector(name: str, field_selector: str) -> str:
+    """The field selector of a watch of one named object (/api/v1/watch/namespaces/x/pods/name):
+    the client's, if it selects exactly that name, else metadata.name=<name>; a selector that
+    selects anything else is refused, as kube-apiserver's ListResource does."""
+    if not name:
+        return field_selector
+    if not field_selector:
+        return f"metadata.name={fields.escape_value(name)}"
+    try:
+        selected = fields.parse_field_selector(field_selector).requires_exact_match("metadata.name")
+    except fields.FieldSelectorError as err:
+        raise BadRequest(str(err)) from None
+    if selected != name:
+        raise BadRequest("fieldSelector metadata.name doesn't match requested name")
+    return field_selector
 
 
 def _line(event: dict) -> bytes:

@@ -185,7 +185,7 @@ def _scalar(kind: str, value, depth: int):
     if kind == S:
         return _text(value)
     if kind == I:
-        return _signed(value) if isinstance(value, int) else 0
+        return _signed(value)
     if kind == B:
         return bool(value)
     if kind == "bytes":
@@ -195,7 +195,11 @@ def _scalar(kind: str, value, depth: int):
         seconds = t.get("seconds", 0)
         if not seconds:
             return None
-        return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            when = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+        except (ValueError, OverflowError, OSError):
+            raise ProtobufError(f"malformed protobuf: a time of {seconds} seconds is out of range") from None
+        return when.strftime("%Y-%m-%dT%H:%M:%SZ")
     return message(kind, value, depth + 1)
 
 
@@ -203,11 +207,13 @@ def _decode(schema: dict, data: bytes, depth: int) -> dict:
     if depth > MAX_NESTING:
         raise ProtobufError("malformed protobuf: nested too deep")
     out: dict = {}
-    for number, _, value in _fields(data):
+    for number, wire, value in _fields(data):
         spec = schema.get(number)
         if spec is None:
             continue  # a field kubemu does not read
         name, kind, repeated, keep = spec
+        if (wire == 0) != (kind in (I, B)):  # numbers are varints, everything else length-delimited
+            raise ProtobufError(f"malformed protobuf: field {name} has wire type {wire}")
         if kind in ("map", "bytesmap"):
             key, val = _entry(value, kind == "bytesmap")
             out.setdefault(name, {})[key] = val

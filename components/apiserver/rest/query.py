@@ -14,10 +14,6 @@ class QueryError(ValueError):
     pass
 
 
-def text(q: Mapping[str, str], name: str, default: str = "") -> str:
-    return q.get(name, default)
-
-
 def integer(q: Mapping[str, str], name: str, minimum: int | None = 0) -> int | None:
     if name not in q or q[name] == "":
         return None

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
+from kubemu.api import fields
+
 API_PREFIXES = ("api", "apis")
 GROUPLESS_PREFIXES = ("api",)
 SPECIAL_VERBS = ("proxy", "watch")           # /api/v1/watch/pods: the legacy watch paths
@@ -61,15 +63,13 @@ def _watch_requested(values: list[str]) -> bool:
 
 
 def _exact_name(field_selector: str) -> str:
-    """The name a field selector pins with metadata.name=x (or ==), else ""."""
-    for term in field_selector.split(","):
-        for op in ("==", "="):
-            key, sep, value = term.partition(op)
-            if sep and not key.endswith("!") and key.strip() == "metadata.name":
-                value = value.strip()
-                return value if value and value not in (".", "..") and "/" not in value \
-                    and "%" not in value else ""
-    return ""
+    """The name a field selector requires (metadata.name=x or ==), if it is a valid path
+    segment (path.IsValidPathSegmentName), else ""."""
+    try:
+        name = fields.parse_field_selector(field_selector).requires_exact_match("metadata.name")
+    except fields.FieldSelectorError:
+        return ""
+    return name if name and name not in (".", "..") and "/" not in name and "%" not in name else ""
 
 
 def request_info(method: str, path: str, query: str | dict = "") -> RequestInfo:

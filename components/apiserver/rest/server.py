@@ -108,6 +108,7 @@ class HTTPSServer:
                                                     reuse_address=True, backlog=1024)
         except BaseException:
             await self._runner.cleanup()
+            self._runner = None
             raise
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port

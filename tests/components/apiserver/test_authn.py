@@ -3,6 +3,7 @@ ServiceAccount bearer tokens against the signing key and the ServiceAccounts tha
 from __future__ import annotations
 
 import asyncio
+import base64
 import datetime
 
 import pytest
@@ -59,15 +60,20 @@ def sa_key():
 
 
 class Accounts:
-    """The ServiceAccounts that exist: (namespace, name) -> uid, as the injected lookup sees them."""
+    """The ServiceAccounts that exist: (namespace, name) -> uid, and the pods and secrets:
+    (kind, namespace, name) -> uid, as the injected lookups see them."""
 
     def __init__(self):
         self.uids = {("team", "builder"): "sa-uid"}
         self.asked: list[tuple[str, str]] = []
+        self.objects = {("Pod", "team", "web"): "pod-uid", ("Secret", "team", "s"): "secret-uid"}
 
     async def lookup(self, namespace: str, name: str) -> str | None:
         self.asked.append((namespace, name))
         return self.uids.get((namespace, name))
+
+    async def bound_lookup(self, kind: str, namespace: str, name: str) -> str | None:
+        return self.objects.get((kind, namespace, name))
 
 
 @pytest.fixture
@@ -81,13 +87,15 @@ def authn(tmp_path, ca, sa_key, accounts):
     (tmp_path / "sa.pub").write_bytes(sa_key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     return Authenticator(str(tmp_path / "ca.crt"), [str(tmp_path / "sa.pub")], ISSUER,
-                         accounts.lookup, clock=NOW.timestamp)
+                         accounts.lookup, bound_lookup=accounts.bound_lookup,
+                         clock=NOW.timestamp)
 
 
-def token(key, *, audiences=(ISSUER,), now=NOW.timestamp(), uid="sa-uid", name="builder"):
+def token(key, *, audiences=(ISSUER,), now=NOW.timestamp(), uid="sa-uid", name="builder",
+          bound=None):
     return satoken.Signer(key, ISSUER).issue(namespace="team", name=name, uid=uid,
                                              audiences=audiences, expiration_seconds=3600,
-                                             now=now, jti="jti-1")
+                                             now=now, jti="jti-1", bound=bound)
 
 
 def authenticate(authn, cert=None, authorization=None):
@@ -187,13 +195,45 @@ def test_a_token_of_a_recreated_service_account_is_refused(authn, sa_key, accoun
         authenticate(authn, None, f"Bearer {good}")
 
 
+BOUND = [satoken.Bound("Pod", "web", "pod-uid"), satoken.Bound("Secret", "s", "secret-uid")]
+
+
+def test_a_token_bound_to_a_pod_is_its_service_account_on_that_pod(authn, sa_key):
+    user = authenticate(authn, None, f"Bearer {token(sa_key, bound=BOUND[0])}")
+    assert user.name == "system:serviceaccount:team:builder"
+    assert user.extra["authentication.kubernetes.io/pod-name"] == ("web",)
+    assert user.extra["authentication.kubernetes.io/pod-uid"] == ("pod-uid",)
+
+
+@pytest.mark.parametrize("bound", BOUND, ids=lambda b: b.kind)
+def test_a_token_bound_to_a_deleted_object_is_refused(authn, sa_key, accounts, bound):
+    good = token(sa_key, bound=bound)
+    assert authenticate(authn, None, f"Bearer {good}").name == "system:serviceaccount:team:builder"
+    del accounts.objects[(bound.kind, "team", bound.name)]
+    with pytest.raises(AuthenticationError, match="service account token has been invalidated"):
+        authenticate(authn, None, f"Bearer {good}")
+
+
+@pytest.mark.parametrize("bound", BOUND, ids=lambda b: b.kind)
+def test_a_token_bound_to_a_recreated_object_is_refused(authn, sa_key, accounts, bound):
+    good = token(sa_key, bound=bound)
+    accounts.objects[(bound.kind, "team", bound.name)] = "new-uid"
+    kind = bound.kind.lower()
+    with pytest.raises(AuthenticationError, match=rf"{kind} UID \(new-uid\) does not match "
+                                                  rf"service account {kind} ref claim "
+                                                  rf"\({bound.uid}\)"):
+        authenticate(authn, None, f"Bearer {good}")
+
+
 def test_a_token_signed_by_another_key_is_refused(authn):
     other = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     with pytest.raises(AuthenticationError):
         authenticate(authn, None, f"Bearer {token(other)}")
 
 
-@pytest.mark.parametrize("header", ["Bearer garbage", "bearer a.b.c"])
+@pytest.mark.parametrize("header", ["Bearer garbage", "bearer a.b.c",
+                                    "Bearer a." + base64.urlsafe_b64encode(b"[" * 6000).decode()
+                                    + ".b"])
 def test_an_unknown_bearer_token_is_refused(authn, header):
     with pytest.raises(AuthenticationError, match="invalid bearer token"):
         authenticate(authn, None, header)

@@ -5,7 +5,10 @@ import asyncio
 import io
 import os
 
+import pytest
+
 from components.apiserver import podlogs
+from kubemu.wire import BadRequest
 from tests.conftest import DEADLINE
 
 
@@ -60,3 +63,38 @@ def test_follow_ends_once_the_instance_has_exited(tmp_path):
                 (tmp_path / "3.exit.json").write_text("{}")
         return got
     assert asyncio.run(asyncio.wait_for(main(), DEADLINE)) == [b"start\n", b"more\n"]
+
+
+def _mirror_pod(mirror: str) -> dict:
+    return {"metadata": {"name": "web", "namespace": "ns", "uid": "u0",
+                         "annotations": {podlogs.MIRROR_ANNOTATION: mirror}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c"}]}}
+
+
+def _log_at(directory, text: str = "x\n"):
+    (directory / "c").mkdir(parents=True, exist_ok=True)
+    (directory / "c" / "0.log").write_text(text)
+
+
+def test_the_mirror_annotation_names_a_pod_directory_of_the_node(tmp_path):
+    pods = tmp_path / "nodes" / "n1" / "pods"
+    _log_at(pods / "ns_web_static1")
+    assert podlogs.log_path(tmp_path, _mirror_pod("static1"), None, False) == pods / "ns_web_static1" / "c" / "0.log"
+
+
+def test_a_mirror_annotation_that_is_not_one_segment_names_no_file(tmp_path):
+    """The annotation is user-writable: it must not lead the apiserver to read elsewhere."""
+    pods = tmp_path / "nodes" / "n1" / "pods"
+    (pods / "ns_web_u1").mkdir(parents=True)
+    _log_at(tmp_path / "nodes" / "n1" / "secret")   # where u1/../../secret leads
+    with pytest.raises(BadRequest, match='container "c" in pod "web" not found'):
+        podlogs.log_path(tmp_path, _mirror_pod("u1/../../secret"), None, False)
+
+
+def test_a_pod_directory_that_leads_out_of_the_node_names_no_file(tmp_path):
+    pods = tmp_path / "nodes" / "n1" / "pods"
+    pods.mkdir(parents=True)
+    _log_at(tmp_path / "elsewhere")
+    (pods / "ns_web_u1").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(BadRequest, match="not found"):
+        podlogs.log_path(tmp_path, _mirror_pod("u1"), None, False)

@@ -8,7 +8,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from components.apiserver import caller
-from components.apiserver.authn import Authenticator, service_account_lookup
+from components.apiserver.authn import (Authenticator, bound_object_lookup,
+                                        service_account_lookup)
 from components.apiserver.tokens import Tokens
 from kubemu import serviceaccount_token as satoken
 from kubemu.api.identity import authenticated
@@ -54,7 +55,7 @@ def tokens(tmp_path, key, api):
 
     clock = lambda: NOW  # noqa: E731
     authn = Authenticator(None, [str(tmp_path / "sa.pub")], ISSUER, service_account_lookup(api),
-                          clock=clock)
+                          bound_lookup=bound_object_lookup(api), clock=clock)
     return Tokens(api, satoken.Signer(key, ISSUER), authn, clock=clock)
 
 
@@ -140,7 +141,8 @@ def test_a_token_bound_to_a_pod_names_it(tokens, key):
 def test_a_token_bound_to_a_secret(tokens, key):
     ref = {"kind": "Secret", "apiVersion": "v1", "name": "s"}
     answer = run(tokens.token_request("builder", request({"boundObjectRef": ref}), "team"))
-    assert verify(key, answer["status"]["token"]).pod is None
+    verified = verify(key, answer["status"]["token"])
+    assert (verified.pod, verified.secret) == (None, ("s", "secret-uid"))
 
 
 def test_the_bound_object_must_be_the_current_one(tokens):
@@ -205,6 +207,18 @@ def test_a_review_of_a_bad_token_says_why(tokens, api):
     assert run(tokens.token_review(review(token)))["status"] == {
         "user": {}, "error": 'serviceaccounts "builder" not found'}
     assert run(tokens.token_review(review("garbage")))["status"]["error"] == "invalid bearer token"
+
+
+@pytest.mark.parametrize("resource,kind,name", [("pods", "Pod", "web"),
+                                                ("secrets", "Secret", "s")])
+def test_a_review_of_a_token_whose_bound_object_is_gone(tokens, api, resource, kind, name):
+    ref = {"kind": kind, "apiVersion": "v1", "name": name}
+    token = run(tokens.token_request("builder", request({"boundObjectRef": ref}), "team"))
+    token = token["status"]["token"]
+    assert run(tokens.token_review(review(token)))["status"]["authenticated"] is True
+    del api.objects[(resource, "team", name)]
+    assert run(tokens.token_review(review(token)))["status"] == {
+        "user": {}, "error": "service account token has been invalidated"}
 
 
 def test_a_review_needs_a_token(tokens):

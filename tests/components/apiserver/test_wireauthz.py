@@ -53,6 +53,20 @@ def test_resource_requests(method, params, want):
     assert attributes(U, method, params) == want
 
 
+@pytest.mark.parametrize("method, params, want", [
+    ("get", {"resource": "namespaces", "name": "team", "namespace": "other"},
+     _a("get", "namespaces", namespace="team", name="team")),
+    ("update_status", {"resource": "ns", "object": {"metadata": {"name": "team"}}},
+     _a("update", "namespaces", "status", namespace="team", name="team")),
+    ("delete", {"resource": "namespaces", "name": "team"}, _a("delete", "namespaces", namespace="team", name="team")),
+    ("list", {"resource": "namespaces", "namespace": "team"}, _a("list", "namespaces")),
+])
+def test_a_namespace_request_is_in_that_namespace(method, params, want):
+    """As kube-apiserver's RequestInfo reads /api/v1/namespaces/<name>: a RoleBinding in a
+    namespace can grant on that namespace itself."""
+    assert attributes(U, method, params) == want
+
+
 def test_healthz_is_a_non_resource_get():
     a = attributes(U, "healthz", {})
     assert (a.resource_request, a.verb, a.path) == (False, "get", "/healthz")

@@ -282,6 +282,17 @@ def test_aggregation_cycles_end():
     assert v.cluster_roles["b"] and set(v.cluster_roles["b"]) <= stored
 
 
+
+def test_roles_aggregating_each_other_are_resolved_once_each():
+    # Walking every aggregation path took factorial time (14 roles: hours), stalling the
+    # apiserver that builds the view in its event loop.
+    same = {"x": "all"}
+    roles = [cluster_role(f"r{i:02}", rule(["get"], [""], [f"res{i}"]), labels=same,
+                          selectors=[{"matchLabels": same}]) for i in range(14)]
+    v = rbac.view(roles)
+    every = tuple(Rule.parse(rule(["get"], [""], [f"res{i}"])) for i in range(14))
+    assert all(v.cluster_roles[f"r{i:02}"] == every for i in range(14))
+
 # --- rules_for (SelfSubjectRulesReview) ----------------------------------------------------------
 
 def test_rules_for_lists_cluster_wide_and_namespace_rules_split_by_kind():

@@ -53,6 +53,39 @@ def test_a_user_without_bindings_is_refused_in_kubernetes_words(https):  # noqa:
                                'group "" in the namespace "default"')
 
 
+def test_a_namespace_path_under_another_namespace_is_404(https):  # noqa: F811
+    """A Role in "nsfoo" that grants on namespaces covers nsfoo itself and nothing else: a
+    cluster-scoped resource under /namespaces/<ns>/ names nothing (kube-apiserver's 404)."""
+    namespace(https, "nsfoo")
+    namespace(https, "nsbar")
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "ns-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["namespaces", "namespaces/status"],
+                       "verbs": ["get", "list", "watch"]}]}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "jane"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "ns-reader"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "jane"}]}
+    rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/nsfoo"
+    assert https.json("POST", f"{rbac}/roles", role)[0] == 201
+    assert https.json("POST", f"{rbac}/rolebindings", binding)[0] == 201
+    wait_for(lambda: https.json("GET", "/api/v1/namespaces/nsfoo", user="jane")[0] == 200,
+             message="jane's RoleBinding to take effect")
+    assert https.json("GET", "/api/v1/namespaces/nsfoo/status", user="jane")[0] == 200
+    assert https.json("GET", "/api/v1/namespaces/nsbar", user="jane")[0] == 403
+    for path in ("/api/v1/namespaces/nsfoo/namespaces/nsbar", "/api/v1/namespaces/nsfoo/namespaces",
+                 "/api/v1/namespaces/nsfoo/namespaces?watch=1", "/api/v1/watch/namespaces/nsfoo/namespaces",
+                 "/api/v1/namespaces/nsfoo/namespaces/nsbar/status"):
+        for user in ("jane", "admin"):
+            code, body = https.json("GET", path, user=user)
+            assert code == 404 and body["reason"] == "NotFound", (path, user, body)
+
+
+def test_impersonation_is_refused(https):  # noqa: F811
+    for header in ("Impersonate-User", "Impersonate-Group", "Impersonate-Uid", "Impersonate-Extra-scopes"):
+        code, body = https.json("GET", "/api/v1/namespaces/default/pods", headers={header: "jane"})
+        assert code == 403 and body["reason"] == "Forbidden", (header, body)
+        assert body["message"] == "impersonation (Impersonate-* headers, kubectl --as) is not supported by kubemu"
+
+
 def test_audit_names_the_authenticated_user(https):  # noqa: F811
     base = namespace(https, "audited")
     assert https.json("POST", f"{base}/pods", pod("a1"))[0] == 201
@@ -145,6 +178,27 @@ def test_scale_subresource_get_put_patch(https):  # noqa: F811
     assert https.json("GET", f"{base}/deployments/d")[1]["spec"]["replicas"] == 2
 
 
+def test_scale_put_follows_the_scale_rules(https):  # noqa: F811
+    """The whole Scale goes to update_scale, as on the wire: an empty Scale scales to 0 and
+    unknown fields are refused under fieldValidation=Strict."""
+    base = namespace(https, "scalerules").replace("/api/v1", "/apis/apps/v1")
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+           "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "d"}},
+                    "template": {"metadata": {"labels": {"app": "d"}},
+                                 "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+    assert https.json("POST", f"{base}/deployments", dep)[0] == 201
+    code, strict = https.json("PUT", f"{base}/deployments/d/scale?fieldValidation=Strict",
+                              {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "d"},
+                               "spec": {"replicas": 1, "bogus": True}})
+    assert code == 400 and "bogus" in strict["message"], strict
+    assert https.json("GET", f"{base}/deployments/d")[1]["spec"]["replicas"] == 2
+    code, scale = https.json("PUT", f"{base}/deployments/d/scale",
+                             {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "d"}})
+    assert code == 200 and scale["spec"].get("replicas", 0) == 0, scale
+    assert https.json("GET", f"{base}/deployments/d")[1]["spec"]["replicas"] == 0
+    no_traceback(https)
+
+
 def test_dry_run_creates_nothing(https):  # noqa: F811
     base = namespace(https, "dry")
     code, obj = https.json("POST", f"{base}/pods?dryRun=All", pod("ghost"))
@@ -235,6 +289,27 @@ def test_watch_under_table_and_with_bookmarks(https):  # noqa: F811
 def test_watch_errors_before_the_stream_are_http_errors(https):  # noqa: F811
     code, body = https.json("GET", "/api/v1/pods?watch=1&labelSelector=a%3D%3D%3Db")
     assert code == 400 and body["kind"] == "Status"
+
+
+def test_a_watch_by_name_watches_only_that_name(https):  # noqa: F811
+    base = namespace(https, "watchname").replace("/api/v1/", "/api/v1/watch/")
+    code, body = https.json("GET", f"{base}/pods/allowed?fieldSelector=metadata.name%21%3Dallowed")
+    assert code == 400 and body["message"] == "fieldSelector metadata.name doesn't match requested name", body
+    code, body = https.json("GET", f"{base}/pods/allowed?fieldSelector=metadata.name%3Dother")
+    assert code == 400 and body["reason"] == "BadRequest"
+    code, body = https.json("GET", f"{base}/pods/allowed/status")
+    assert code == 404 and body["reason"] == "NotFound"
+    plain = base.replace("/watch/", "/")
+    rv = https.json("GET", f"{plain}/pods")[1]["metadata"]["resourceVersion"]
+    conn, resp = _watch(https, f"{base}/pods/allowed?fieldSelector=metadata.name%3Dallowed&resourceVersion={rv}")
+    try:
+        assert resp.status == 200
+        https.json("POST", f"{plain}/pods", pod("other"))
+        https.json("POST", f"{plain}/pods", pod("allowed"))
+        event = json.loads(resp.readline())
+        assert event["type"] == "ADDED" and event["object"]["metadata"]["name"] == "allowed"
+    finally:
+        conn.close()
 
 
 def test_watch_from_a_compacted_revision_is_an_expired_event(https):  # noqa: F811

@@ -62,6 +62,30 @@ def test_maps_repeated_fields_and_bytes():
     assert role["rules"] == [{"verbs": ["get", "list"], "resources": ["pods"]}]
 
 
+def _varint_field(field: int, value: int) -> bytes:
+    out = bytearray([field << 3])
+    while True:
+        out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+@pytest.mark.parametrize("body", [
+    protobuf.MAGIC + _varint_field(1, 5),                                  # typeMeta (a message) as a varint
+    _obj("v1", "ConfigMap", _len(1, _varint_field(11, 3))),                # labels (a map) as a varint
+    _obj("v1", "ConfigMap", _len(1, _varint_field(1, 3))),                 # name (a string) as a varint
+    _obj("apps/v1", "Deployment", _len(2, _len(1, b"\x02"))),              # replicas (a number) length-delimited
+    protobuf.MAGIC + _len(1, _len(1, b"v1") + _len(2, b"ConfigMap")) + _varint_field(2, 1),  # raw as a varint
+    _obj("v1", "ConfigMap", _len(1, _len(8, _varint_field(1, 1 << 62)))),  # creationTimestamp past year 9999
+    _obj("v1", "ConfigMap", _len(1, _len(8, _varint_field(1, (1 << 64) - (1 << 62))))),  # and before year 1
+])
+def test_malformed_fields_are_protobuf_errors(body):
+    with pytest.raises(protobuf.ProtobufError) as e:
+        protobuf.decode(body)
+    assert not e.value.unsupported and str(e.value).startswith("malformed protobuf: ")
+
+
 @pytest.mark.parametrize("body,unsupported", [
     (_obj("batch/v1", "Job", b""), True),
     (b"not protobuf", False),

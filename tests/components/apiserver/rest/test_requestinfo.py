@@ -96,3 +96,14 @@ def test_field_selector_on_a_name_names_the_request():
     assert request_info("GET", "/api/v1/pods", {"fieldSelector": "metadata.name!=web"}).name == ""
     assert request_info("GET", "/api/v1/pods", {"fieldSelector": "metadata.name==a,spec.nodeName=n"}).name == "a"
     assert request_info("GET", "/api/v1/pods", {"fieldSelector": "metadata.name=a/b"}).name == ""
+
+
+@pytest.mark.parametrize("selector, name", [
+    ("metadata.name=a,junk", ""),               # does not parse: names nothing
+    ("metadata.name = a", ""),                  # selects on the field "metadata.name ", untrimmed
+    (r"metadata.name=a\,b", "a,b"),            # an escaped comma is part of the value
+    ("spec.nodeName=n,metadata.name==a", "a"),
+    ("metadata.name!=a,metadata.name=b", "b"),
+])
+def test_field_selector_names_as_fields_parse_it(selector, name):
+    assert request_info("GET", "/api/v1/pods", {"fieldSelector": selector}).name == name

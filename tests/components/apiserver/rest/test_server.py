@@ -27,7 +27,7 @@ class FakeAuthn:
     def __init__(self):
         self.seen = []
 
-    def authenticate(self, der, authorization):
+    async def authenticate(self, der, authorization):
         self.seen.append(der)
         return authenticated("someone") if der or authorization else None
 

@@ -1,0 +1,61 @@
+"""python -m components.apiserver: what it cannot start with is one line and exit 1, no traceback."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from kubemu import pki
+from tests.components.apiserver import REPO
+from tests.conftest import DEADLINE
+
+
+def _start(tmp_path, *https_args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "components.apiserver", "--listen", f"ipc://{tmp_path}/api.sock",
+         "--store-endpoints", f"ipc://{tmp_path}/no-store.sock", *https_args],
+        cwd=str(REPO), capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=DEADLINE * 3)
+
+
+@pytest.fixture
+def certs(tmp_path):
+    ca, _ = pki.ensure_ca(tmp_path)
+    pki.ensure_cert(tmp_path, pki.APISERVER, ca)
+    (tmp_path / "garbage.pem").write_text("not a key\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("flags, what", [
+    (("--tls-cert-file", "missing.crt", "--tls-private-key-file", "apiserver.key"),
+     "apiserver: --tls-cert-file {d}/missing.crt / --tls-private-key-file {d}/apiserver.key: "),
+    (("--tls-cert-file", "apiserver.crt", "--tls-private-key-file", "garbage.pem"),
+     "apiserver: --tls-cert-file {d}/apiserver.crt / --tls-private-key-file {d}/garbage.pem: "),
+    (("--tls-cert-file", "apiserver.crt", "--tls-private-key-file", "apiserver.key", "--client-ca-file", "nope.crt"),
+     "apiserver: --client-ca-file / --service-account-key-file: "),
+    (("--tls-cert-file", "apiserver.crt", "--tls-private-key-file", "apiserver.key",
+      "--service-account-key-file", "garbage.pem"), "apiserver: --client-ca-file / --service-account-key-file: "),
+    (("--tls-cert-file", "apiserver.crt", "--tls-private-key-file", "apiserver.key",
+      "--service-account-signing-key-file", "garbage.pem"),
+     "apiserver: --service-account-signing-key-file {d}/garbage.pem: "),
+])
+def test_a_file_https_cannot_read_is_one_line(certs, flags, what):
+    done = _start(certs, *[str(certs / f) if f.endswith((".crt", ".key", ".pem")) else f for f in flags])
+    assert done.returncode == 1, done
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(what.format(d=certs)), done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_secure_port_in_use_is_one_line(certs):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = _start(certs, "--secure-port", str(port), "--tls-cert-file", str(certs / "apiserver.crt"),
+                      "--tls-private-key-file", str(certs / "apiserver.key"))
+    assert done.returncode == 1, done
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"apiserver: --bind-address 127.0.0.1 --secure-port {port}: ")
+    assert "Traceback" not in done.stdout + done.stderr
