@@ -235,6 +235,12 @@ class _Responder:
                     except (ValueError, zmq.ZMQError) as exc:  # not a ZAP request we could answer
                         log.warning("ZAP: dropped a malformed request: %s", exc)
         finally:
+            # unbind before close: close releases the endpoint later, in libzmq's reaper thread,
+            # and the next responder of this context must be able to bind it at once
+            try:
+                self._sock.unbind(ZAP_ENDPOINT)
+            except zmq.ZMQError:  # the context is terminating: close releases it
+                pass
             self._sock.close(0)
             self._stop_rx.close(0)
 
@@ -298,4 +304,4 @@ def unregister(ctx: zmq.Context, domain: str) -> None:
         if responder.domains:
             return
         del _responders[ctx]
-    responder.stop()
+        responder.stop()  # under the lock: a `register` must not bind before this one unbound

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import copy
 import itertools
 import logging
 import os
@@ -22,6 +23,12 @@ log = logging.getLogger("kubemu.wire")
 IDEMPOTENT_ATTEMPTS = 4
 # bytes (as they came over the wire) a client buffers for one unread stream before giving up on it
 STREAM_BUFFER = 32 * 1024 * 1024
+
+
+def fresh(err: BaseException) -> BaseException:
+    """A copy of a remembered error, without its traceback, to raise: raising one instance
+    again and again adds to its traceback each time."""
+    return copy.copy(err)
 
 
 def _expire_call(fut: asyncio.Future, method: str, timeout: float) -> None:
@@ -438,7 +445,7 @@ class Client:
                 finally:
                     self._pump.kick()
                 if self._refused is not None:
-                    raise self._refused
+                    raise fresh(self._refused)
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     raise Unavailable(f"could not reach {self.endpoint}; {method!r} was not sent",

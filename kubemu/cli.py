@@ -158,8 +158,10 @@ def _wait_for_interrupt(ctx: Ctx) -> None:
         pass
     if interrupted:
         console.print("stopping...")
-    _remove_context(ctx)
-    stragglers = cluster.down(ctx.state)
+    try:
+        stragglers = cluster.down(ctx.state)
+    finally:  # nothing in the user's kubeconfig may keep the cluster running
+        _remove_context(ctx)
     _reap_inits(ctx.state, say=False)
     if stragglers:
         console.print(f"killed leftover process(es): {stragglers}")
@@ -195,8 +197,10 @@ def _reap_inits(state: StateDir, say: bool = True) -> list[tuple[str, bool]]:
 def down(ctx: Ctx, timeout: float) -> None:
     """Stop every node in order; return once no process of the cluster is left."""
     running = cluster.stoppable(ctx.state)
-    _remove_context(ctx)  # even when the cluster died on its own: its context is of no use
-    stragglers = cluster.down(ctx.state, timeout)  # with nothing running, it removes stale cgroups only
+    try:
+        stragglers = cluster.down(ctx.state, timeout)  # with nothing running, it removes stale cgroups only
+    finally:  # stopped first: nothing in the user's kubeconfig may keep the cluster running
+        _remove_context(ctx)  # even when the cluster died on its own: its context is of no use
     if not running:
         click.echo(f"no kubemu cluster was running in {ctx.state.root}: nothing to stop")
         return

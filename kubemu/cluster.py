@@ -323,11 +323,15 @@ def merge_user_kubeconfig(state: StateDir, path: Path, name: str | None = None) 
 
 
 def _merged_record(state: StateDir) -> dict | None:
+    """What `merge_user_kubeconfig` recorded; None without a record or with an unusable one."""
     try:
         record = json.loads(state.merged_kubeconfig_file.read_text())
-        return record if {"path", "name", "cluster"} <= set(record) else None
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError):
         return None
+    if (not isinstance(record, dict) or not isinstance(record.get("path"), str)
+            or not isinstance(record.get("name"), str) or not isinstance(record.get("cluster"), dict)):
+        return None
+    return record
 
 
 def unmerge_user_kubeconfig(state: StateDir) -> tuple[str, Path] | None:

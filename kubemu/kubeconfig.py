@@ -117,6 +117,13 @@ def dump(config: dict) -> str:
     return yaml.dump(config, Dumper=_Dumper, default_flow_style=False, sort_keys=True)
 
 
+def _is_kubeconfig(config: object) -> bool:
+    """A mapping whose clusters, contexts and users are lists of mappings (or absent)."""
+    return isinstance(config, dict) and all(
+        isinstance(items := config.get(section) or [], list) and all(isinstance(item, dict) for item in items)
+        for section, _ in SECTIONS)
+
+
 def load(path: Path) -> dict:
     """The kubeconfig at `path`; an empty one if the file does not exist."""
     try:
@@ -131,17 +138,19 @@ def load(path: Path) -> dict:
         raise KubeconfigError(f"kubeconfig {path} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if config is None:
         return _normalized(None)
-    if not isinstance(config, dict) or any(not isinstance(config.get(s) or [], list) for s, _ in SECTIONS):
+    if not _is_kubeconfig(config):
         raise KubeconfigError(f"kubeconfig {path} is not a kubeconfig (a mapping with lists of "
-                              "clusters, contexts and users)")
+                              "clusters, contexts and users, each a mapping)")
     return _normalized(config)
 
 
 def write(path: Path, config: dict) -> None:
-    """Atomically and mode 0600 (it holds a private key); ~/.kube is made if missing."""
+    """Atomically and mode 0600 (it holds a private key); ~/.kube is made if missing. A
+    symlinked kubeconfig is written through (its target replaced), as kubectl does."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, dump(config).encode())
+        target = path.resolve()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(target, dump(config).encode())
     except OSError as exc:
         raise KubeconfigError(f"cannot write kubeconfig {path}: {exc.strerror}") from None
 
@@ -151,7 +160,10 @@ def locked(path: Path, timeout: float = 5.0):
     """kubectl's lock on a kubeconfig it changes, `<path>.lock` made exclusively and removed
     after, so kubemu, kubectl and kind never lose each other's edits."""
     lock = path.with_name(path.name + ".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # e.g. ~/.kube is a file
+        raise KubeconfigError(f"cannot lock kubeconfig {path}: {exc.strerror}") from None
     deadline = time.monotonic() + timeout
     while True:
         try:

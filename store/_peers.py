@@ -17,7 +17,10 @@ send is the replica's (`Replica.rpc_raft`, `Replica.rpc_raft_snapshot`).
 With wire secrets (`--wire-secrets`), each replica presents the identity
 ``system:store:<name>`` to its peers, and a replica takes the peer methods only from an
 identity that is a member's (`refuse_peer`), and a message only as from the member that
-authenticated (`impostor`): a client, or one member posing as another, cannot step Raft."""
+authenticated (`impostor`): a client, or one member posing as another, cannot step Raft. The
+other methods are for the apiserver (``kube-apiserver-etcd-client``), the admin (`kubemu
+store`) and the members only, as kubeadm's etcd trusts only the apiserver's client certificate
+and its peers: any other identity (a node's) would otherwise bypass RBAC on the store."""
 from __future__ import annotations
 
 import asyncio
@@ -30,7 +33,7 @@ from typing import TYPE_CHECKING, Callable
 import msgpack
 
 from kubemu import wire
-from kubemu._wire_auth import STORE_PREFIX, load_credentials, secret_path, store_identity
+from kubemu._wire_auth import ADMIN, APISERVER, STORE_PREFIX, load_credentials, secret_path, store_identity
 
 from .raft import Message, MessageType
 
@@ -45,6 +48,7 @@ HOLD_S = 0.002  # how long an append without entries waits for company (see abov
 SNAP_CHUNK = 1 << 20
 SNAP_MAX_BYTES = 4 << 30
 PEER_METHODS = frozenset({"raft", "raft_snapshot"})
+CLIENTS = frozenset({APISERVER, ADMIN})  # the identities besides the members that may use the rest
 
 
 def peer_credentials(name: str, secrets_dir: str | None) -> wire.Credentials | None:
@@ -56,12 +60,16 @@ def peer_credentials(name: str, secrets_dir: str | None) -> wire.Credentials | N
 
 
 def refuse_peer(identity: str | None, method: str, is_member: Callable[[str], bool]) -> str | None:
-    """Why `identity` may not call `method`, None if it may: the peer methods are for members."""
-    if method not in PEER_METHODS:
+    """Why `identity` may not call `method`, None if it may: the peer methods are for members,
+    the others for members and `CLIENTS`."""
+    member = identity is not None and identity.startswith(STORE_PREFIX) and is_member(identity[len(STORE_PREFIX):])
+    if member:
         return None
-    if identity is None or not identity.startswith(STORE_PREFIX) or not is_member(identity[len(STORE_PREFIX):]):
+    if method in PEER_METHODS:
         return f"{method!r} is for the store's members; {identity!r} is not one"
-    return None
+    if identity in CLIENTS:
+        return None
+    return f"the store serves only the apiserver, the admin and its members; {identity!r} is none of them"
 
 
 def impostor(identity: str | None, sender: str) -> str | None:

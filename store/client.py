@@ -69,6 +69,7 @@ from typing import AsyncIterator, Iterable
 import zmq
 
 from kubemu import wire
+from kubemu._wire_client import fresh
 from kubemu._wire_sync import BlockingIterator, BlockingLoop
 from kubemu.wire import (BadRequest, Cancelled, Conflict, Gone, Internal, Invalid, NotFound, TooLarge,
                          Unavailable, WireError)
@@ -383,10 +384,10 @@ class StoreClient:
             if remaining > 0:
                 await asyncio.wait((task,), timeout=remaining)  # shared: one caller never cancels it
             if task.done() and not task.cancelled() and isinstance(task.exception(), wire.Unauthorized):
-                raise task.exception()  # asking again will not change the replicas' minds
+                raise fresh(task.exception())  # asking again will not change the replicas' minds
             if loop.time() >= deadline and self._leader is None:
                 if task.done() and not task.cancelled() and task.exception() is not None:
-                    raise task.exception()
+                    raise fresh(task.exception())
                 raise Unavailable(f"no leader found among {', '.join(self.endpoints)}",
                                   {"endpoints": list(self.endpoints)})
 
@@ -457,7 +458,7 @@ class StoreClient:
                     task.cancel()
                 await asyncio.gather(*calls, return_exceptions=True)
             if len(refused) == len(asked):
-                raise refused[0]  # every replica refused our credentials: no round will do better
+                raise fresh(refused[0])  # every replica refused our credentials: no round will do better
             if hints:
                 ep = max(hints)[1]  # the newest term's word
                 self._learn(ep)

@@ -479,7 +479,7 @@ class Replica:
         return name in self.members or name in self.raft.voters
 
     def _authorize(self, identity: str, method: str, params: dict) -> None:
-        """The wire's check before each request (with --wire-secrets): Raft is for members."""
+        """The wire's check before each request (with --wire-secrets): see `refuse_peer`."""
         why = refuse_peer(identity, method, self._known_sender)
         if why is not None:
             raise wire.Forbidden(why)

@@ -56,6 +56,27 @@ def test_down_with_nothing_running_says_so_and_succeeds(state_dir):
     assert done.stdout == f"no kubemu cluster was running in {state_dir}: nothing to stop\n" and not done.stderr
 
 
+def test_down_stops_the_cluster_whatever_the_user_kubeconfig_holds(state_dir, tmp_path, monkeypatch):
+    """A malformed user kubeconfig made `down` crash before stopping anything: now the cluster
+    is stopped first, and the kubeconfig problem is one line."""
+    from click.testing import CliRunner
+
+    from kubemu import cli, cluster
+
+    user = tmp_path / "config"
+    user.write_text("clusters: [oops]\nusers: [null]\n")
+    (state_dir / "merged-kubeconfig.json").write_text(json.dumps(
+        {"path": str(user), "name": "kubemu", "cluster": {"name": "kubemu", "cluster": {}}}))
+    stopped = []
+    monkeypatch.setattr(cluster, "stoppable", lambda state: ["node-0"])
+    monkeypatch.setattr(cluster, "down", lambda state, timeout=150.0: stopped.append(state.root) or [])
+    done = CliRunner().invoke(cli.main, ["--state-dir", str(state_dir), "down"])
+    assert done.exit_code == 0 and stopped == [state_dir], (done.output, done.exception)
+    assert done.stdout == "cluster stopped\n"
+    assert done.stderr.count("\n") == 1 and "is not a kubeconfig" in done.stderr, done.stderr
+    assert user.read_text() == "clusters: [oops]\nusers: [null]\n"  # left as it was
+
+
 def test_up_kill_kubelet_down(state_dir):
     user_kubeconfig = kubeconfig.user_path()  # the test session's own (tests/conftest.py)
     kubeconfig.write(user_kubeconfig, {"clusters": [{"name": "prod", "cluster": {"server": "https://prod"}}],

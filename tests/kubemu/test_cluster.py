@@ -302,6 +302,14 @@ def test_merge_and_unmerge_the_user_kubeconfig(state_dir, tmp_path):
     assert cluster.unmerge_user_kubeconfig(state) is None  # nothing recorded any more
 
 
+@pytest.mark.parametrize("record", ["[1, 2]", '"x"', '{"path": 1, "name": "kubemu", "cluster": {}}',
+                                    '{"path": "/k", "name": "kubemu"}', '["path", "name", "cluster"]'])
+def test_an_unusable_merge_record_is_no_record(state_dir, record):
+    state = StateDir(state_dir)
+    state.merged_kubeconfig_file.write_text(record)
+    assert cluster.unmerge_user_kubeconfig(state) is None
+
+
 def test_unmerge_leaves_a_context_another_state_took(tmp_path):
     user = tmp_path / "config"
     a, b = StateDir(tmp_path / "a"), StateDir(tmp_path / "b")

@@ -107,6 +107,34 @@ def test_load_missing_empty_and_bad(tmp_path):
     (tmp_path / "wrong").write_text(yaml.safe_dump({"clusters": "x"}))
     with pytest.raises(kubeconfig.KubeconfigError, match="is not a kubeconfig"):
         kubeconfig.load(tmp_path / "wrong")
+    # items that are not mappings: one clear error, not an AttributeError in merge/unmerge
+    for bad in ("clusters: [oops]\n", "users: [null]\n", "contexts: [[a]]\n"):
+        (tmp_path / "items").write_text(bad)
+        with pytest.raises(kubeconfig.KubeconfigError, match="each a mapping"):
+            kubeconfig.load(tmp_path / "items")
+
+
+def test_write_goes_through_a_symlinked_kubeconfig(tmp_path):
+    """Dotfile managers link ~/.kube/config: the link stays, its target gets the new content."""
+    (tmp_path / "dotfiles").mkdir()
+    target = tmp_path / "dotfiles" / "kubeconfig"
+    target.write_text(yaml.safe_dump(other()))
+    link = tmp_path / ".kube" / "config"
+    link.parent.mkdir()
+    link.symlink_to(target)
+    with kubeconfig.locked(link):
+        assert (link.parent / "config.lock").exists()  # kubectl's lock: next to the name it was given
+        kubeconfig.write(link, kubeconfig.merge(kubeconfig.load(link), admin()))
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert kubeconfig.load(target)["current-context"] == "kubernetes-admin@kubernetes"
+    assert sorted(os.listdir(link.parent)) == ["config"] and os.listdir(target.parent) == ["kubeconfig"]
+
+
+def test_lock_where_the_directory_is_a_file_is_one_error(tmp_path):
+    (tmp_path / ".kube").write_text("not a directory")
+    with pytest.raises(kubeconfig.KubeconfigError, match="cannot lock kubeconfig"):
+        with kubeconfig.locked(tmp_path / ".kube" / "config", timeout=0.1):
+            pass
 
 
 def test_lock_is_kubectl_s_and_removed_after(tmp_path):

@@ -274,3 +274,25 @@ def test_garbage_from_an_authenticated_peer_is_rejected_and_the_server_keeps_ser
                 assert await c.call("who") == ["alice", None]
 
     run(main())
+
+
+def test_a_remembered_refusal_is_raised_afresh_each_time(sockdir, secrets):
+    """The client raised the one Unauthorized it remembered again and again: its traceback grew
+    by two frames a raise."""
+    import traceback
+
+    _creds(secrets, "alice")
+
+    async def main():
+        async with wire.Server(wire.ipc_endpoint(sockdir, "s.sock"), _handlers(), auth=wire.ServerAuth(secrets)) as srv:
+            async with wire.Client(srv.endpoint, credentials=("alice", "wrong"), timeout=600) as c:
+                depths = []
+                for _ in range(50):
+                    try:
+                        await c.call("who")
+                    except wire.Unauthorized as exc:
+                        depths.append(len(traceback.extract_tb(exc.__traceback__)))
+                return depths
+
+    depths = run(main())
+    assert len(depths) == 50 and max(depths) <= depths[0] + 2, depths

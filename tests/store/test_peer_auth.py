@@ -35,8 +35,22 @@ def test_peer_methods_are_for_members_only():
     assert "not one" in refuse_peer("kubernetes-admin", "raft", members)
     assert "not one" in refuse_peer("system:store:store-9", "raft", members)
     assert "not one" in refuse_peer(None, "raft_snapshot", members)
-    assert refuse_peer("kubernetes-admin", "put", members) is None  # clients use the rest
+    assert refuse_peer("kubernetes-admin", "put", members) is None  # `kubemu store`
+    assert refuse_peer("kube-apiserver-etcd-client", "range", members) is None
+    assert refuse_peer("system:store:store-0", "status", members) is None
     assert PEER_METHODS == {"raft", "raft_snapshot"}
+
+
+def test_the_store_serves_only_the_apiserver_the_admin_and_members():
+    """kubeadm's etcd trusts only the apiserver's client certificate and its peers: a node's
+    identity talking to the store directly would bypass RBAC (read every Secret, write anything)."""
+    members = {"store-0"}.__contains__
+    for method in ("put", "range", "delete_range", "txn", "compact", "member_add", "member_remove",
+                   "move_leader", "watch", "status"):
+        assert "none of them" in refuse_peer("system:node:node-1", method, members)
+        assert "none of them" in refuse_peer("system:store:store-9", method, members)  # not a member
+        assert "none of them" in refuse_peer(None, method, members)
+    assert "not one" in refuse_peer("kube-apiserver-etcd-client", "raft", members)
 
 
 def test_a_member_cannot_speak_for_another():
@@ -60,6 +74,8 @@ def test_forged_raft_messages_are_refused_and_leadership_stays(state_dir):
     for i in range(3):
         wa.ensure_secret(secrets, wa.store_identity(f"store-{i}"))
     admin = wa.load_credentials(wa.ensure_secret(secrets, wa.ADMIN))
+    apiserver = wa.load_credentials(wa.ensure_secret(secrets, wa.APISERVER))
+    node = wa.load_credentials(wa.ensure_secret(secrets, wa.node_identity("node-1")))
     with StoreCluster(state_dir, n=3, tick_ms=20, wire_secrets=str(secrets), credentials=admin) as c:
         c.start()
         leader = c.leader()
@@ -85,6 +101,13 @@ def test_forged_raft_messages_are_refused_and_leadership_stays(state_dir):
             async with wire.Client(ep, credentials=other, timeout=60) as cl:
                 with pytest.raises(wire.BadRequest, match=f"sent by 'system:store:{third}'"):
                     await cl.call("raft", forged)
+            # 4. a node's identity: not a store client at all (it would bypass RBAC)
+            async with wire.Client(c.endpoints[leader], credentials=node, timeout=60) as cl:
+                with pytest.raises(wire.Forbidden, match="none of them"):
+                    await cl.call("put", {"key": b"/registry/secrets/x", "value": b"v"})
+            # the apiserver's identity may
+            async with wire.Client(c.endpoints[leader], credentials=apiserver, timeout=60) as cl:
+                await cl.call("put", {"key": b"k0", "value": b"v"})
 
         asyncio.run(attack())
         # a stepped TIMEOUT_NOW makes the target campaign at once (term + 1) when it handles it
@@ -103,3 +126,5 @@ def test_forged_raft_messages_are_refused_and_leadership_stays(state_dir):
         assert log.count("refused a connection without PLAIN credentials") == 1
         assert log.count("for the store's members") == 1  # the call; the notification was quiet
         assert "Traceback" not in log
+        assert c.log_text(leader).count("none of them") == 1
+        assert "Traceback" not in c.log_text(leader)
