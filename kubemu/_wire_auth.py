@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
+from .api.identity import ADMIN, CONTROLLER_MANAGER, NODE_PREFIX, SCHEDULER
 from .ratelimit import LogThrottle
 
 if TYPE_CHECKING:
@@ -48,11 +49,8 @@ SUFFIX = ".secret"
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"  # fixed by RFC 27
 MAX_IDENTITY = 253  # PLAIN allows 255 bytes; a DNS subdomain is at most 253
 
-# the identities kubemu's own clients present (each also a Kubernetes user name)
-ADMIN = "kubernetes-admin"
-SCHEDULER = "system:kube-scheduler"
-CONTROLLER_MANAGER = "system:kube-controller-manager"
-NODE_PREFIX = "system:node:"
+# the identities kubemu's own clients present are Kubernetes user names: ADMIN, SCHEDULER,
+# CONTROLLER_MANAGER, node_identity(node) (kubemu.api.identity); and these two
 STORE_PREFIX = "system:store:"
 APISERVER = "kube-apiserver-etcd-client"  # the apiserver as the store's client (kubeadm's name)
 

@@ -93,7 +93,7 @@ RestartSec={restart_sec}
 WantedBy=multi-user.target
 """
 HOLLOW_PREFIX = "hollow-node-"
-HOLLOW_IDENTITY = "system:node:hollow"  # one process plays every hollow node: one identity
+HOLLOW_IDENTITY = wireauth.node_identity("hollow")  # one process plays every hollow node: one identity
 
 
 # The control plane boots the way kubeadm boots it: as static pods of node-0's kubelet. Each

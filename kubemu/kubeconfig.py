@@ -20,7 +20,7 @@ from .statedir import write_atomic
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 CLUSTER = "kubernetes"  # kubeadm's cluster name in the kubeconfigs it writes
-SECTIONS = (("clusters", "cluster"), ("contexts", "context"), ("users", "user"))
+SECTIONS = ("clusters", "contexts", "users")
 
 
 class KubeconfigError(Exception):
@@ -68,7 +68,7 @@ def _normalized(config: dict | None) -> dict:
     out.setdefault("kind", "Config")
     out.setdefault("preferences", {})
     out.setdefault("current-context", "")
-    for section, _ in SECTIONS:
+    for section in SECTIONS:
         if out.get(section) is None:
             out[section] = []
     return out
@@ -78,7 +78,7 @@ def merge(existing: dict | None, entry: dict) -> dict:
     """`existing` with `entry`'s clusters, contexts and users added, each replacing the one of
     the same name, everything else untouched; `entry`'s context becomes the current one."""
     out = _normalized(existing)
-    for section, _ in SECTIONS:
+    for section in SECTIONS:
         names = {item["name"] for item in entry[section]}
         out[section] = [item for item in out[section] if item.get("name") not in names] + \
             copy.deepcopy(entry[section])
@@ -98,7 +98,7 @@ def unmerge(existing: dict | None, name: str, cluster: dict) -> tuple[dict, bool
     out = _normalized(existing)
     if find(out, "clusters", name) != cluster:
         return out, False
-    for section, _ in SECTIONS:
+    for section in SECTIONS:
         out[section] = [item for item in out[section] if item.get("name") != name]
     if out["current-context"] == name:
         out["current-context"] = ""
@@ -121,7 +121,7 @@ def _is_kubeconfig(config: object) -> bool:
     """A mapping whose clusters, contexts and users are lists of mappings (or absent)."""
     return isinstance(config, dict) and all(
         isinstance(items := config.get(section) or [], list) and all(isinstance(item, dict) for item in items)
-        for section, _ in SECTIONS)
+        for section in SECTIONS)
 
 
 def load(path: Path) -> dict:

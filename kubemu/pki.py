@@ -58,9 +58,9 @@ class CertSpec:
 
 
 APISERVER = CertSpec("apiserver", "kube-apiserver", server=True, dns_names=APISERVER_DNS, ip_addresses=APISERVER_IPS)
-ADMIN = CertSpec("admin", "kubernetes-admin", (identity.ADMIN_GROUP,))
-SCHEDULER = CertSpec("scheduler", "system:kube-scheduler")
-CONTROLLER_MANAGER = CertSpec("controller-manager", "system:kube-controller-manager")
+ADMIN = CertSpec("admin", identity.ADMIN, (identity.ADMIN_GROUP,))
+SCHEDULER = CertSpec("scheduler", identity.SCHEDULER)
+CONTROLLER_MANAGER = CertSpec("controller-manager", identity.CONTROLLER_MANAGER)
 
 
 def kubelet_spec(node: str) -> CertSpec:

@@ -37,16 +37,14 @@ from __future__ import annotations
 
 import copy
 
-from .identity import (ADMIN_GROUP, AUTHENTICATED, NODES, SYSTEM_MASTERS, UNAUTHENTICATED)
+from .identity import (ADMIN_GROUP, AUTHENTICATED, CONTROLLER_MANAGER, NODES, SCHEDULER, SYSTEM_MASTERS,
+                       UNAUTHENTICATED)
 
 API_VERSION = "rbac.authorization.k8s.io/v1"
 GROUP = "rbac.authorization.k8s.io"
 LABELS = {"kubernetes.io/bootstrapping": "rbac-defaults"}
 ANNOTATIONS = {"rbac.authorization.kubernetes.io/autoupdate": "true"}
 AGGREGATE_TO = "rbac.authorization.k8s.io/aggregate-to-"
-
-SCHEDULER = "system:kube-scheduler"
-CONTROLLER_MANAGER = "system:kube-controller-manager"
 
 READ = ("get", "list", "watch")
 WRITE = ("create", "update", "patch", "delete", "deletecollection")

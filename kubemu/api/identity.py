@@ -16,6 +16,10 @@ NODE_PREFIX = "system:node:"
 SERVICE_ACCOUNTS = "system:serviceaccounts"
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 ADMIN_GROUP = "kubeadm:cluster-admins"       # kubeadm >= 1.29's admin.conf group, bound to cluster-admin
+# kubemu's own users (kubeadm's names): the same on their certificates and their wire identities
+ADMIN = "kubernetes-admin"
+SCHEDULER = "system:kube-scheduler"
+CONTROLLER_MANAGER = "system:kube-controller-manager"
 
 
 @dataclass(frozen=True)
