@@ -976,7 +976,20 @@ class Replica:
             raise wire.Invalid(str(exc), {"field": "to"}) from None
         self._kick.set()
         raft = self.raft
-        if not await self._wait_until(lambda: raft.leader_id == to, max(1.0, 3 * self.opts.election_s)):
+
+        # etcd's MoveLeader waits its whole request timeout (5 s plus two election timeouts);
+        # Raft abandons a transfer after one election timeout (a slow or busy target), so a
+        # leader still in charge offers the hand-off again rather than giving up.
+        deadline = self.loop.time() + self.opts.request_timeout + 2 * self.opts.election_s
+        while raft.leader_id != to and self.loop.time() < deadline:
+            if raft.state == Role.LEADER:
+                if raft.lead_transferee is None and to in raft.voters:
+                    raft.transfer_leadership(to)
+                    self._kick.set()
+            elif raft.leader_id is not None:
+                break  # someone else leads now
+            await self._wait_until(lambda: raft.leader_id == to, self.opts.election_s)
+        if raft.leader_id != to:
             raise wire.Unavailable(f"leadership did not move to {to} in time", {"leader": raft.leader_id})
         return {"leader": to, "endpoint": self.members.get(to)}
 
