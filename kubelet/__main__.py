@@ -48,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
                      help="seconds between Lease renewals and node checks (10)")
     api.add_argument("--node-status-report-frequency", type=float, default=300.0,
                      help="seconds between node status posts when nothing changed (300)")
+    serve = p.add_argument_group("the streaming server (kubectl exec and attach, through the apiserver)")
+    serve.add_argument("--listen", help="wire endpoint to serve exec/attach on (default: none)")
+    serve.add_argument("--wire-secrets", metavar="DIR",
+                       help="require wire authentication against DIR/<identity>.secret; only the apiserver's "
+                            "kube-apiserver-kubelet-client identity is served")
     hollow = p.add_argument_group("hollow mode (kubemark's hollow node): many API nodes, no processes")
     hollow.add_argument("--hollow", action="store_true", help="run hollow nodes (needs --api)")
     hollow.add_argument("--nodes", type=int, default=1, help="how many hollow nodes (default 1)")
@@ -75,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                    lease_duration=args.node_lease_duration_seconds,
                    renew_interval=args.node_status_update_frequency,
                    status_interval=args.node_status_report_frequency,
+                   listen=args.listen, wire_secrets=args.wire_secrets,
                    image_catalog=os.path.abspath(args.image_catalog or os.path.join(
                        node_dir, os.pardir, os.pardir, images.CATALOG_FILE)))
     asyncio.run(Kubelet(opts).run())

@@ -73,6 +73,8 @@ class Options:
     renew_interval: float = 10.0
     status_interval: float = 300.0
     image_catalog: str | None = None       # the catalog file (kubelet/images.py); None: defaults only
+    listen: str | None = None              # the streaming server's endpoint (exec, attach); None: none
+    wire_secrets: str | None = None        # who may use it: the apiserver's secret is checked here
 
 
 class Kubelet:
@@ -94,6 +96,7 @@ class Kubelet:
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task] = set()
         self._stop = asyncio.Event()
+        self.streaming = None  # the StreamingServer, with --listen
 
     def now(self) -> float:
         return self.loop.time()
@@ -119,6 +122,8 @@ class Kubelet:
         self._spawn(self._relist_periodically())
         if self.opts.api:
             self._start_api_agent()
+        if self.opts.listen:
+            await self._start_streaming()
         if (interval := watchdog_interval()) is not None:
             self._spawn(self._watchdog(interval))
         await self._stop.wait()
@@ -128,6 +133,8 @@ class Kubelet:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.streaming is not None:
+            await self.streaming.close()
         self.shims.close()
         log.info("kubelet stopped; %d pod(s) left running under their shims", len(self.workers))
 
@@ -159,6 +166,19 @@ class Kubelet:
             self.dirty.add(pod_dir)
         self._spawn(self.api.run())
         self._after_event()
+
+    async def _start_streaming(self) -> None:
+        from .streaming import StreamingServer  # after READY=1, as the API agent
+
+        import zmq
+
+        try:
+            streaming = StreamingServer(self.runtime, self.opts.listen, self.opts.wire_secrets)
+            await streaming.start()
+        except (OSError, ValueError, zmq.ZMQError) as exc:  # the pods run on; exec and attach are not served
+            log.error("cannot serve exec/attach on %s: %s", self.opts.listen, exc)
+            return
+        self.streaming = streaming
 
     def set_api_pods(self, pods: list[dict]) -> None:
         """The pods bound to this node, as the API has them now (level-based)."""
@@ -306,7 +326,8 @@ class Kubelet:
                 pod_dir=pod_dir, name=action.container, restart_count=action.restart_count,
                 argv=list(action.argv),
                 env=_container_env(worker.pod, spec), cwd=spec.get("workingDir") or None,
-                memory_limit=_memory_limit(spec), grace=self.opts.settings.scaled(worker.grace_seconds)),
+                memory_limit=_memory_limit(spec), grace=self.opts.settings.scaled(worker.grace_seconds),
+                stdin=spec.get("stdin") is True, stdin_once=spec.get("stdinOnce") is True, tty=spec.get("tty") is True),
                 on_shim=functools.partial(self._shim_launched, pod_dir, action.container, action.restart_count))
         except OSError as exc:
             self._execute(pod_dir, worker.container_start_failed(

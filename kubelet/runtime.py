@@ -11,7 +11,7 @@ File protocol. A container lives in <node dir>/pods/<namespace>_<name>_<uid>/<co
 each start of it (restartCount N) has its own shim and its own files there:
 
     N.spec.json   written by the kubelet before launching the shim: {argv, env, cwd,
-                  memory_limit, grace}; env is the Runtime's env_base updated with the
+                  memory_limit, grace, stdin, stdin_once, tty}; env is the Runtime's env_base updated with the
                   spec's (env_base is also the shims' own environment). The kubelet takes an exclusive flock(2) on it and
                   passes that open file to the shim (fd 3), which holds it until it dies:
                   "the lock can be taken" means "no shim is alive for this start", with no
@@ -30,6 +30,8 @@ each start of it (restartCount N) has its own shim and its own files there:
     N.stop.json   written by the kubelet to stop gracefully: {grace, message}; the message,
                   if any, is what the instance's terminated state says (a probe kill), so a
                   restarted kubelet shows it too. See `stop`.
+    N.attach      with stdin or tty: the shim's unix socket that hands out the container's
+                  stdin pipe or terminal to an attacher (kubelet/console.py).
     shim.log      the shims' own messages, every start of the container.
 
 The memory limit is a watch, not a cgroup (there are none to use): the shim samples the RSS
@@ -98,7 +100,7 @@ SUPERVISOR_VARS = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS
 LOCK_FD = 3  # where the shim finds the spec's locked file
 PID_FD = 4  # where the launcher reports the shim's PID
 _SEEN_LIMIT = 10_000
-_INSTANCE_FILE = re.compile(r"(\d+)\.(spec|state|exit|stop)\.json|(\d+)\.log")
+_INSTANCE_FILE = re.compile(r"(\d+)\.(spec|state|exit|stop)\.json|(\d+)\.(?:log|attach)")
 _EVENT_FILE = re.compile(r"(\d+)\.(state|exit)\.json")
 
 Event = tuple[str, str, int, str]  # (pod dir, container name, restart count, "started"|"exited")
@@ -114,6 +116,9 @@ class ContainerSpec:
     cwd: str | None = None
     memory_limit: int | None = None  # bytes
     grace: float = 30.0  # seconds between SIGTERM and SIGKILL unless stop() says otherwise
+    stdin: bool = False  # Kubernetes' stdin, stdinOnce, tty: what `kubectl attach` reaches (console.py)
+    stdin_once: bool = False
+    tty: bool = False
 
 
 @dataclass
@@ -438,7 +443,8 @@ class Runtime:
 
 def _spec_json(spec: ContainerSpec, env_base: dict[str, str]) -> str:
     return json.dumps({"argv": list(spec.argv), "env": {**env_base, **spec.env}, "cwd": spec.cwd,
-                       "memory_limit": spec.memory_limit, "grace": spec.grace})
+                       "memory_limit": spec.memory_limit, "grace": spec.grace,
+                       "stdin": spec.stdin, "stdin_once": spec.stdin_once, "tty": spec.tty})
 
 
 def _read_state(cdir: str, name: str, n: int) -> ContainerState:

@@ -26,7 +26,8 @@ What the shim does, in order (the files are described in kubelet/runtime.py):
      (our stand-in for its cgroup) and none of them outlives us.
   3. start the container: fork + exec (the shim is small, so fork is cheap, and it lets exec
      errors come back exactly over a close-on-exec pipe and closes the pdeathsig window);
-     its own session, PR_SET_PDEATHSIG=SIGKILL, stdin /dev/null, stdout+stderr appended to
+     its own session, PR_SET_PDEATHSIG=SIGKILL, stdin /dev/null (with `stdin`: a pipe; with
+     `tty`: a pseudo-terminal for all three, kubelet/console.py), stdout+stderr appended to
      <N>.log, the spec's env and cwd, argv executed directly (never a shell). A missing
      executable writes <N>.exit.json with reason StartError and containerd's message.
   4. write <N>.state.json, then wait in sigwaitinfo() for SIGCHLD/SIGTERM/SIGINT: nothing is
@@ -39,15 +40,17 @@ What the shim does, in order (the files are described in kubelet/runtime.py):
      SIGKILL and reap every remaining descendant, exit.
 
 Lean on purpose (one shim per running container): stdlib os/sys/signal/json/time and
-kubemu.prctl only. main() never raises: errors go to stderr (the kubelet points it at the
+kubemu.prctl only; kubelet/console.py's sockets and threads only for a container with stdin or a tty. main() never raises: errors go to stderr (the kubelet points it at the
 container directory's shim.log) and, once a container was asked for, to <N>.exit.json.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
 import sys
+import termios
 import time
 
 from kubemu.child import become_child, proc_stat
@@ -66,7 +69,9 @@ WAITED = (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT)
 # --- the file names of one container start (shared with kubelet/runtime.py) -----------------
 
 LOG, SPEC, STATE, EXIT, STOP = "log", "spec.json", "state.json", "exit.json", "stop.json"
+ATTACH = "attach"  # the unix socket that hands out a container's stdin or terminal (kubelet/console.py)
 SHIM_LOG = "shim.log"
+CONSOLE_DRAIN = 1.0  # after the container's exit, how long its terminal's last output may take
 
 
 def instance_file(container_dir: str, restart_count: int, kind: str) -> str:
@@ -125,6 +130,9 @@ class Config:
         self.argv: list[str] = []
         self.env: dict[str, str] = dict(os.environ)
         self.cwd: str | None = None
+        self.stdin = False       # Kubernetes' stdin, stdinOnce, tty of the container
+        self.stdin_once = False
+        self.tty = False
 
     @classmethod
     def parse(cls, args: list[str]) -> "Config":
@@ -154,7 +162,7 @@ class Config:
         spec = read_json(path)
         if spec is None:
             raise UsageError(f"cannot read the spec file {path}")
-        for key in ("argv", "env", "cwd", "memory_limit", "grace"):
+        for key in ("argv", "env", "cwd", "memory_limit", "grace", "stdin", "stdin_once", "tty"):
             if spec.get(key) is not None:
                 setattr(self, key, spec[key])
 
@@ -239,8 +247,9 @@ def _executable(path: str) -> bool:
     return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
-def spawn_container(config: Config, log_fd: int) -> int:
-    """Fork and exec the container; its PID, or StartError with the reason exec failed."""
+def spawn_container(config: Config, log_fd: int, console=None) -> int:
+    """Fork and exec the container; its PID, or StartError with the reason exec failed. With a
+    `console` (kubelet/console.py) its stdin, or all of its stdio, are the console's."""
     executable = look_path(config.argv[0], config.env, config.cwd)
     rd, wr = os.pipe2(os.O_CLOEXEC)
     shim = os.getpid()
@@ -248,7 +257,7 @@ def spawn_container(config: Config, log_fd: int) -> int:
     if pid == 0:  # the child: plain system calls until exec, and never unwind into the shim
         os.close(rd)
         try:
-            _become_container(config, executable, log_fd, shim)
+            _become_container(config, executable, log_fd, shim, console)
         except BaseException as exc:  # noqa: BLE001 - the error goes to the shim, always
             os.write(wr, str(exc).encode(errors="replace")[:2000])
         finally:
@@ -262,8 +271,21 @@ def spawn_container(config: Config, log_fd: int) -> int:
     return pid
 
 
-def _become_container(config: Config, executable: str, log_fd: int, shim: int) -> None:
-    become_child(shim, log_fd, log_fd)  # if the shim dies, nobody would stop us: die with it
+def _console(config: Config, log_fd: int):
+    from .console import Console  # threads and sockets only for the containers that need them
+    try:
+        return Console(config.file(ATTACH), log_fd, tty=config.tty, stdin=config.stdin, stdin_once=config.stdin_once)
+    except OSError as exc:
+        raise StartError(f"cannot allocate the container's {'terminal' if config.tty else 'stdin'}: "
+                         f"{exc.strerror or exc}") from None
+
+
+def _become_container(config: Config, executable: str, log_fd: int, shim: int, console) -> None:
+    stdin, output = console.container_fds() if console is not None else (None, None)
+    output = log_fd if output is None else output
+    become_child(shim, output, output, stdin)  # if the shim dies, nobody would stop us: die with it
+    if config.tty:  # the new session's controlling terminal, as runc gives a tty container
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
     if config.cwd:
         try:
             os.chdir(config.cwd)
@@ -332,6 +354,7 @@ class Shim:
         self.next_sample = 0.0
         self.oom_message: str | None = None
         self.exit_written = False
+        self.console = None  # kubelet/console.py's Console, for a container with stdin or a tty
 
     def run(self) -> int:
         set_child_subreaper()
@@ -344,6 +367,8 @@ class Shim:
         if os.path.exists(self.config.file(STOP)):  # stop() came before our state file did
             self._begin_stop()
         status = self._supervise()
+        if self.console is not None:
+            self.console.finish(CONSOLE_DRAIN)
         self._write_exit(self._exit_record(status))
         self._drain()
         return 0
@@ -351,13 +376,20 @@ class Shim:
     def _start(self) -> bool:
         log_fd = os.open(self.config.file(LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         try:
-            self.pid = spawn_container(self.config, log_fd)
+            if self.config.stdin or self.config.tty:
+                self.console = _console(self.config, log_fd)
+            self.pid = spawn_container(self.config, log_fd, self.console)
         except StartError as exc:
             log(self.config, f"start failed: {exc}")
             self._write_exit(self._failure_record(START_ERROR_EXIT, "StartError", str(exc)))
             return False
         finally:
             os.close(log_fd)
+        if self.console is not None:
+            try:
+                self.console.started()
+            except OSError as exc:  # the container runs on; only attaching to it is not possible
+                log(self.config, f"cannot serve attach on {self.config.file(ATTACH)}: {exc}")
         self.started_at = time.time()
         return True
 

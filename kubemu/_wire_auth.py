@@ -50,9 +50,10 @@ ZAP_ENDPOINT = "inproc://zeromq.zap.01"  # fixed by RFC 27
 MAX_IDENTITY = 253  # PLAIN allows 255 bytes; a DNS subdomain is at most 253
 
 # the identities kubemu's own clients present are Kubernetes user names: ADMIN, SCHEDULER,
-# CONTROLLER_MANAGER, node_identity(node) (kubemu.api.identity); and these two
+# CONTROLLER_MANAGER, node_identity(node) (kubemu.api.identity); and these three
 STORE_PREFIX = "system:store:"
 APISERVER = "kube-apiserver-etcd-client"  # the apiserver as the store's client (kubeadm's name)
+KUBELET_CLIENT = "kube-apiserver-kubelet-client"  # the apiserver as the kubelets' client (kubeadm's)
 
 
 def node_identity(node: str) -> str:

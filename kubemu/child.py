@@ -19,10 +19,10 @@ RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGHUP, signal.SIGINT, s
                  signal.SIGTTIN, signal.SIGTTOU)
 
 
-def become_child(parent: int, stdout_fd: int, stderr_fd: int) -> None:
+def become_child(parent: int, stdout_fd: int, stderr_fd: int, stdin_fd: int | None = None) -> None:
     """Own session and process group; killed with SIGKILL when `parent` dies (and exit now
     if it already has: the race between fork() and prctl()); default signals and an empty
-    mask; stdin from /dev/null, stdout and stderr to the given fds."""
+    mask; stdin from `stdin_fd` (default /dev/null), stdout and stderr to the given fds."""
     os.setsid()
     set_pdeathsig(signal.SIGKILL)
     if os.getppid() != parent:
@@ -31,8 +31,7 @@ def become_child(parent: int, stdout_fd: int, stderr_fd: int) -> None:
     for sig in RESET_SIGNALS:
         signal.signal(sig, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
+    os.dup2(os.open(os.devnull, os.O_RDONLY) if stdin_fd is None else stdin_fd, 0)
     os.dup2(stdout_fd, 1)
     os.dup2(stderr_fd, 2)
 

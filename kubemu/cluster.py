@@ -159,7 +159,8 @@ def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings, a
                       "--store-endpoints", ",".join(endpoints.values()),
                       "--audit-log", str(logs / "audit.log"), "--state-dir", str(state.root),
                       "--wire-secrets", str(secrets),
-                      "--store-credentials", str(wireauth.secret_path(secrets, wireauth.APISERVER))]
+                      "--store-credentials", str(wireauth.secret_path(secrets, wireauth.APISERVER)),
+                      "--kubelet-client-credentials", str(wireauth.secret_path(secrets, wireauth.KUBELET_CLIENT))]
                      + apiserver_tls_flags(state.pki_dir, api_port),
         "scheduler": [sys.executable, "-m", "components.scheduler", "--api", api,
                       "--wire-credentials", str(wireauth.secret_path(secrets, wireauth.SCHEDULER)),
@@ -196,7 +197,7 @@ def write_control_plane(state: StateDir, replicas: int = STORE_REPLICAS, timings
     before (write_pki): the apiserver's flags name its files."""
     endpoints = store_endpoints(state, replicas)
     secrets = wireauth.secrets_dir(state.root)
-    for identity in (wireauth.APISERVER, wireauth.SCHEDULER, wireauth.CONTROLLER_MANAGER,
+    for identity in (wireauth.APISERVER, wireauth.KUBELET_CLIENT, wireauth.SCHEDULER, wireauth.CONTROLLER_MANAGER,
                      *map(wireauth.store_identity, endpoints)):
         wireauth.ensure_secret(secrets, identity)
     manifests = state.node_dir(CONTROL_PLANE_NODE) / "manifests"
@@ -355,6 +356,7 @@ def kubelet_args(state: StateDir, node: str, t: Timings) -> str:
     """The node's kubelet flags; its wire identity's secret is made here if missing."""
     credentials = wireauth.ensure_secret(wireauth.secrets_dir(state.root), wireauth.node_identity(node))
     args = ["--api", api_endpoint(state), "--wire-credentials", str(credentials),
+            "--listen", state.kubelet_endpoint(node), "--wire-secrets", str(wireauth.secrets_dir(state.root)),
             "--backoff-initial", "10", "--backoff-max", "300",
             "--time-scale", f"{t.pod_time_scale:g}", "--file-check-frequency", f"{t.file_check_frequency:g}",
             "--node-lease-duration-seconds", str(t.lease_duration),

@@ -68,6 +68,10 @@ class StateDir:
     def init_endpoint(self, node: str) -> str:
         return f"ipc://{self.node_dir(node) / 'init.sock'}"
 
+    def kubelet_endpoint(self, node: str) -> str:
+        """Where the node's kubelet serves exec and attach (kubelet/streaming.py)."""
+        return f"ipc://{self.node_dir(node) / 'kubelet.sock'}"
+
     @property
     def pki_dir(self) -> Path:
         return self.root / "pki"

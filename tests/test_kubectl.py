@@ -6,12 +6,17 @@ HOME, since it caches discovery under ~/.kube/cache.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import select
 import shutil
+import signal
 import ssl
+import struct
 import subprocess
 import sys
+import termios
 import textwrap
 import time
 import urllib.error
@@ -21,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import DEADLINE, kill_marked, remove_cluster_cgroups, wait_for
+from tests.conftest import DEADLINE, alive, kill_marked, remove_cluster_cgroups, wait_for
 from tests.kubemu.test_cli import kubemu
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
@@ -279,6 +284,161 @@ def test_no_credentials_is_401(k):
     assert (status["kind"], status["reason"], status["code"]) == ("Status", "Unauthorized", 401)
     with urllib.request.urlopen(k.server + "/healthz", context=ctx, timeout=DEADLINE) as ok:
         assert ok.read() == b"ok"
+
+
+# --- §4: exec and attach -----------------------------------------------------------------------------
+
+class Terminal:
+    """kubectl in a pseudo-terminal of its own, as a user at a shell runs `-it` commands."""
+
+    def __init__(self, k: Kubectl, *args: str, rows: int = 33, cols: int = 101):
+        self.master, slave = os.openpty()
+        self.resize(rows, cols, signal_kubectl=False)
+        argv = ["kubectl", "--kubeconfig", str(k.kubeconfig), *args]
+        self.proc = subprocess.Popen(argv, env={"HOME": str(k.home), "PATH": os.environ["PATH"], "TERM": "xterm"},
+                                     stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+        os.close(slave)
+        self.out = b""
+
+    def resize(self, rows: int, cols: int, signal_kubectl: bool = True) -> None:
+        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        if signal_kubectl:  # no controlling terminal, so the kernel does not send it
+            self.proc.send_signal(signal.SIGWINCH)
+
+    def _read(self, timeout: float) -> bool:
+        ready, _, _ = select.select([self.master], [], [], timeout)
+        if not ready:
+            return True
+        try:
+            data = os.read(self.master, 65536)
+        except OSError:  # EIO: kubectl has closed the terminal
+            return False
+        self.out += data
+        return bool(data)
+
+    def expect(self, text: bytes, send: bytes | None = None, timeout: float = LONG) -> None:
+        """Wait for `text` in the output; with `send`, type it (again each few seconds, for what
+        may race with a resize or with the attach itself) until the text comes."""
+        deadline = time.monotonic() + timeout
+        next_send = 0.0
+        start = len(self.out)
+        while text not in self.out[start:]:
+            now = time.monotonic()
+            assert now < deadline, f"no {text!r} from kubectl within {timeout:g}s: {self.out!r}"
+            if send is not None and now >= next_send:
+                os.write(self.master, send)
+                next_send = now + 3.0
+            assert self._read(0.2), f"kubectl ended before {text!r}: {self.out!r}"
+
+    def wait(self) -> int:
+        code = self.proc.wait(LONG)
+        while self._read(0.1):
+            pass
+        os.close(self.master)
+        return code
+
+
+BOX = """
+apiVersion: v1
+kind: Pod
+metadata: {name: box}
+spec:
+  containers:
+  - name: box
+    image: busybox
+    command: [%s, -c, "import time; time.sleep(3600)"]
+    workingDir: /tmp
+    env: [{name: GREETING, value: hello}]
+"""
+
+
+def box(k: Kubectl, ns: str) -> None:
+    k.run("apply", "-f", "-", input=BOX % json.dumps(PY), namespace=ns)
+    k.run("wait", "--for=condition=Ready", "pod/box", "--timeout", f"{LONG:.0f}s", namespace=ns)
+
+
+def test_exec_runs_in_the_container_and_returns_its_exit_code(k):
+    ns = namespace(k, "exec")
+    box(k, ns)
+    done = k.run("exec", "box", "--", "sh", "-c", 'echo "$GREETING from $(pwd)"; echo oops >&2; exit 3',
+                 check=False, namespace=ns)
+    assert done.returncode == 3, done
+    assert done.stdout == "hello from /tmp\n"
+    assert "oops" in done.stderr and "command terminated with exit code 3" in done.stderr, done.stderr
+    k.run("exec", "box", "--", "true", namespace=ns)
+    piped = k.run("exec", "-i", "box", "--", "tr", "a-z", "A-Z", input="shout\n", namespace=ns)
+    assert piped.stdout == "SHOUT\n"
+    missing = k.run("exec", "box", "--", "no-such-program", check=False, namespace=ns)
+    assert missing.returncode == 1
+    assert 'exec: "no-such-program": executable file not found in $PATH' in missing.stderr, missing.stderr
+
+
+def test_an_exec_dies_with_its_connection(k):
+    ns = namespace(k, "hangup")
+    box(k, ns)
+    session = k.popen("exec", "box", "--", "sh", "-c", "echo $$; exec sleep 600", namespace=ns)
+    try:
+        pid = int(session.stdout.readline())
+        assert alive(pid)
+    finally:
+        session.kill()
+        session.communicate(timeout=DEADLINE)
+    wait_for(lambda: not alive(pid), timeout=LONG, message="the exec'd process to be hung up")
+
+
+def test_exec_it_gives_a_terminal_that_follows_resizes(k):
+    ns = namespace(k, "tty")
+    box(k, ns)
+    term = Terminal(k, "-n", ns, "exec", "-it", "box", "--", "sh")
+    term.expect(b"33 101", send=b"stty size\n")
+    term.expect(b"/dev/pts/", send=b"tty\n")
+    term.resize(40, 120)
+    term.expect(b"40 120", send=b"stty size\n")
+    os.write(term.master, b"exit 5\n")
+    assert term.wait() == 5, term.out
+    assert b"command terminated with exit code 5" in term.out
+
+
+def test_run_it_rm_attaches_a_terminal_and_cleans_up(k):
+    ns = namespace(k, "runit")
+    term = Terminal(k, "-n", ns, "run", "-it", "--rm", "--restart=Never", "shell", "--image=busybox", "--", "sh")
+    term.expect(b"If you don't see a command prompt")
+    term.expect(b"42", send=b"echo $((6*7))\n")
+    os.write(term.master, b"exit 5\n")
+    assert term.wait() == 5, term.out
+    assert b'pod "shell" deleted' in term.out, term.out
+    assert k.run("get", "pod", "shell", check=False, namespace=ns).returncode != 0
+
+
+def test_attach_with_piped_stdin_and_to_a_running_pod(k):
+    ns = namespace(k, "attach")
+    done = k.run("run", "-i", "--rm", "--restart=Never", "reader", "--image=busybox", "--",
+                 "sh", "-c", "read x; echo got $x", input="abc\n", namespace=ns)
+    assert "got abc" in done.stdout, done
+    k.run("run", "ticker", "--image", "busybox", "--restart", "Never", "--", PY, "-u", "-c",
+          "import time\nfor i in range(1000):\n    print('tick', i, flush=True); time.sleep(0.2)", namespace=ns)
+    k.run("wait", "--for=condition=Ready", "pod/ticker", "--timeout", f"{LONG:.0f}s", namespace=ns)
+    attached = k.popen("attach", "ticker", namespace=ns)
+    try:
+        seen = [attached.stdout.readline() for _ in range(3)]
+    finally:
+        attached.terminate()
+        attached.communicate(timeout=DEADLINE)
+    assert all(line.startswith("tick ") for line in seen), seen
+
+
+def test_exec_needs_its_own_permission(k, tmp_path):
+    ns = namespace(k, "execrbac")
+    box(k, ns)
+    k.run("create", "serviceaccount", "viewer", namespace=ns)
+    k.run("create", "rolebinding", "viewer", "--clusterrole", "view", f"--serviceaccount={ns}:viewer", namespace=ns)
+    viewer = token_kubeconfig(k, tmp_path / "viewer.conf", k.run("create", "token", "viewer", namespace=ns).stdout.strip())
+    denied = k.run("exec", "box", "--", "true", namespace=ns, kubeconfig=viewer, check=False)
+    assert denied.returncode != 0
+    # the WebSocket's GET is refused, kubectl falls back to SPDY's POST, and shows that refusal
+    assert (f'pods "box" is forbidden: User "system:serviceaccount:{ns}:viewer" cannot create resource '
+            f'"pods/exec" in API group "" in the namespace "{ns}"') in denied.stderr, denied.stderr
+    log_has_no_traceback(k)
 
 
 # --- the official Python client -------------------------------------------------------------------------

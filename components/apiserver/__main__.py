@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="private key that signs ServiceAccount tokens (TokenRequest)")
     https.add_argument("--service-account-issuer", default=DEFAULT_ISSUER,
                        help=f"the tokens' iss claim (default {DEFAULT_ISSUER})")
+    https.add_argument("--kubelet-client-credentials", metavar="FILE", type=credentials_flag, default=None,
+                       help="present this identity's secret (<identity>.secret) to the kubelets, which serve "
+                            "pods/exec and pods/attach (kube-apiserver's --kubelet-client-certificate)")
     return p
 
 
@@ -62,7 +65,8 @@ def https_config(args: argparse.Namespace) -> HTTPSConfig:
                        key_file=args.tls_private_key_file, client_ca_file=args.client_ca_file,
                        service_account_key_files=args.service_account_key_file,
                        service_account_signing_key_file=args.service_account_signing_key_file,
-                       service_account_issuer=args.service_account_issuer)
+                       service_account_issuer=args.service_account_issuer,
+                       kubelet_client_credentials=args.kubelet_client_credentials)
 
 
 def main(argv: list[str] | None = None) -> int:

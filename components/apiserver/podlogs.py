@@ -31,12 +31,17 @@ CHUNK = 64 * 1024
 FOLLOW_POLL = 0.2  # seconds between looks at a followed file that has nothing new
 
 
-def log_path(state_dir: Path, pod: dict, container: str | None, previous: bool) -> Path:
-    meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
-    name = meta["name"]
-    node = spec.get("nodeName")
+def pod_node(pod: dict) -> str:
+    """The node a pod's containers run on (for its log, exec and attach)."""
+    node = (pod.get("spec") or {}).get("nodeName")
     if not node:
-        raise BadRequest(f'pod "{name}" does not have a host assigned', {"reason": "BadRequest"})
+        raise BadRequest(f'pod "{pod["metadata"]["name"]}" does not have a host assigned', {"reason": "BadRequest"})
+    return node
+
+
+def pod_container(pod: dict, container: str | None) -> str:
+    """The container a log, exec or attach request means: the one named, or the pod's only one."""
+    name, spec = pod["metadata"]["name"], pod.get("spec") or {}
     containers = [c.get("name") for c in (spec.get("initContainers") or []) + (spec.get("containers") or [])]
     if container is None:
         apps = [c.get("name") for c in spec.get("containers") or []]
@@ -46,21 +51,35 @@ def log_path(state_dir: Path, pod: dict, container: str | None, previous: bool) 
         container = apps[0]
     if container not in containers:
         raise BadRequest(f"container {container} is not valid for pod {name}", {"reason": "BadRequest"})
+    return container
+
+
+def pod_uid(pod: dict) -> str:
+    """The uid in the name of the pod's directory on its node: a static pod's own uid, which its
+    mirror pod carries in an annotation (anyone's to write: callers check it names one segment)."""
+    meta = pod["metadata"]
+    return (meta.get("annotations") or {}).get(MIRROR_ANNOTATION) or meta.get("uid", "")
+
+
+def log_path(state_dir: Path, pod: dict, container: str | None, previous: bool) -> Path:
+    meta, status = pod["metadata"], pod.get("status") or {}
+    name = meta["name"]
+    node = pod_node(pod)
+    container = pod_container(pod, container)
     statuses = {c.get("name"): c for c in (status.get("initContainerStatuses") or [])
                 + (status.get("containerStatuses") or [])}
     count = int((statuses.get(container) or {}).get("restartCount") or 0) - (1 if previous else 0)
-    # the annotation is anyone's to write: it may only name a directory of the node's pods
-    uid = (meta.get("annotations") or {}).get(MIRROR_ANNOTATION) or meta.get("uid", "")
+    uid = pod_uid(pod)  # it may only name a directory of the node's pods
     pods = state_dir / "nodes" / node / "pods"
     path = pods / f"{meta['namespace']}_{name}_{uid}" / container / f"{count}.log"
-    if count < 0 or not _segment(uid) or not path.resolve().is_relative_to(pods.resolve()) \
+    if count < 0 or not is_segment(uid) or not path.resolve().is_relative_to(pods.resolve()) \
             or not path.is_file():
         what = f'previous terminated container "{container}"' if previous else f'container "{container}"'
         raise BadRequest(f'{what} in pod "{name}" not found', {"reason": "BadRequest"})
     return path
 
 
-def _segment(text: object) -> bool:
+def is_segment(text: object) -> bool:
     """Whether `text` is one path segment that stays where it is put."""
     return isinstance(text, str) and text not in ("", ".", "..") and "/" not in text and "\0" not in text
 

@@ -55,6 +55,7 @@ class HTTPSConfig:
     service_account_key_files: list[str] = field(default_factory=list)
     service_account_signing_key_file: str | None = None
     service_account_issuer: str = satoken.DEFAULT_ISSUER
+    kubelet_client_credentials: Credentials | None = None  # presented to the kubelets (exec, attach)
 
 
 class APIServer:
@@ -140,7 +141,8 @@ class APIServer:
             tokens = Tokens(api, signer, authn)
             handlers.update(token_request=tokens.token_request, token_review=tokens.token_review,
                             self_subject_review=tokens.self_subject_review)
-        rest = RestAPI(handlers, authn, rbac, state_dir=self.state_dir, discovery=discovery, openapi=openapi,
+        rest = RestAPI(handlers, authn, rbac, state_dir=self.state_dir,
+                       kubelet_credentials=cfg.kubelet_client_credentials, discovery=discovery, openapi=openapi,
                        ready=lambda: self.bootstrapped and rbac.synced)
         with _starting(f"--tls-cert-file {cfg.cert_file} / --tls-private-key-file {cfg.key_file}"
                        + (f" / --client-ca-file {cfg.client_ca_file}" if cfg.client_ca_file else "")):

@@ -8,6 +8,7 @@ Status (status.py); anything unexpected is one log line and a 500 Status, never 
 
     GET    collection            list (watch with ?watch=true|1, or /api/v1/watch/...)
     GET    item[/status]         get            GET item/scale   get_scale     GET pods/x/log  logs
+    GET|POST pods/x/exec, pods/x/attach   a WebSocket relayed to the pod's kubelet (remotecommand.py)
     POST   collection            create (review kinds: review, token_review, self_subject_review)
     POST   pods/x/binding        bind           POST pods/x/eviction  evict
     POST   serviceaccounts/x/token  token_request
@@ -18,6 +19,7 @@ Status (status.py); anything unexpected is one log line and a 500 Status, never 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import json
 import logging
@@ -41,6 +43,7 @@ from .. import caller, podlogs
 from .. import warnings as request_warnings
 from ..authn import AuthenticationError
 from . import health, media, query, status, tables
+from .remotecommand import RemoteCommand
 from .requestinfo import RequestInfo, RequestInfoError, request_info
 
 log = logging.getLogger("kubemu.apiserver.rest")
@@ -79,7 +82,7 @@ class RestAPI:
     `handlers` is API.handlers() plus the review and token handlers by name."""
 
     def __init__(self, handlers: dict[str, Callable], authenticator, authorizer, *,
-                 state_dir=None, discovery=None, openapi=None,
+                 state_dir=None, kubelet_credentials: tuple[str, str] | None = None, discovery=None, openapi=None,
                  ready: Callable[[], bool] = lambda: True, clock: Callable[[], float] = time.time,
                  watch_timeout: tuple[float, float] = WATCH_TIMEOUT, body_timeout: float = BODY_TIMEOUT):
         self.handlers = handlers
@@ -87,6 +90,7 @@ class RestAPI:
         self.authenticator = authenticator
         self.authorizer = authorizer
         self.state_dir = Path(state_dir) if state_dir else None
+        self.remote = RemoteCommand(self.state_dir, kubelet_credentials)
         self.discovery = discovery
         self.openapi = openapi
         self.health = health.Checks(handlers, ready)
@@ -97,6 +101,7 @@ class RestAPI:
     def application(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY_BYTES, handler_args={"access_log": None})
         app.router.add_route("*", "/{tail:.*}", self.serve)
+        app.on_cleanup.append(lambda _app: self.remote.close())
         return app
 
     # --- the door
@@ -240,6 +245,11 @@ class RestAPI:
     async def _dispatch(self, request, info: RequestInfo, r, out, user, include) -> web.StreamResponse:
         verb, sub, q = info.verb, info.subresource, request.query
         ns = info.namespace if r.namespaced else None
+        if r.kind == "Pod" and sub in ("exec", "attach") and verb in ("get", "create"):
+            if verb == "get":  # a WebSocket's GET must also be allowed to create (kube >= 1.31)
+                self._authorize(user, dataclasses.replace(info, verb="create"))
+            pod = await self._call("get", resource="pods", name=info.name, namespace=ns)
+            return await self.remote.serve(request, pod, sub)
         if verb == "watch":
             return await self._watch(request, info, r, out, include)
         if verb == "list":
