@@ -203,17 +203,27 @@ def test_create_get_watch_delete(k):
     assert "ADDED" in out and "sleeper" in out and "DELETED" in out, out
 
 
-def test_logs_follow(k):
-    ns = namespace(k, "logs")
+def ticker(k: Kubectl, ns: str) -> None:
+    """A running pod "ticker" that prints "line N" five times a second."""
     k.run("run", "ticker", "--image", "busybox", "--restart", "Never", "--", PY, "-u", "-c",
           "import time\nfor i in range(1000):\n    print('line', i, flush=True); time.sleep(0.2)", namespace=ns)
     k.run("wait", "--for=condition=Ready", "pod/ticker", "--timeout", f"{LONG:.0f}s", namespace=ns)
-    follow = k.popen("logs", "-f", "ticker", namespace=ns)
+
+
+def first_lines(k: Kubectl, n: int, *args: str, namespace: str) -> list[str]:
+    """The first `n` lines a streaming kubectl command prints; then it is stopped."""
+    proc = k.popen(*args, namespace=namespace)
     try:
-        seen = [follow.stdout.readline() for _ in range(5)]
+        return [proc.stdout.readline() for _ in range(n)]
     finally:
-        follow.terminate()
-        follow.communicate(timeout=DEADLINE)
+        proc.terminate()
+        proc.communicate(timeout=DEADLINE)
+
+
+def test_logs_follow(k):
+    ns = namespace(k, "logs")
+    ticker(k, ns)
+    seen = first_lines(k, 5, "logs", "-f", "ticker", namespace=ns)
     assert all(line.startswith("line ") for line in seen), seen
     tail = k.run("logs", "ticker", "--tail", "2", namespace=ns).stdout.splitlines()
     assert len(tail) == 2 and all(line.startswith("line ") for line in tail), tail
@@ -415,16 +425,9 @@ def test_attach_with_piped_stdin_and_to_a_running_pod(k):
     done = k.run("run", "-i", "--rm", "--restart=Never", "reader", "--image=busybox", "--",
                  "sh", "-c", "read x; echo got $x", input="abc\n", namespace=ns)
     assert "got abc" in done.stdout, done
-    k.run("run", "ticker", "--image", "busybox", "--restart", "Never", "--", PY, "-u", "-c",
-          "import time\nfor i in range(1000):\n    print('tick', i, flush=True); time.sleep(0.2)", namespace=ns)
-    k.run("wait", "--for=condition=Ready", "pod/ticker", "--timeout", f"{LONG:.0f}s", namespace=ns)
-    attached = k.popen("attach", "ticker", namespace=ns)
-    try:
-        seen = [attached.stdout.readline() for _ in range(3)]
-    finally:
-        attached.terminate()
-        attached.communicate(timeout=DEADLINE)
-    assert all(line.startswith("tick ") for line in seen), seen
+    ticker(k, ns)
+    seen = first_lines(k, 3, "attach", "ticker", namespace=ns)
+    assert all(line.startswith("line ") for line in seen), seen
 
 
 def test_exec_needs_its_own_permission(k, tmp_path):
