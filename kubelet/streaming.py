@@ -92,11 +92,13 @@ class Session:
     the container's shim handed out (its stdin pipe or terminal)."""
 
     def __init__(self, proc: asyncio.subprocess.Process | None, master: int | None,
-                 stdin: asyncio.StreamWriter | None, outputs: list[tuple[int, asyncio.StreamReader]]):
+                 stdin: asyncio.StreamWriter | None, outputs: list[tuple[int, asyncio.StreamReader]],
+                 transports: tuple[asyncio.BaseTransport, ...] = ()):
         self.proc = proc
         self.master = master
         self.stdin = stdin
         self.outputs = outputs
+        self.transports = transports  # closed with the session (a terminal's reader)
 
     async def write(self, data: bytes) -> None:
         if self.stdin is None or self.stdin.is_closing():
@@ -147,19 +149,19 @@ class Session:
                 task.cancel()
 
     def hang_up(self) -> None:
-        """The stream is gone: hang up the process group, as a closed terminal does."""
-        if self.proc is None or self.proc.returncode is not None:
+        """The stream went away before the command ended: hang up its process group (what it
+        started too, even when the command itself is gone), as a closed terminal does. The
+        group's ID stays reserved while any of its members lives, so this reaches no one else."""
+        if self.proc is None:
             return
         _killpg(self.proc.pid, signal.SIGHUP)
-        asyncio.get_running_loop().call_later(HANGUP_GRACE, self._kill)
-
-    def _kill(self) -> None:
-        if self.proc.returncode is None:
-            _killpg(self.proc.pid, signal.SIGKILL)
+        asyncio.get_running_loop().call_later(HANGUP_GRACE, _killpg, self.proc.pid, signal.SIGKILL)
 
     def close(self) -> None:
         if self.stdin is not None:
             self.stdin.close()
+        for transport in self.transports:
+            transport.close()
         if self.master is not None:
             os.close(self.master)
             self.master = None
@@ -183,8 +185,8 @@ def _killpg(pgid: int, sig: int) -> None:
 
 
 def _child_setup(tty: bool):
-    """What the exec'd process does between fork and exec: plain system calls only (the kubelet
-    has threads; nothing here allocates or takes a lock)."""
+    """What the exec'd process does between fork and exec: two system calls, no imports and no
+    lock another thread of the kubelet could hold (the reason preexec_fn is unsafe in general)."""
     def setup() -> None:
         set_pdeathsig(signal.SIGKILL)
         if tty:  # the session leader (start_new_session) takes its terminal as controlling tty
@@ -223,8 +225,9 @@ async def start_session(target: Target, command: list[str], stdin: bool, tty: bo
         outputs = [(1, proc.stdout), (2, proc.stderr)]
         return Session(proc, None, proc.stdin if stdin else None, outputs)
     reader = asyncio.StreamReader(limit=CHUNK)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(os.dup(master), "rb", 0))
-    return Session(proc, master, await _writer(os.dup(master)) if stdin else None, [(1, reader)])
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
+                                                os.fdopen(os.dup(master), "rb", 0))
+    return Session(proc, master, await _writer(os.dup(master)) if stdin else None, [(1, reader)], (transport,))
 
 
 async def _writer(fd: int) -> asyncio.StreamWriter:
@@ -270,16 +273,19 @@ class StreamingServer:
                                 f"{err}: unknown", {"reason": "StartError"}) from None
         self.sessions[session] = s
         log.info("exec in %s/%s (%s): %s", namespace, pod, container, command[0])
+        ended = False
         try:
             yield {"started": True}
             async for fd, data in s.output():
                 yield {"fd": fd, "data": data}
             code = await s.proc.wait() if s.proc.returncode is None else s.proc.returncode
+            ended = True  # what it left running stays, as in a container
             yield {"exit": exit_code(code)}
         finally:
             if self.sessions.get(session) is s:
                 del self.sessions[session]
-            s.hang_up()
+            if not ended:
+                s.hang_up()
             s.close()
 
     async def attach(self, namespace: str, pod: str, uid: str, container: str,
