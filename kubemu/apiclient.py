@@ -327,6 +327,10 @@ class ApiClient:
                      timeout: float | None = None) -> dict:
         return await self._write("update", _ns({"resource": resource, "object": obj}, namespace), timeout)
 
+    async def finalize(self, resource: str, obj: dict, *, timeout: float | None = None) -> dict:
+        """A Namespace's finalize subresource: the update that may change its spec.finalizers."""
+        return await self._write("finalize", {"resource": resource, "object": obj}, timeout)
+
     async def update_status(self, resource: str, obj: dict, namespace: str | None = None, *,
                             timeout: float | None = None) -> dict:
         return await self._write("update_status", _ns({"resource": resource, "object": obj}, namespace),
@@ -435,6 +439,9 @@ class SyncApiClient:
 
     def update_status(self, *a, **kw) -> dict:
         return self._run(self._api.update_status(*a, **kw))
+
+    def finalize(self, *a, **kw) -> dict:
+        return self._run(self._api.finalize(*a, **kw))
 
     def patch(self, *a, **kw) -> dict:
         return self._run(self._api.patch(*a, **kw))

@@ -296,6 +296,26 @@ def test_no_credentials_is_401(k):
         assert ok.read() == b"ok"
 
 
+def test_a_namespace_stuck_terminating_is_released_through_finalize(k):
+    k.run("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "stuck"},
+                                                "spec": {"finalizers": ["example.com/never"]}}))
+    k.run("delete", "namespace", "stuck", "--wait=false")
+    # the namespace controller finalizes its own part ("kubernetes"); the other one holds it
+    wait_for(lambda: k.json("get", "namespace", "stuck")["spec"]["finalizers"] == ["example.com/never"],
+             timeout=LONG, message="the namespace controller to finalize")
+    assert k.json("get", "namespace", "stuck")["status"]["phase"] == "Terminating"
+    ns = k.json("get", "namespace", "stuck")
+    ns["spec"]["finalizers"] = ["example.com/never", "example.com/other"]
+    k.run("replace", "-f", "-", input=json.dumps(ns))
+    assert k.json("get", "namespace", "stuck")["spec"]["finalizers"] == ["example.com/never"], \
+        "a plain update leaves spec.finalizers alone"
+    ns = k.json("get", "namespace", "stuck")
+    ns["spec"]["finalizers"] = []
+    k.run("replace", "--raw", "/api/v1/namespaces/stuck/finalize", "-f", "-", input=json.dumps(ns))
+    wait_for(lambda: k.run("get", "namespace", "stuck", check=False).returncode != 0, timeout=LONG,
+             message="the namespace to go")
+
+
 # --- §4: exec and attach -----------------------------------------------------------------------------
 
 class Terminal:

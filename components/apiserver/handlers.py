@@ -45,7 +45,7 @@ SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "default")
 # How the audit log names the methods that are not plain verbs: (verb, subresource)
 AUDITED_AS = {"bind": ("create", "/binding"), "update_status": ("update_status", "/status"),
               "update_scale": ("update_scale", "/scale"), "delete_collection": ("deletecollection", ""),
-              "evict": ("create", "/eviction")}
+              "evict": ("create", "/eviction"), "finalize": ("update", "/finalize")}
 CREATED = ("create", "evict")  # answered 201
 
 FieldValidation = Literal["Strict", "Warn", "Ignore"]
@@ -190,7 +190,7 @@ class API:
         mutating = {"create": self.create, "update": self.update, "update_status": self.update_status,
                     "patch": self.patch, "delete": self.delete, "bind": self.bind,
                     "update_scale": self.update_scale, "delete_collection": self.delete_collection,
-                    "evict": self.evict}
+                    "evict": self.evict, "finalize": self.finalize}
         out = {verb: self._audited(verb, fn) for verb, fn in mutating.items()}
         out.update({"get": _at_the_door(self.get), "list": _at_the_door(self.list),
                     "get_scale": _at_the_door(self.get_scale), "watch": _at_the_door(self.watch),
@@ -386,8 +386,16 @@ class API:
         return await self._update(resource, object, namespace, status=True, dry_run=dry_run,
                                   field_validation=field_validation)
 
+    async def finalize(self, resource: Any, object: Any, dry_run: bool = False,
+                       field_validation: FieldValidation | None = None, field_manager: str | None = None) -> dict:
+        """A Namespace's finalize subresource: an update that may change spec.finalizers."""
+        if _resource(resource).kind != "Namespace":
+            raise NotFound(f"{resource} have no finalize subresource", {"reason": "NotFound"})
+        return await self._update(resource, object, None, status=False, finalize=True, dry_run=dry_run,
+                                  field_validation=field_validation)
+
     async def _update(self, resource: Any, new: Any, namespace: str | None, *, status: bool, dry_run: bool,
-                      field_validation: str | None) -> dict:
+                      field_validation: str | None, finalize: bool = False) -> dict:
         r = _resource(resource)
         name, ns, precondition = st.update_target(r, new, namespace, status=status)
         key = _key(r, ns, name)
@@ -395,8 +403,8 @@ class API:
         if old is None:
             raise not_found(r, name)
         st.check_resource_version(r, name, precondition, rev)
-        outcome = st.prepare_update(r, old, rev, new, status=status, field_validation=field_validation,
-                                    warn=warnings.add)
+        outcome = st.prepare_update(r, old, rev, new, status=status, finalize=finalize,
+                                    field_validation=field_validation, warn=warnings.add)
         return await self._commit(r, key, rev, outcome, dry_run)
 
     # --- patch

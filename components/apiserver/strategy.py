@@ -381,9 +381,11 @@ def update_target(r: Resource, new: Any, namespace: str | None, *, status: bool)
     return meta.get("name"), ns, meta.get("resourceVersion")
 
 
-def prepare_update(r: Resource, old: dict, rev: int, new: dict, *, status: bool,
+def prepare_update(r: Resource, old: dict, rev: int, new: dict, *, status: bool, finalize: bool = False,
                    field_validation: str | None = None, warn: Warn = None) -> Outcome:
-    """`new` written over `old` (read at `rev`): what to store, or Remove if it finishes a deletion."""
+    """`new` written over `old` (read at `rev`): what to store, or Remove if it finishes a deletion.
+    `finalize` is a Namespace's finalize subresource: the only way to change its spec.finalizers
+    (a plain update keeps them, as kube-apiserver's namespace strategy does)."""
     check_field_validation(field_validation, "UpdateOptions")
     obj = _shallow(new)  # default_object deep-copies below: no nested part is changed before
     obj["apiVersion"], obj["kind"] = obj.get("apiVersion") or r.api_version, obj.get("kind") or r.kind
@@ -391,6 +393,13 @@ def prepare_update(r: Resource, old: dict, rev: int, new: dict, *, status: bool,
     old_meta = old["metadata"]
     if r.namespaced and not meta.get("namespace"):
         meta["namespace"] = old_meta.get("namespace")
+    if r.kind == "Namespace" and not finalize and not status:
+        new_spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        kept = (old.get("spec") or {}).get("finalizers")
+        if new_spec.get("finalizers") != kept:
+            obj["spec"] = {k: v for k, v in new_spec.items() if k != "finalizers"}
+            if kept is not None:
+                obj["spec"]["finalizers"] = kept
     if has_status(r):
         if status:  # only status (and metadata) may change
             obj["spec"] = old.get("spec")

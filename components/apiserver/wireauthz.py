@@ -35,7 +35,7 @@ _RESOURCE_METHODS: dict[str, tuple[str, str]] = {
     "update": ("update", ""), "update_status": ("update", "status"), "patch": ("patch", ""),
     "delete": ("delete", ""), "delete_collection": ("deletecollection", ""), "bind": ("create", "binding"),
     "evict": ("create", "eviction"), "get_scale": ("get", "scale"), "update_scale": ("update", "scale"),
-    "log": ("get", "log"),
+    "log": ("get", "log"), "finalize": ("update", "finalize"),
 }
 _POD_METHODS = frozenset({"bind", "evict", "log"})  # their resource is always pods
 _COLLECTION_VERBS = frozenset({"list", "watch", "deletecollection"})
@@ -67,7 +67,8 @@ def attributes(user: UserInfo, method: str, params: dict) -> Attributes | None:
     if method == "patch" and params.get("subresource") == "status":
         subresource = "status"
     obj = params.get("object")
-    meta = obj.get("metadata") if isinstance(obj, dict) and method in ("create", "update", "update_status") else None
+    meta = obj.get("metadata") if isinstance(obj, dict) and method in ("create", "update", "update_status",
+                                                                       "finalize") else None
     meta = meta if isinstance(meta, dict) else {}
     namespace = ""
     if r.namespaced:

@@ -58,7 +58,7 @@ class NamespaceController:
         if ns["metadata"].get("uid") != action.uid:
             return
         try:
-            await self.api.update("namespaces", dict(ns, spec={**(ns.get("spec") or {}),
-                                                               "finalizers": list(action.finalizers)}))
+            await self.api.finalize("namespaces", dict(ns, spec={**(ns.get("spec") or {}),
+                                                                 "finalizers": list(action.finalizers)}))
         except NotFound:
             pass

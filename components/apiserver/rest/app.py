@@ -285,8 +285,8 @@ class RestAPI:
             name = (body.get("metadata") or {}).get("name") if isinstance(body.get("metadata"), dict) else None
             if name not in (None, "", info.name):
                 raise BadRequest(f"the name of the object ({name}) does not match the name on the URL ({info.name})")
-            method = {"": "update", "status": "update_status"}.get(sub)
-            if method is None:
+            method = {"": "update", "status": "update_status", "finalize": "finalize"}.get(sub)
+            if method is None or (method == "finalize" and r.kind != "Namespace"):
                 raise Refusal(status.not_found_path())
             obj = await self._call(method, resource=r.plural, object=body, namespace=ns, **common)
             return self._json(request, 200, self._shaped(r.kind, obj, out, include), out)

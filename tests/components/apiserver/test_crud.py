@@ -367,7 +367,7 @@ def test_namespace_lifecycle_seen_by_creates_at_once(api):
     with pytest.raises(wire.WireError, match="being terminated"):
         api.call("create", resource="pods", namespace="gone", object=pod("p"))
     # what the namespace controller does once the namespace is empty: the last finalizer goes
-    api.call("update", resource="namespaces", object=dict(deleting, spec={"finalizers": []}))
+    api.call("finalize", resource="namespaces", object=dict(deleting, spec={"finalizers": []}))
     with pytest.raises(wire.NotFound, match='namespaces "gone" not found$'):
         api.call("create", resource="pods", namespace="gone", object=pod("p"))
 

@@ -226,6 +226,22 @@ def test_propagation_finalizers_and_a_terminating_namespace():
     assert out.obj["status"]["phase"] == "Terminating" and out.obj["metadata"]["deletionTimestamp"]
 
 
+def test_only_the_finalize_subresource_changes_a_namespaces_spec_finalizers():
+    ns = stored(create(NAMESPACES, {"metadata": {"name": "team"}}))
+    assert ns["spec"]["finalizers"] == ["kubernetes"]
+    relabelled = {**ns, "metadata": {**ns["metadata"], "labels": {"a": "b"}}, "spec": {"finalizers": []}}
+    out = st.prepare_update(NAMESPACES, ns, 10, relabelled, status=False)
+    assert out.obj["spec"]["finalizers"] == ["kubernetes"] and out.obj["metadata"]["labels"] == {"a": "b"}
+    unchanged = st.prepare_update(NAMESPACES, ns, 10, {**ns, "spec": {}}, status=False)
+    assert isinstance(unchanged, st.Unchanged), "a plain update leaves them as they are"
+    out = st.prepare_update(NAMESPACES, ns, 10, {**ns, "spec": {"finalizers": []}}, status=False, finalize=True)
+    assert isinstance(out, st.Write) and out.obj["spec"]["finalizers"] == []
+    deleting = stored(st.prepare_delete(NAMESPACES, ns, None, "Background", now=NOW).obj, 11)
+    finished = st.prepare_update(NAMESPACES, deleting, 11, {**deleting, "spec": {"finalizers": []}}, status=False,
+                                 finalize=True)
+    assert isinstance(finished, st.Remove), "the last finalizer of a terminating namespace ends it"
+
+
 def test_delete_options_and_preconditions():
     assert st.delete_options(None, None) == "Background"
     with pytest.raises(wire.BadRequest, match='unsupported propagation policy "Later"'):
