@@ -96,12 +96,20 @@ def ensure_secret(directory: str | os.PathLike, identity: str) -> Path:
     if it does not exist yet; an existing one is kept."""
     path = secret_path(directory, identity)
     _private_dir(path.parent)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
+    if path.exists():
         return path
-    with os.fdopen(fd, "w") as f:
-        f.write(_secrets.token_urlsafe(32) + "\n")
+    # written whole under a private name, then linked into place: a reader never sees it half
+    # written, and of two writers racing the first link wins and the other's secret is dropped
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{_secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(_secrets.token_urlsafe(32) + "\n")
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 

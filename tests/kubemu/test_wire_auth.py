@@ -82,6 +82,18 @@ def test_secret_files_are_private_and_kept(secrets):
     assert wa.lookup_secret(secrets, "nobody") is None
 
 
+def test_racing_writers_agree_on_one_whole_secret(secrets):
+    import concurrent.futures
+
+    def make_and_read(_):
+        return wa.read_secret(wa.ensure_secret(secrets, "racer"))  # never half written: ValueError
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        seen = set(pool.map(make_and_read, range(64)))
+    assert len(seen) == 1
+    assert os.listdir(secrets) == ["racer.secret"], "no temporary file is left"
+
+
 def test_a_loose_secrets_directory_is_tightened(secrets):
     os.makedirs(secrets, mode=0o755)
     os.chmod(secrets, 0o755)
