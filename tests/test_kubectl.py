@@ -172,6 +172,20 @@ def test_server_side_apply_is_refused_clearly(k):
     assert "server-side apply" in done.stderr, done.stderr
 
 
+def test_validate_strict_warn_and_false(k):
+    ns = namespace(k, "validate")
+    manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: %s}\ndata: {a: b}\nbogus: 1\n"
+    refused = k.run("apply", "-f", "-", input=manifest % "strict", namespace=ns, check=False)  # strict: the default
+    assert refused.returncode == 1
+    assert ('Error from server (BadRequest): error when creating "STDIN": ConfigMap in version "v1" cannot be '
+            'handled as a ConfigMap: strict decoding error: unknown field "bogus"') in refused.stderr, refused.stderr
+    warned = k.run("apply", "--validate=warn", "-f", "-", input=manifest % "warned", namespace=ns)
+    assert 'Warning: unknown field "bogus"' in warned.stderr and "configmap/warned created" in warned.stdout
+    ignored = k.run("apply", "--validate=false", "-f", "-", input=manifest % "ignored", namespace=ns)
+    assert "Warning" not in ignored.stderr, ignored.stderr
+    assert "bogus" not in k.json("get", "configmap", "warned", namespace=ns), "dropped (kept only in last-applied)"
+
+
 @pytest.mark.parametrize("kind", ["pods", "deployments", "replicasets", "nodes", "namespaces", "events", "leases",
                                   "serviceaccounts", "configmaps", "secrets", "roles", "clusterroles",
                                   "rolebindings", "clusterrolebindings"])
