@@ -52,7 +52,6 @@ log = logging.getLogger("kubelet.streaming")
 MAX_SESSIONS = 64          # exec and attach sessions at once; more are TooManyRequests
 CHUNK = 32 * 1024          # bytes of output per stream item
 QUEUED_CHUNKS = 8          # output read ahead of the wire per session (then the process blocks)
-DRAIN_GRACE = 1.0          # after the process exits, how long its output may still flow
 HANGUP_GRACE = 2.0         # SIGHUP -> SIGKILL for a session whose stream went away
 FOLLOW_POLL = 0.1          # seconds between looks at an attached container's log
 
@@ -122,29 +121,20 @@ class Session:
             fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
 
     async def output(self) -> AsyncIterator[tuple[int, bytes]]:
-        """(fd, data) until every output ended, or DRAIN_GRACE after the process exited (a
-        background child may hold the terminal or a pipe open for ever)."""
+        """(fd, data) until every output has ended. As in Kubernetes, what the command leaves
+        running in the background with its stdout, stderr or terminal open keeps them open
+        (kubernetes/kubernetes#44371): redirect it (`cmd >/dev/null 2>&1 &`) to end at once."""
         queue: asyncio.Queue = asyncio.Queue(QUEUED_CHUNKS)
         readers = [asyncio.ensure_future(_read_into(queue, fd, r)) for fd, r in self.outputs]
-        open_ = len(readers)
-        exited = asyncio.ensure_future(self.proc.wait())
         try:
+            open_ = len(readers)
             while open_:
-                got = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait({got, exited}, return_when=asyncio.FIRST_COMPLETED)
-                if got not in done:  # exited: what is queued or still comes within the grace
-                    done, _ = await asyncio.wait({got}, timeout=DRAIN_GRACE)
-                    if not done:
-                        got.cancel()
-                        return
-                    exited = asyncio.ensure_future(asyncio.sleep(DRAIN_GRACE))
-                item = got.result()
+                item = await queue.get()
                 if item is None:
                     open_ -= 1
                 else:
                     yield item
         finally:
-            exited.cancel()
             for task in readers:
                 task.cancel()
 

@@ -52,7 +52,7 @@ class Options:
         self.stderr = query.boolean(q, "stderr") and not self.tty  # a terminal has one output
         if exec_ and not self.command:
             raise wire.BadRequest("you must specify at least one command for the container")
-        if not (self.stdin or self.stdout or query.boolean(q, "stderr")):
+        if not (self.stdin or self.stdout or self.stderr):  # after a tty took stderr, as kubelet's NewOptions
             raise wire.BadRequest("you must specify at least 1 of stdin, stdout, stderr")
 
 
