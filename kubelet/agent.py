@@ -383,6 +383,8 @@ class Kubelet:
 
     async def _watch_containers(self) -> None:
         async for pod_dir, name, restart_count, what in self.runtime.watch():
+            if what == "exited" and self.streaming is not None:
+                self.streaming.container_ended(pod_dir, name, restart_count)
             worker = self.workers.get(pod_dir)
             if worker is None or self.launched.get((pod_dir, name)) != restart_count:
                 continue  # an older instance, or a pod we no longer track

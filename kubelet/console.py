@@ -3,7 +3,7 @@
 A container whose spec says `stdin: true` reads a pipe whose write end its shim keeps; one with
 `tty: true` gets a pseudo-terminal as stdin, stdout, stderr and controlling terminal, whose
 master end the shim keeps and copies to the container's log (so `kubectl logs` shows what the
-terminal showed). Neither: stdin is /dev/null, as before.
+terminal showed). Neither: stdin is /dev/null.
 
 The shim serves those ends on a unix socket, <restartCount>.attach in the container directory:
 each connection gets one byte and, with SCM_RIGHTS, the file descriptor to write the
@@ -51,7 +51,7 @@ class Console:
         self.handed = False
         self.lock = threading.Lock()
         self.listener: socket.socket | None = None
-        self.threads: list[threading.Thread] = []
+        self.relay: threading.Thread | None = None  # the terminal -> log copier
 
     def container_fds(self) -> tuple[int | None, int | None]:
         """(stdin, stdout+stderr) for the container: None means /dev/null and the log."""
@@ -60,9 +60,12 @@ class Console:
         return self.theirs, None
 
     def started(self) -> None:
+        """OSError if the socket cannot be served; the terminal is copied to the log regardless."""
         if self.theirs is not None:
             os.close(self.theirs)
             self.theirs = None
+        if self.tty:
+            self.relay = self._thread(self._relay)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
         dfd, name = _short_path(self.socket_path)
         try:
@@ -72,14 +75,12 @@ class Console:
             os.close(dfd)
         self.listener.listen(8)
         self._thread(self._serve)
-        if self.tty:
-            self._thread(self._relay)
 
     def finish(self, timeout: float) -> None:
         """The container has exited: let the terminal's last output reach the log (within
         `timeout`), stop serving, remove the socket."""
-        if self.tty and len(self.threads) > 1:
-            self.threads[1].join(timeout)
+        if self.relay is not None:
+            self.relay.join(timeout)
         if self.listener is not None:
             try:
                 self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept()
@@ -88,10 +89,11 @@ class Console:
             self.listener.close()
         _unlink(self.socket_path)
 
-    def _thread(self, target) -> None:
+    @staticmethod
+    def _thread(target) -> threading.Thread:
         thread = threading.Thread(target=target, daemon=True)
         thread.start()
-        self.threads.append(thread)
+        return thread
 
     def _serve(self) -> None:
         while True:
@@ -138,8 +140,8 @@ def attach(socket_path: str) -> tuple[bytes, int | None]:
     dfd, name = _short_path(socket_path)
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as conn:
+            conn.settimeout(5.0)  # a shim that stopped answering must not hold the kubelet's thread
             conn.connect(name)
-            conn.settimeout(5.0)
             kind, fds, _flags, _addr = socket.recv_fds(conn, 1, 1)
     finally:
         os.close(dfd)

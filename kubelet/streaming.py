@@ -9,21 +9,30 @@ to the apiserver alone: the caller must present the identity kube-apiserver-kube
     exec   {namespace, pod, uid, container, command, stdin, tty, session}   a stream:
            {"started": true} once input is taken, {"fd": 1|2, "data": bytes} ..., then
            {"exit": code} (128 + N for a death by signal N)
-    attach {namespace, pod, uid, container, session}   a stream: {"started": true}, then the
-           running container's output from now on, {"fd": 1, "data": bytes} ..., ending with it
+    attach {namespace, pod, uid, container, stdin, session}   a stream: {"started": true}, then
+           the running container's output from now on, {"fd": 1, "data": bytes} ..., ending with it
     stdin  {session, data, close}     input for a session (close: the input has ended); an
                                       attach's goes to the container's stdin or terminal
     resize {session, width, height}   the terminal's size, for a session with a tty
+    ack    {session, size}            the caller has passed on `size` bytes of output (flow control)
 
 The command runs in the container's context as its shim started it: the environment and working
 directory of the running instance's N.spec.json, its PATH to find the program (runc's rules and
 messages, kubelet/shim.py look_path). With `tty` it gets a new session whose controlling terminal
 is a pseudo-terminal (stdout and stderr are both the terminal, as with runc); without, pipes.
-An exec'd process dies with its stream: a cancelled or lost stream hangs it up (SIGHUP to its
-process group, SIGKILL after HANGUP_GRACE), and PR_SET_PDEATHSIG kills it if the kubelet dies.
+
+An exec'd command lives as long as its stream and its container: a cancelled or lost stream, or
+the container instance ending, hangs up its process group (SIGHUP, SIGKILL after HANGUP_GRACE;
+at once when the kubelet stops), and PR_SET_PDEATHSIG kills it if the kubelet dies. One that
+ended on its own leaves what it started running, as in a container. Output is flow-controlled
+end to end: at most WINDOW bytes of a session are unacknowledged, then the command blocks on
+its pipe or terminal, as it would behind a slow `kubectl exec ... | consumer`.
+
 What a container prints goes to its log file (the shim's), so attach follows that file; its
-input is what the container's shim hands out for a container with `stdin` or `tty`
-(kubelet/console.py): the pipe its stdin reads, or its terminal (which also takes a resize).
+input, for an attach with stdin to a container with `stdin` or `tty`, is what the container's
+shim hands out (kubelet/console.py): the pipe its stdin reads, or its terminal (which also takes
+a resize). Closing the input closes that pipe (so a `stdinOnce` container reads EOF); a terminal
+is left open, as containerd leaves a tty's stdin.
 """
 from __future__ import annotations
 
@@ -41,6 +50,7 @@ from dataclasses import dataclass
 
 from kubemu import wire
 from kubemu._wire_auth import KUBELET_CLIENT, ServerAuth
+from kubemu.child import proc_stat
 from kubemu.prctl import set_pdeathsig
 
 from . import console
@@ -52,18 +62,25 @@ log = logging.getLogger("kubelet.streaming")
 MAX_SESSIONS = 64          # exec and attach sessions at once; more are TooManyRequests
 CHUNK = 32 * 1024          # bytes of output per stream item
 QUEUED_CHUNKS = 8          # output read ahead of the wire per session (then the process blocks)
-HANGUP_GRACE = 2.0         # SIGHUP -> SIGKILL for a session whose stream went away
+WINDOW = 1024 * 1024       # output bytes a session may have unacknowledged
+HANGUP_GRACE = 2.0         # SIGHUP -> SIGKILL for a session whose stream or container went away
 FOLLOW_POLL = 0.1          # seconds between looks at an attached container's log
+
+Instance = tuple[str, str, int]  # (pod dir, container, restart count)
 
 
 @dataclass(frozen=True)
 class Target:
-    """A running container, and what an exec in it starts from."""
+    """A running container instance, and what an exec in it starts from."""
     pod_dir: str
     container: str
     restart_count: int
     env: dict[str, str]
     cwd: str | None
+
+    @property
+    def instance(self) -> Instance:
+        return self.pod_dir, self.container, self.restart_count
 
 
 def find_target(runtime: Runtime, namespace: str, pod: str, uid: str, container: str) -> Target:
@@ -86,21 +103,63 @@ def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-class Session:
-    """One exec'd process and its terminal or pipes; for an attach, no process, and the input
-    the container's shim handed out (its stdin pipe or terminal)."""
+class Credit:
+    """A session's output window: `take` waits while WINDOW bytes are unacknowledged."""
 
-    def __init__(self, proc: asyncio.subprocess.Process | None, master: int | None,
-                 stdin: asyncio.StreamWriter | None, outputs: list[tuple[int, asyncio.StreamReader]],
+    def __init__(self, window: int = WINDOW):
+        self.available = window
+        self._more = asyncio.Event()
+
+    async def take(self, n: int) -> None:
+        while self.available <= 0:
+            self._more.clear()
+            await self._more.wait()
+        self.available -= n
+
+    def give(self, n: int) -> None:
+        self.available += n
+        self._more.set()
+
+
+class Group:
+    """An exec'd command's process group, told from a later group that reuses its number: the
+    leader's start time is remembered, and while any member lives the number stays taken."""
+
+    def __init__(self, pid: int):
+        self.pgid = pid
+        stat = proc_stat(pid)
+        self.start = stat[1] if stat else None
+
+    def signal(self, sig: int) -> None:
+        stat = proc_stat(self.pgid)
+        if stat is not None and stat[1] != self.start:
+            return  # a new process holds the number: the group is long gone
+        try:
+            os.killpg(self.pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class Session:
+    """One exec'd command and its terminal or pipes; for an attach, no command, and the input
+    the container's shim handed out (its stdin pipe or terminal), if asked for."""
+
+    def __init__(self, instance: Instance, proc: asyncio.subprocess.Process | None = None,
+                 master: int | None = None, stdin: asyncio.StreamWriter | None = None,
+                 outputs: tuple[tuple[int, asyncio.StreamReader], ...] = (),
                  transports: tuple[asyncio.BaseTransport, ...] = ()):
+        self.instance = instance
         self.proc = proc
+        self.group = Group(proc.pid) if proc is not None else None
         self.master = master
         self.stdin = stdin
         self.outputs = outputs
         self.transports = transports  # closed with the session (a terminal's reader)
+        self.credit = Credit()
+        self.input_closed = False
 
     async def write(self, data: bytes) -> None:
-        if self.stdin is None or self.stdin.is_closing():
+        if self.stdin is None or self.input_closed or self.stdin.is_closing():
             return
         self.stdin.write(data)
         try:
@@ -109,11 +168,9 @@ class Session:
             pass
 
     def close_input(self) -> None:
-        if self.stdin is None or self.stdin.is_closing():
-            return
-        if self.master is not None:
-            self.stdin.write(b"\x04")  # a terminal's end of input is ^D, its device stays open
-        else:
+        """The client's input has ended: a pipe is closed (EOF); a terminal stays open."""
+        self.input_closed = True
+        if self.stdin is not None and self.master is None:
             self.stdin.close()
 
     def resize(self, width: int, height: int) -> None:
@@ -138,14 +195,16 @@ class Session:
             for task in readers:
                 task.cancel()
 
-    def hang_up(self) -> None:
-        """The stream went away before the command ended: hang up its process group (what it
-        started too, even when the command itself is gone), as a closed terminal does. The
-        group's ID stays reserved while any of its members lives, so this reaches no one else."""
-        if self.proc is None:
+    def hang_up(self, grace: float = HANGUP_GRACE) -> None:
+        """Hang up the command's process group (what it started too, even once the command
+        itself is gone), as a closed terminal does; SIGKILL after `grace` (0: at once)."""
+        if self.group is None:
             return
-        _killpg(self.proc.pid, signal.SIGHUP)
-        asyncio.get_running_loop().call_later(HANGUP_GRACE, _killpg, self.proc.pid, signal.SIGKILL)
+        if grace <= 0:
+            self.group.signal(signal.SIGKILL)
+            return
+        self.group.signal(signal.SIGHUP)
+        asyncio.get_running_loop().call_later(grace, self.group.signal, signal.SIGKILL)
 
     def close(self) -> None:
         if self.stdin is not None:
@@ -167,13 +226,6 @@ async def _read_into(queue: asyncio.Queue, fd: int, reader: asyncio.StreamReader
     await queue.put(None)
 
 
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _child_setup(tty: bool):
     """What the exec'd process does between fork and exec: two system calls, no imports and no
     lock another thread of the kubelet could hold (the reason preexec_fn is unsafe in general)."""
@@ -185,11 +237,11 @@ def _child_setup(tty: bool):
 
 
 async def start_session(target: Target, command: list[str], stdin: bool, tty: bool) -> Session:
-    """Start `command` in the target's context; StartError with runc's message if it cannot."""
+    """Start `command` in the target's context; StartError with runc's message if it cannot.
+    Cancelled half-way, it leaves no process and no descriptor behind."""
     if not command or not all(isinstance(a, str) and a and "\0" not in a for a in command):
         raise StartError("exec: no command" if not command else "exec: invalid argument")
     executable = look_path(command[0], target.env, target.cwd)
-    loop = asyncio.get_running_loop()
     master = slave = None
     if tty:
         master, slave = pty.openpty()
@@ -208,23 +260,59 @@ async def start_session(target: Target, command: list[str], stdin: bool, tty: bo
             raise StartError(f'chdir to cwd ("{target.cwd}") set in config.json failed: '
                              f"{(exc.strerror or '').lower()}") from None
         raise StartError(f'exec: "{command[0]}": {(exc.strerror or str(exc)).lower()}') from None
+    except BaseException:
+        if master is not None:
+            os.close(master)
+        raise
     finally:
         if slave is not None:
             os.close(slave)
     if master is None:
-        outputs = [(1, proc.stdout), (2, proc.stderr)]
-        return Session(proc, None, proc.stdin if stdin else None, outputs)
-    reader = asyncio.StreamReader(limit=CHUNK)
-    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader),
-                                                os.fdopen(os.dup(master), "rb", 0))
-    return Session(proc, master, await _writer(os.dup(master)) if stdin else None, [(1, reader)], (transport,))
+        return Session(target.instance, proc, None, proc.stdin if stdin else None,
+                       ((1, proc.stdout), (2, proc.stderr)))
+    session = Session(target.instance, proc, master)
+    try:
+        reader = asyncio.StreamReader(limit=CHUNK)
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(os.dup(master), "rb", 0))
+        session.transports, session.outputs = (transport,), ((1, reader),)
+        if stdin:
+            session.stdin = await _writer(os.dup(master))
+    except BaseException:
+        session.hang_up(0)
+        session.close()
+        raise
+    return session
 
 
 async def _writer(fd: int) -> asyncio.StreamWriter:
     """A StreamWriter that owns `fd` (a pipe's write end or a terminal's master)."""
     loop = asyncio.get_running_loop()
-    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(fd, "wb", 0))
+    try:
+        transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin,
+                                                            os.fdopen(fd, "wb", 0))
+    except BaseException:
+        os.close(fd)
+        raise
     return asyncio.StreamWriter(transport, protocol, None, loop)
+
+
+async def _attach_input(path: str) -> tuple[bytes, int | None]:
+    """What the container's shim hands out for input (none for a container without stdin or
+    tty); the descriptor is closed if the caller is cancelled before it has it."""
+    task = asyncio.ensure_future(asyncio.to_thread(_ask_shim, path))
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.add_done_callback(lambda t: t.cancelled() or t.result()[1] is None or os.close(t.result()[1]))
+        raise
+
+
+def _ask_shim(path: str) -> tuple[bytes, int | None]:
+    try:
+        return console.attach(path)
+    except OSError:
+        return console.CLOSED, None
 
 
 class StreamingServer:
@@ -233,15 +321,25 @@ class StreamingServer:
     def __init__(self, runtime: Runtime, endpoint: str, secrets_dir: str | None):
         self.runtime = runtime
         self.sessions: dict[str, Session] = {}
+        if secrets_dir is None:
+            log.warning("exec/attach on %s take anyone who can reach the socket: no --wire-secrets", endpoint)
         auth = ServerAuth(secrets_dir, _only_the_apiserver) if secrets_dir else None
         self.server = wire.Server(endpoint, {"exec": self.exec, "attach": self.attach, "stdin": self.stdin,
-                                             "resize": self.resize}, name="kubelet", auth=auth)
+                                             "resize": self.resize, "ack": self.ack}, name="kubelet", auth=auth)
 
     async def start(self) -> None:
         await self.server.start()
 
     async def close(self) -> None:
+        for s in self.sessions.values():
+            s.hang_up(0)  # no timer outlives the kubelet's stop
         await self.server.close()
+
+    def container_ended(self, pod_dir: str, container: str, restart_count: int) -> None:
+        """A container instance has ended: the commands exec'd in it are hung up."""
+        for s in self.sessions.values():
+            if s.instance == (pod_dir, container, restart_count):
+                s.hang_up()
 
     def _admit(self, session: str) -> None:
         if not session or len(session) > 128:
@@ -262,11 +360,12 @@ class StreamingServer:
             raise wire.Internal(f"OCI runtime exec failed: exec failed: unable to start container process: "
                                 f"{err}: unknown", {"reason": "StartError"}) from None
         self.sessions[session] = s
-        log.info("exec in %s/%s (%s): %s", namespace, pod, container, command[0])
+        log.info("exec in %s/%s (%s): %r", namespace, pod, container, command[0])
         ended = False
         try:
             yield {"started": True}
             async for fd, data in s.output():
+                await s.credit.take(len(data))
                 yield {"fd": fd, "data": data}
             code = await s.proc.wait() if s.proc.returncode is None else s.proc.returncode
             ended = True  # what it left running stays, as in a container
@@ -278,22 +377,28 @@ class StreamingServer:
                 s.hang_up()
             s.close()
 
-    async def attach(self, namespace: str, pod: str, uid: str, container: str,
-                     session: str) -> AsyncIterator[dict]:
+    async def attach(self, namespace: str, pod: str, uid: str, container: str, session: str,
+                     stdin: bool = False) -> AsyncIterator[dict]:
         self._admit(session)
         target = find_target(self.runtime, namespace, pod, uid, container)
         cdir = self.runtime.container_dir(target.pod_dir, container)
-        kind, fd = await asyncio.to_thread(_attach_input, instance_file(cdir, target.restart_count, ATTACH))
+        s = Session(target.instance)
         try:
+            # only an attach with stdin takes the input: a stdinOnce container's is handed out once
+            kind, fd = await _attach_input(instance_file(cdir, target.restart_count, ATTACH)) if stdin \
+                else (console.CLOSED, None)
+            if kind == console.TTY:  # the terminal's master: input, and the size
+                s.master = fd
+                s.stdin = await _writer(os.dup(fd))
+            elif fd is not None:
+                s.stdin = await _writer(fd)
             log_file = open(instance_file(cdir, target.restart_count, LOG), "rb")
         except FileNotFoundError:
-            if fd is not None:
-                os.close(fd)
+            s.close()
             raise wire.NotFound(f'container not found ("{container}")') from None
-        if kind == console.TTY:  # the terminal's master: input, and the size
-            s = Session(None, fd, await _writer(os.dup(fd)), [])
-        else:
-            s = Session(None, None, await _writer(fd) if fd is not None else None, [])
+        except BaseException:
+            s.close()
+            raise
         self.sessions[session] = s
         try:
             with log_file:
@@ -302,6 +407,7 @@ class StreamingServer:
                 while True:
                     data = log_file.read(CHUNK)
                     if data:
+                        await s.credit.take(len(data))
                         yield {"fd": 1, "data": data}
                         continue
                     state = self.runtime.state(target.pod_dir, container, target.restart_count)
@@ -327,19 +433,16 @@ class StreamingServer:
             raise wire.BadRequest("width and height: expected 1-65535")
         self._session(session).resize(width, height)
 
+    def ack(self, session: str, size: int) -> None:
+        if size <= 0:
+            raise wire.BadRequest("size: expected a positive count of bytes")
+        self._session(session).credit.give(size)
+
     def _session(self, session: str) -> Session:
         s = self.sessions.get(session)
         if s is None:
             raise wire.NotFound(f"no exec session {session!r}")
         return s
-
-
-def _attach_input(path: str) -> tuple[bytes, int | None]:
-    """What the container's shim hands out for input; none for a container without stdin or tty."""
-    try:
-        return console.attach(path)
-    except OSError:
-        return console.CLOSED, None
 
 
 def _only_the_apiserver(identity: str, method: str, params: dict) -> None:

@@ -440,9 +440,6 @@ class SyncApiClient:
     def update_status(self, *a, **kw) -> dict:
         return self._run(self._api.update_status(*a, **kw))
 
-    def finalize(self, *a, **kw) -> dict:
-        return self._run(self._api.finalize(*a, **kw))
-
     def patch(self, *a, **kw) -> dict:
         return self._run(self._api.patch(*a, **kw))
 

@@ -415,6 +415,23 @@ def test_exec_runs_in_the_container_and_returns_its_exit_code(k):
     missing = k.run("exec", "box", "--", "no-such-program", check=False, namespace=ns)
     assert missing.returncode == 1
     assert 'exec: "no-such-program": executable file not found in $PATH' in missing.stderr, missing.stderr
+    audit = [json.loads(line) for line in (k.state / "nodes" / "node-0" / "logs" / "audit.log").read_text().splitlines()]
+    assert {"verb": "create", "resource": "pods/exec", "namespace": ns, "name": "box", "code": 101,
+            "user": "kubernetes-admin"}.items() <= next(a for a in audit if a["resource"] == "pods/exec").items()
+
+
+def test_an_exec_ends_with_its_pod(k):
+    ns = namespace(k, "podgone")
+    box(k, ns)
+    session = k.popen("exec", "box", "--", "sh", "-c", "echo $$; exec sleep 600", namespace=ns)
+    try:
+        pid = int(session.stdout.readline())
+        k.run("delete", "pod", "box", "--grace-period=1", namespace=ns)
+        assert session.wait(LONG) != 0
+    finally:
+        session.kill()
+        session.communicate(timeout=DEADLINE)
+    wait_for(lambda: not alive(pid), timeout=LONG, message="the exec'd command to end with its container")
 
 
 def test_an_exec_dies_with_its_connection(k):
@@ -470,6 +487,10 @@ def test_exec_needs_its_own_permission(k, tmp_path):
     k.run("create", "serviceaccount", "viewer", namespace=ns)
     k.run("create", "rolebinding", "viewer", "--clusterrole", "view", f"--serviceaccount={ns}:viewer", namespace=ns)
     viewer = token_kubeconfig(k, tmp_path / "viewer.conf", k.run("create", "token", "viewer", namespace=ns).stdout.strip())
+    k.run("create", "serviceaccount", "editor", namespace=ns)
+    k.run("create", "rolebinding", "editor", "--clusterrole", "edit", f"--serviceaccount={ns}:editor", namespace=ns)
+    editor = token_kubeconfig(k, tmp_path / "editor.conf", k.run("create", "token", "editor", namespace=ns).stdout.strip())
+    k.run("exec", "box", "--", "true", namespace=ns, kubeconfig=editor)  # edit (and admin) may, as in Kubernetes
     denied = k.run("exec", "box", "--", "true", namespace=ns, kubeconfig=viewer, check=False)
     assert denied.returncode != 0
     # the WebSocket's GET is refused, kubectl falls back to SPDY's POST, and shows that refusal

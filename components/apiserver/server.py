@@ -142,7 +142,8 @@ class APIServer:
             handlers.update(token_request=tokens.token_request, token_review=tokens.token_review,
                             self_subject_review=tokens.self_subject_review)
         rest = RestAPI(handlers, authn, rbac, state_dir=self.state_dir,
-                       kubelet_credentials=cfg.kubelet_client_credentials, discovery=discovery, openapi=openapi,
+                       kubelet_credentials=cfg.kubelet_client_credentials, audit=api.audit.record,
+                       discovery=discovery, openapi=openapi,
                        ready=lambda: self.bootstrapped and rbac.synced)
         with _starting(f"--tls-cert-file {cfg.cert_file} / --tls-private-key-file {cfg.key_file}"
                        + (f" / --client-ca-file {cfg.client_ca_file}" if cfg.client_ca_file else "")):

@@ -393,8 +393,8 @@ def prepare_update(r: Resource, old: dict, rev: int, new: dict, *, status: bool,
     old_meta = old["metadata"]
     if r.namespaced and not meta.get("namespace"):
         meta["namespace"] = old_meta.get("namespace")
-    if r.kind == "Namespace" and not finalize and not status:
-        new_spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    if r.kind == "Namespace" and not finalize and not status and isinstance(obj.get("spec") or {}, dict):
+        new_spec = obj.get("spec") or {}
         kept = (old.get("spec") or {}).get("finalizers")
         if new_spec.get("finalizers") != kept:
             obj["spec"] = {k: v for k, v in new_spec.items() if k != "finalizers"}

@@ -119,9 +119,9 @@ def _cluster_roles() -> list[dict]:
             rule(READ_WRITE, (GROUP,), ("roles", "rolebindings")),
         ]),
         cluster_role("system:aggregate-to-edit", labels=_aggregated_to("edit"), rules=[
-            rule(READ, (CORE,), ("secrets",)),
+            rule(READ, (CORE,), ("secrets", "pods/attach", "pods/exec")),
             rule(("impersonate",), (CORE,), ("serviceaccounts",)),
-            rule(WRITE, (CORE,), ("pods",)),
+            rule(WRITE, (CORE,), ("pods", "pods/attach", "pods/exec")),
             rule(("create",), (CORE,), ("pods/eviction",)),
             rule(WRITE, (CORE,), ("serviceaccounts", "configmaps", "secrets")),
             rule(("create",), (CORE,), ("serviceaccounts/token",)),

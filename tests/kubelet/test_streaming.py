@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from kubelet.runtime import Runtime
-from kubelet.streaming import HANGUP_GRACE, StreamingServer, exit_code
+from kubelet.streaming import CHUNK, HANGUP_GRACE, WINDOW, StreamingServer, exit_code
 from kubemu import _wire_auth, wire
 from tests.conftest import DEADLINE, alive
 from tests.kubelet.test_console import ECHO
@@ -162,14 +162,20 @@ def test_a_tty_is_the_commands_controlling_terminal_and_takes_a_resize(runtime, 
     serve(runtime, scenario)
 
 
-def test_closing_a_ttys_input_is_its_end_of_file(runtime, sleeper):  # noqa: F811
-    async def scenario(client):
-        stream = await started(client.stream("exec", exec_params(["cat"], stdin=True, tty=True)))
+def test_closing_a_ttys_input_leaves_the_terminal_open(runtime, sleeper):  # noqa: F811
+    """As containerd: a tty's stdin is not closed when the client's input ends (no ^D typed)."""
+    async def scenario(client, server):
+        stream = await started(client.stream("exec", exec_params(["cat"], "s1", stdin=True, tty=True)))
         await client.call("stdin", {"session": "s1", "data": b"typed\n"})
+        assert (await output_until(stream, b"typed\r\ntyped")).count(b"typed") == 2  # echo, then cat's copy
         await client.call("stdin", {"session": "s1", "close": True})
-        out, _, code = await outcome(stream)
-        assert code == 0 and out.count(b"typed") == 2  # the terminal's echo, then cat's copy
-    serve(runtime, scenario)
+        await client.call("stdin", {"session": "s1", "data": b"dropped\n"})
+        session = server.sessions["s1"]
+        await asyncio.sleep(0.5)  # give a wrongly delivered EOF or line time to show
+        assert session.proc.returncode is None, "cat still runs: its terminal stays open"
+        await stream.aclose()
+        await until(lambda: session.proc.returncode is not None)
+    serve(runtime, scenario, with_server=True)
 
 
 def test_a_container_never_started_is_not_found(runtime, sleeper):  # noqa: F811
@@ -244,6 +250,44 @@ def test_a_cancelled_stream_ends_its_command_and_frees_its_session(runtime, slee
         while await reuse() is None:
             await asyncio.sleep(0.02)
     serve(runtime, scenario)
+
+
+def test_output_waits_for_acknowledgements_beyond_the_window(runtime, sleeper):  # noqa: F811
+    async def scenario(client, server):
+        stream = await started(client.stream("exec", exec_params(["head", "-c", str(4 * WINDOW), "/dev/zero"])))
+        received = 0
+        while received < WINDOW:
+            received += len((await stream.__anext__())["data"])
+        with pytest.raises(asyncio.TimeoutError):  # nothing more until the caller says it passed it on
+            while True:
+                received += len((await asyncio.wait_for(stream.__anext__(), 0.5))["data"])
+        assert received <= WINDOW + CHUNK, "one chunk may overshoot the window, no more"
+        assert server.sessions["s1"].proc.returncode is None, "the command is held back by its pipe"
+        size = received
+        while True:
+            try:
+                await client.call("ack", {"session": "s1", "size": size})
+            except wire.NotFound:  # it has ended: its exit is on its way
+                pass
+            item = await stream.__anext__()
+            if "exit" in item:
+                break
+            size = len(item["data"])
+            received += size
+        assert received == 4 * WINDOW and item == {"exit": 0}
+    serve(runtime, scenario, with_server=True)
+
+
+def test_a_command_is_hung_up_when_its_container_ends(runtime, sleeper):  # noqa: F811
+    async def scenario(client, server):
+        stream = await started(client.stream("exec", exec_params(["sh", "-c", "echo $$; exec sleep 600"])))
+        pid = int(await output_until(stream, b"\n"))
+        server.container_ended(runtime.pod_dir(POD), "c", 1)  # another instance: not this session's
+        assert alive(pid)
+        server.container_ended(runtime.pod_dir(POD), "c", 0)
+        _, _, code = await outcome(stream)
+        assert code == 128 + signal.SIGHUP
+    serve(runtime, scenario, with_server=True)
 
 
 # The command prints its PID (its process group's id) and exits at once, leaving a child in its
@@ -392,7 +436,9 @@ def test_attach_writes_to_a_stdin_containers_pipe_and_its_close_is_eof_with_stdi
 
     async def scenario(client):
         await until(lambda: log.exists() and b"pipe" in log.read_bytes())
-        stream = await started(client.stream("attach", {**target(), "session": "a1"}))
+        peek = await started(client.stream("attach", {**target(), "session": "a0"}))
+        await peek.aclose()  # an attach without stdin leaves a stdinOnce container's stdin alone
+        stream = await started(client.stream("attach", {**target(), "session": "a1", "stdin": True}))
         await client.call("stdin", {"session": "a1", "data": b"hello\n"})
         assert await output_until(stream, b"got hello\n") == b"got hello\n"
         await client.call("stdin", {"session": "a1", "close": True})
@@ -411,11 +457,11 @@ def test_attach_to_a_tty_container_types_on_its_terminal_and_resizes_it(runtime)
 
     async def scenario(client):
         await until(lambda: log.exists() and b"tty" in log.read_bytes())
-        stream = await started(client.stream("attach", {**target(), "session": "a1"}))
+        stream = await started(client.stream("attach", {**target(), "session": "a1", "stdin": True}))
         await client.call("resize", {"session": "a1", "width": 120, "height": 40})
         await client.call("stdin", {"session": "a1", "data": b"size\n"})
         assert (await output_until(stream, b"size 120 40\r\n")).endswith(b"size 120 40\r\n")
-        await client.call("stdin", {"session": "a1", "close": True})  # ^D
+        await client.call("stdin", {"session": "a1", "data": b"\x04"})  # the user types ^D
         out = b""
         async for item in stream:
             out += item["data"]
@@ -429,7 +475,7 @@ def test_input_for_an_attach_to_a_container_without_stdin_goes_nowhere(runtime):
     running(runtime)
 
     async def scenario(client):
-        stream = await started(client.stream("attach", {**target(), "session": "a1"}))
+        stream = await started(client.stream("attach", {**target(), "session": "a1", "stdin": True}))
         await client.call("stdin", {"session": "a1", "data": b"dropped\n", "close": True})
         await client.call("resize", {"session": "a1", "width": 80, "height": 24})  # no terminal: nothing to do
         await stream.aclose()

@@ -82,7 +82,8 @@ class RestAPI:
     `handlers` is API.handlers() plus the review and token handlers by name."""
 
     def __init__(self, handlers: dict[str, Callable], authenticator, authorizer, *,
-                 state_dir=None, kubelet_credentials: tuple[str, str] | None = None, discovery=None, openapi=None,
+                 state_dir=None, kubelet_credentials: tuple[str, str] | None = None, audit=None,
+                 discovery=None, openapi=None,
                  ready: Callable[[], bool] = lambda: True, clock: Callable[[], float] = time.time,
                  watch_timeout: tuple[float, float] = WATCH_TIMEOUT, body_timeout: float = BODY_TIMEOUT):
         self.handlers = handlers
@@ -90,7 +91,7 @@ class RestAPI:
         self.authenticator = authenticator
         self.authorizer = authorizer
         self.state_dir = Path(state_dir) if state_dir else None
-        self.remote = RemoteCommand(self.state_dir, kubelet_credentials)
+        self.remote = RemoteCommand(self.state_dir, kubelet_credentials, audit)
         self.discovery = discovery
         self.openapi = openapi
         self.health = health.Checks(handlers, ready)
@@ -246,7 +247,7 @@ class RestAPI:
         verb, sub, q = info.verb, info.subresource, request.query
         ns = info.namespace if r.namespaced else None
         if r.kind == "Pod" and sub in ("exec", "attach") and verb in ("get", "create"):
-            if verb == "get":  # a WebSocket's GET must also be allowed to create (kube >= 1.31)
+            if verb == "get":  # a WebSocket's GET must also be allowed to create, as Kubernetes since 1.35
                 self._authorize(user, dataclasses.replace(info, verb="create"))
             pod = await self._call("get", resource="pods", name=info.name, namespace=ns)
             return await self.remote.serve(request, pod, sub)

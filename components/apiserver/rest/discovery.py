@@ -41,6 +41,8 @@ _SUBRESOURCES: dict[str, tuple[tuple[str, ...], tuple[str, str] | None]] = {
     "eviction": (("create",), ("policy/v1", "Eviction")),
     "token": (("create",), ("authentication.k8s.io/v1", "TokenRequest")),
     "finalize": (("update",), ("", "")),
+    "exec": (("create", "get"), ("v1", "PodExecOptions")),
+    "attach": (("create", "get"), ("v1", "PodAttachOptions")),
 }
 
 

@@ -384,6 +384,11 @@ def _paths(r: Resource, version: str) -> dict[str, dict]:
     return paths
 
 
+_STREAMS = (("container", "string"), ("stdin", "boolean"), ("stdout", "boolean"), ("stderr", "boolean"),
+            ("tty", "boolean"))
+CONNECT_PARAMS = {"exec": (("command", "string"), *_STREAMS), "attach": _STREAMS}
+
+
 def _subresource_path(r: Resource, sub: str, version: str, params: list[dict],
                       write: list[dict]) -> dict:
     prefix = _REFS[version]
@@ -392,6 +397,12 @@ def _subresource_path(r: Resource, sub: str, version: str, params: list[dict],
     op_id = f"{_camel(r.group.split('.')[0] or 'core')}{_camel(r.version)}" \
             f"{'Namespaced' if r.namespaced else ''}{r.kind}{_camel(sub)}"
     path: dict = {"parameters": params}
+    if sub in CONNECT_PARAMS:  # a stream (WebSocket over GET, SPDY over POST): kube's connect operations
+        query = [_param(n, "query", version, n, kind=k) for n, k in CONNECT_PARAMS[sub]]
+        for method in ("get", "post"):
+            path[method] = _operation(version, f"connect{_camel(method)}{op_id}", "connect", gvk, None, None,
+                                      query)
+        return path
     for verb in subresource_verbs(sub):
         if sub == "log":  # text, not an object
             path["get"] = _operation(version, "read" + op_id, "get", gvk, None, None,

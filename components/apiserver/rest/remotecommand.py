@@ -28,7 +28,7 @@ from aiohttp import WSMsgType, web
 from kubemu import wire
 from kubemu.statedir import StateDir
 
-from .. import podlogs
+from .. import caller, podlogs
 from . import query, status
 
 log = logging.getLogger("kubemu.apiserver.rest")
@@ -37,7 +37,11 @@ V5, V4 = "v5.channel.k8s.io", "v4.channel.k8s.io"
 PROTOCOLS = (V5, V4)
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
 MAX_MESSAGE = 1024 * 1024  # one WebSocket message from the client (kubectl sends <= 32 KiB)
-OPEN_TIMEOUT = 10.0        # for the kubelet to start the command
+OPEN_TIMEOUT = 5.0         # to reach the kubelet (it answers before it starts the command)
+# Input waits while the command does not read it (that wait is the flow control); a kubelet
+# that goes away fails the call at once, so this bounds only a kubelet that hangs.
+INPUT_TIMEOUT = 24 * 3600.0
+ACK_EVERY = 256 * 1024     # output bytes passed on before the kubelet is told (its window is 1 MiB)
 
 
 class Options:
@@ -79,9 +83,10 @@ def frame(channel: int, data: bytes) -> bytes:
 class RemoteCommand:
     """Serves pods/exec and pods/attach; one wire Client per node's kubelet, made when first used."""
 
-    def __init__(self, state_dir: Path | None, credentials: tuple[str, str] | None):
+    def __init__(self, state_dir: Path | None, credentials: tuple[str, str] | None, audit=None):
         self.state = StateDir(state_dir) if state_dir is not None else None
         self.credentials = credentials
+        self.audit = audit  # AuditLog.record: one line per session opened
         self.kubelets: dict[str, wire.Client] = {}
 
     async def close(self) -> None:
@@ -121,9 +126,13 @@ class RemoteCommand:
         session = uuid.uuid4().hex
         params = {"namespace": meta["namespace"], "pod": meta["name"], "uid": uid, "container": container,
                   "session": session}
+        params["stdin"] = opts.stdin
         if subresource == "exec":
-            params.update(command=opts.command, stdin=opts.stdin, tty=opts.tty)
+            params.update(command=opts.command, tty=opts.tty)
         await ws.prepare(request)
+        if self.audit is not None:
+            self.audit(verb="create", resource=f"pods/{subresource}", namespace=meta["namespace"],
+                       name=meta["name"], code=101, user=caller.caller_name())
         stream = client.stream(subresource, params, timeout=OPEN_TIMEOUT)
         try:
             await self._relay(ws, client, stream, opts, session, ready.protocol)
@@ -147,30 +156,41 @@ class RemoteCommand:
         except wire.WireError as err:
             await ws.send_bytes(frame(ERROR, json.dumps(failure_status(err)).encode()))
             return
-        wanted = {STDOUT: opts.stdout, STDERR: opts.stderr or (opts.tty and opts.stdout)}
         inputs = asyncio.ensure_future(self._input(ws, client, opts, session, protocol))
         try:
-            outputs = asyncio.ensure_future(self._output(ws, stream, opts, wanted))
+            outputs = asyncio.ensure_future(self._output(ws, client, stream, opts, session))
             done, _ = await asyncio.wait({inputs, outputs}, return_when=asyncio.FIRST_COMPLETED)
-            if outputs not in done:  # the client went away: the kubelet's session ends with the stream
+            if outputs in done:
+                end = outputs.result()
+            else:
                 outputs.cancel()
                 await asyncio.gather(outputs, return_exceptions=True)
-                return
-            end = outputs.result()
-            await ws.send_bytes(frame(ERROR, json.dumps(end).encode()))
+                end = inputs.result()  # None: the client went away, and the session ends with it
+            if end is not None:
+                await ws.send_bytes(frame(ERROR, json.dumps(end).encode()))
         finally:
             inputs.cancel()
             await asyncio.gather(inputs, return_exceptions=True)
 
     @staticmethod
-    async def _output(ws: web.WebSocketResponse, stream, opts: Options, wanted: dict[int, bool]) -> dict:
-        """Relay the kubelet's output; the Status for channel 3 when the command has ended."""
+    async def _output(ws: web.WebSocketResponse, client: wire.Client, stream, opts: Options, session: str) -> dict:
+        """Relay the kubelet's output, acknowledging what was passed on (or dropped: a stream the
+        client did not ask for); the Status for channel 3 when the command has ended."""
+        wanted = {STDOUT: opts.stdout, STDERR: opts.stderr}
+        unacked = 0
         try:
             async for item in stream:
                 if "data" in item:
-                    fd = STDOUT if opts.tty else item["fd"]
+                    fd = STDOUT if opts.tty else item["fd"]  # a terminal has one output
                     if wanted.get(fd):
                         await ws.send_bytes(frame(fd, item["data"]))
+                    unacked += len(item["data"])
+                    if unacked >= ACK_EVERY:
+                        try:
+                            await client.call("ack", {"session": session, "size": unacked}, timeout=INPUT_TIMEOUT)
+                        except wire.NotFound:
+                            pass  # the command has ended: its exit status is on its way
+                        unacked = 0
                 elif "exit" in item:
                     return exit_status(item["exit"], opts.command)
         except wire.WireError as err:
@@ -179,15 +199,16 @@ class RemoteCommand:
 
     @staticmethod
     async def _input(ws: web.WebSocketResponse, client: wire.Client, opts: Options, session: str,
-                     protocol: str) -> None:
-        """Relay what the client sends until it closes the connection."""
+                     protocol: str) -> dict | None:
+        """Relay what the client sends until it closes the connection (None), or until input
+        cannot be delivered (the failure Status that ends the session)."""
         async for msg in ws:
             if msg.type != WSMsgType.BINARY or not msg.data:
                 continue  # the protocols are binary; anything else is ignored, as kubelet's
             channel, data = msg.data[0], msg.data[1:]
             try:
                 if channel == STDIN and opts.stdin and data:
-                    await client.call("stdin", {"session": session, "data": data})
+                    await client.call("stdin", {"session": session, "data": data}, timeout=INPUT_TIMEOUT)
                 elif channel == RESIZE and opts.tty:
                     size = _size(data)
                     if size is not None:
@@ -198,7 +219,8 @@ class RemoteCommand:
                 pass  # the session ended meanwhile, or a size out of range: nothing to deliver
             except wire.WireError as err:
                 log.info("exec session %s: input not delivered: %s", session, err)
-                return
+                return failure_status(err)
+        return None
 
 
 def _size(data: bytes) -> tuple[int, int] | None:

@@ -159,9 +159,9 @@ class FakeKubelet:
             if not finished:
                 self.closed.set()
 
-    async def attach(self, namespace: str, pod: str, uid: str, container: str, session: str):
+    async def attach(self, namespace: str, pod: str, uid: str, container: str, session: str, stdin: bool = False):
         self._record("attach", {"namespace": namespace, "pod": pod, "uid": uid, "container": container,
-                                "session": session})
+                                "session": session, "stdin": stdin})
         yield {"started": True}
         yield {"fd": 1, "data": b"attached"}
 
@@ -371,7 +371,7 @@ def test_attach_relays_the_containers_output_and_ends_with_success(state):
         assert await to_the_end(ws) == ({1: b"attached"}, SUCCESS)
         [params] = kubelet.seen("attach")
         assert params == {"namespace": "default", "pod": "multi", "uid": "uid-multi", "container": "b",
-                          "session": params["session"]}
+                          "session": params["session"], "stdin": False}, "no -i: the container's stdin is left alone"
     run(state, scenario)
 
 
