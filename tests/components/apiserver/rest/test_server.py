@@ -9,16 +9,19 @@ import pytest
 
 from components.apiserver.rest.app import RestAPI
 from components.apiserver.rest.server import HTTPSServer, ssl_context
-from kubemu import pki
+from kubemu import eventloop, pki
 from kubemu.api.authz import Decision
 from kubemu.api.identity import authenticated
 from tests.conftest import DEADLINE
 
 
 def sync(fn):
-    """Run the async test `fn(tls)` to its end (within DEADLINE) on a loop of its own."""
-    def test(tls):
-        return asyncio.run(asyncio.wait_for(fn(tls), DEADLINE))
+    """Run the async test `fn(tls)` to its end (within DEADLINE) on a loop of its own: asyncio's,
+    and uvloop's (the apiserver's, kubemu.eventloop)."""
+    @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+    def test(tls, loop):
+        with asyncio.Runner(loop_factory=eventloop.loop_factory(loop)) as runner:
+            return runner.run(asyncio.wait_for(fn(tls), DEADLINE))
     test.__name__ = fn.__name__
     return test
 
@@ -173,6 +176,8 @@ async def test_connections_over_the_cap_are_closed(tls):
         for _ in range(2):
             held.append(await asyncio.open_connection("127.0.0.1", server.port, ssl=_client(tls),
                                                       server_hostname="127.0.0.1"))
+        while len(server._runner.server.connections) < 2:  # the client's handshake ends before the server's
+            await asyncio.sleep(0.01)
         with pytest.raises((ConnectionError, ssl.SSLError, asyncio.IncompleteReadError)):
             data = await _get(server.port, _client(tls))
             if not data:
