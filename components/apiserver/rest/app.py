@@ -177,7 +177,7 @@ class RestAPI:
         if out.form == "yaml":
             return web.Response(status=code, text=yaml.safe_dump(body, sort_keys=False),
                                 content_type=media.YAML, headers=hdrs)
-        return web.Response(status=code, body=json.dumps(body, separators=(",", ":")).encode(),
+        return web.Response(status=code, body=media.encode_json(body),
                             content_type=media.JSON, headers=hdrs)
 
     def _shaped(self, kind: str, value: dict, out: media.Output, include: str) -> dict:
@@ -210,7 +210,7 @@ class RestAPI:
             found = self.discovery.document(path, request.headers.get("Accept", ""))
             if found is not None:
                 content_type, document = found
-                return web.Response(body=json.dumps(document, separators=(",", ":")).encode(),
+                return web.Response(body=media.encode_json(document),
                                     headers={"Content-Type": content_type})
         if self.openapi is not None and path.startswith("/openapi/"):
             document = self.openapi.document(path)
@@ -542,7 +542,7 @@ def _named_selector(name: str, field_selector: str) -> str:
 
 
 def _line(event: dict) -> bytes:
-    return json.dumps(event, separators=(",", ":")).encode() + b"\n"
+    return media.encode_json(event) + b"\n"
 
 
 def _success(r, name: str) -> dict:
