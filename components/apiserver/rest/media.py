@@ -6,6 +6,7 @@ PartialObjectMetadata(List), chosen from Accept in the client's order of prefere
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 
@@ -52,6 +53,7 @@ class Output:
     version: str = "v1"         # of meta.k8s.io, for the last three
 
 
+@functools.lru_cache(maxsize=256)  # clients send the same few Accept headers, on every request
 def negotiate(accept: str) -> Output | None:
     """The first of the client's media types this server can answer in; None if none (406)."""
     if not accept.strip():
