@@ -132,6 +132,8 @@ class Servers:
 def serve_floor(port: int, cert: str, key: str) -> None:
     from aiohttp import web
 
+    from kubemu import eventloop
+
     body = json.dumps(configmap("cm-0", 0)).encode()
 
     async def answer(request: web.Request) -> web.Response:
@@ -142,7 +144,7 @@ def serve_floor(port: int, cert: str, key: str) -> None:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
     web.run_app(app, host="127.0.0.1", port=port, ssl_context=ctx, access_log=None, print=None,
-                handle_signals=True)
+                handle_signals=True, loop=eventloop.loop_factory()())  # the apiserver's loop
 
 
 async def _floor(servers: Servers, count: int) -> dict:

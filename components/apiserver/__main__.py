@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import sys
 
+from kubemu import eventloop
 from kubemu._wire_auth import credentials_flag
 from kubemu.serviceaccount_token import DEFAULT_ISSUER
 
@@ -74,10 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stdout,
                         format="%(asctime)s apiserver[%(process)d] %(levelname)s %(name)s: %(message)s")
     try:
-        return asyncio.run(APIServer(args.listen, args.store_endpoints, audit_log=args.audit_log,
-                                     bookmark_interval=args.bookmark_interval, state_dir=args.state_dir,
-                                     https=https_config(args), wire_secrets=args.wire_secrets,
-                                     store_credentials=args.store_credentials).run())
+        return eventloop.run(APIServer(args.listen, args.store_endpoints, audit_log=args.audit_log,
+                                      bookmark_interval=args.bookmark_interval, state_dir=args.state_dir,
+                                      https=https_config(args), wire_secrets=args.wire_secrets,
+                                      store_credentials=args.store_credentials).run())
     except StartupError as err:
         print(f"apiserver: {err}", file=sys.stderr)
         return 1

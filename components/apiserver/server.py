@@ -148,7 +148,7 @@ class APIServer:
         with _starting(f"--tls-cert-file {cfg.cert_file} / --tls-private-key-file {cfg.key_file}"
                        + (f" / --client-ca-file {cfg.client_ca_file}" if cfg.client_ca_file else "")):
             context = ssl_context(cfg.cert_file, cfg.key_file, cfg.client_ca_file)
-        return HTTPSServer(rest.application(), cfg.bind_address, cfg.port, context)
+        return HTTPSServer(rest.serve, cfg.bind_address, cfg.port, context, on_close=rest.close)
 
     @staticmethod
     def _wire_authorizer(rbac: RBACCache):

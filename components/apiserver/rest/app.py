@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import yaml
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 from multidict import CIMultiDict
 
 from kubemu.api import authz, fields
@@ -52,6 +52,7 @@ log = logging.getLogger("kubemu.apiserver.rest")
 MAX_BODY_BYTES = MAX_OBJECT_BYTES + 64 * 1024
 # What anyone may read, signed in or not (kube-apiserver's system:public-info-viewer).
 PUBLIC_PATHS = ("/healthz", "/livez", "/readyz", "/version")
+_PUBLIC_PREFIXES = tuple(p + "/" for p in PUBLIC_PATHS)
 # A watch without timeoutSeconds ends after a random time in this range (kube-apiserver's
 # minRequestTimeout to twice that), so that clients re-list and spread out.
 WATCH_TIMEOUT = (1800.0, 3600.0)
@@ -64,6 +65,8 @@ IMPERSONATE_PREFIX = "impersonate-"
 REVIEW_HANDLERS = {"selfsubjectaccessreviews": "review", "subjectaccessreviews": "review",
                    "localsubjectaccessreviews": "review", "selfsubjectrulesreviews": "review",
                    "tokenreviews": "token_review", "selfsubjectreviews": "self_subject_review"}
+# Handlers that write nothing: a client that goes away may cancel them (no shield, no task).
+READS = frozenset({"get", "list", "get_scale"})
 CREATE_SUBRESOURCES = {("pods", "binding"): "bind", ("pods", "eviction"): "evict",
                        ("serviceaccounts", "token"): "token_request"}
 
@@ -99,15 +102,16 @@ class RestAPI:
         self.watch_timeout = watch_timeout
         self.body_timeout = body_timeout
 
-    def application(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_BODY_BYTES, handler_args={"access_log": None})
-        app.router.add_route("*", "/{tail:.*}", self.serve)
-        app.on_cleanup.append(lambda _app: self.remote.close())
-        return app
+    async def close(self) -> None:
+        """Let go of what the door holds between requests (its kubelet connections)."""
+        await self.remote.close()
 
     # --- the door
 
-    async def serve(self, request: web.Request) -> web.StreamResponse:
+    async def serve(self, request: web.BaseRequest) -> web.StreamResponse:
+        """The handler of every request (server.HTTPSServer's)."""
+        if request.headers.get("Expect"):
+            await _expect(request)
         request_warnings.current.set([])
         try:
             return await self._serve(request)
@@ -133,7 +137,7 @@ class RestAPI:
                                            "is not supported by kubemu"))
         caller.current.set(user)
         try:
-            info = request_info(request.method, request.path, dict(request.query))
+            info = request_info(request.method, request.path, request.query)
         except RequestInfoError:
             raise Refusal(status.not_found_path()) from None
         if not self._public(request.path):
@@ -149,7 +153,7 @@ class RestAPI:
 
     @staticmethod
     def _public(path: str) -> bool:
-        return any(path == p or path.startswith(p + "/") for p in PUBLIC_PATHS)
+        return path in PUBLIC_PATHS or path.startswith(_PUBLIC_PREFIXES)
 
     async def _authenticate(self, request: web.Request) -> UserInfo:
         ssl_object = request.transport.get_extra_info("ssl_object") if request.transport else None
@@ -183,7 +187,7 @@ class RestAPI:
         if out.form == "yaml":
             return web.Response(status=code, text=yaml.safe_dump(body, sort_keys=False),
                                 content_type=media.YAML, headers=hdrs)
-        return web.Response(status=code, body=json.dumps(body, separators=(",", ":")).encode(),
+        return web.Response(status=code, body=media.encode_json(body),
                             content_type=media.JSON, headers=hdrs)
 
     def _shaped(self, kind: str, value: dict, out: media.Output, include: str) -> dict:
@@ -216,7 +220,7 @@ class RestAPI:
             found = self.discovery.document(path, request.headers.get("Accept", ""))
             if found is not None:
                 content_type, document = found
-                return web.Response(body=json.dumps(document, separators=(",", ":")).encode(),
+                return web.Response(body=media.encode_json(document),
                                     headers={"Content-Type": content_type})
         if self.openapi is not None and path.startswith("/openapi/"):
             document = self.openapi.document(path)
@@ -325,6 +329,8 @@ class RestAPI:
                 del params[name]
             elif accepted is not None and name not in accepted:
                 raise BadRequest(f"{name} is not supported by kubemu's apiserver for this request")
+        if method in READS:
+            return await fn(**params)
         # a client that goes away does not cancel a write half-way: the write finishes alone
         return await asyncio.shield(fn(**params))
 
@@ -552,8 +558,19 @@ def _named_selector(name: str, field_selector: str) -> str:
     return field_selector
 
 
+async def _expect(request: web.BaseRequest) -> None:
+    """`Expect: 100-continue` (curl's, before a body over 1 KiB) is answered at once, any other
+    expectation is 417 (HTTPExpectationFailed, answered by aiohttp), as aiohttp's router does."""
+    if request.version == HttpVersion11:
+        if request.headers["Expect"].lower() != "100-continue":
+            raise web.HTTPExpectationFailed(text=f"Unknown Expect: {request.headers['Expect']}")
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # the answer's own size starts after this line
+        await request.writer.drain()
+
+
 def _line(event: dict) -> bytes:
-    return json.dumps(event, separators=(",", ":")).encode() + b"\n"
+    return media.encode_json(event) + b"\n"
 
 
 def _success(r, name: str) -> dict:

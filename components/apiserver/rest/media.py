@@ -6,9 +6,11 @@ PartialObjectMetadata(List), chosen from Accept in the client's order of prefere
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 
+import orjson
 import yaml
 
 from kubemu.api.limits import MAX_DEPTH, ShapeError, check_shape, json_too_deep_at
@@ -51,6 +53,7 @@ class Output:
     version: str = "v1"         # of meta.k8s.io, for the last three
 
 
+@functools.lru_cache(maxsize=256)  # clients send the same few Accept headers, on every request
 def negotiate(accept: str) -> Output | None:
     """The first of the client's media types this server can answer in; None if none (406)."""
     if not accept.strip():
@@ -69,6 +72,16 @@ def negotiate(accept: str) -> Output | None:
         if media in (YAML, "text/yaml"):
             return Output("yaml")
     return None
+
+
+def encode_json(value: object) -> bytes:
+    """`value` as compact JSON, in UTF-8. orjson writes it (in C: a list answer's encoding was
+    most of what the HTTPS door added to it); what orjson refuses (keys that are not strings,
+    integers beyond 64 bits, lone surrogates) the standard library writes, as it always did."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value, separators=(",", ":")).encode()
 
 
 def body_type(content_type: str | None, allowed: tuple[str, ...]) -> str:

@@ -1,15 +1,17 @@
 """python -m components.apiserver: what it cannot start with is one line and exit 1, no traceback."""
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from kubemu import pki
+from kubemu import eventloop, pki
 from tests.components.apiserver import REPO
-from tests.conftest import DEADLINE
+from tests.conftest import DEADLINE, wait_for
 
 
 def _start(tmp_path, *https_args: str) -> subprocess.CompletedProcess:
@@ -59,3 +61,21 @@ def test_a_secure_port_in_use_is_one_line(certs):
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"apiserver: --bind-address 127.0.0.1 --secure-port {port}: ")
     assert "Traceback" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("choice, loaded", [("", True), ("asyncio", False)])
+def test_the_apiserver_runs_on_uvloop_unless_told(tmp_path, choice, loaded):
+    pytest.importorskip("uvloop")
+    env = {**os.environ, eventloop.ENV: choice}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "components.apiserver", "--listen", f"ipc://{tmp_path}/api.sock",
+         "--store-endpoints", f"ipc://{tmp_path}/no-store.sock"],
+        cwd=str(REPO), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: (tmp_path / "api.sock").exists(), message="the apiserver's wire socket")
+        maps = Path(f"/proc/{proc.pid}/maps").read_text()
+        assert ("/uvloop/loop." in maps) is loaded
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=DEADLINE)
+    assert proc.returncode == 0 and b"Traceback" not in out, out

@@ -1,6 +1,8 @@
 """Bodies and Accept headers."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from components.apiserver.rest import media
@@ -60,3 +62,31 @@ def test_malformed_bodies_are_400(kind, data, words):
     with pytest.raises(media.BodyError) as e:
         media.decode(kind, data)
     assert e.value.code == 400 and words in str(e.value)
+
+
+@pytest.mark.parametrize("value", [
+    {"kind": "ConfigMap", "metadata": {"name": "x", "labels": {"a": "b"}}, "data": {"k": "v" * 300}},
+    {"n": [0, -1, 2**63 - 1, 2**64 - 1, 1.5, 1e16, 0.1, True, False, None], "nested": [[{"a": []}]]},
+    {"text": "é ü 日本 \u2028 \x00 \" \\ \n"},
+])
+def test_encode_json_is_the_same_value_as_the_standard_librarys(value):
+    # byte for byte what json.dumps writes compact and in UTF-8 (it used to escape non-ASCII)
+    assert media.encode_json(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def test_encode_json_writes_utf8_unescaped():
+    assert media.encode_json({"a": "é"}) == '{"a":"é"}'.encode()
+
+
+@pytest.mark.parametrize("value", [
+    {1: "int key", None: "null key", True: "bool key"},   # a map from msgpack may have such keys
+    {"big": 2**64, "negative": -2**63 - 1},               # beyond 64 bits
+    {"surrogate": "\ud800"},                              # a JSON body's lone \ud800 escape
+])
+def test_encode_json_writes_what_orjson_refuses_as_the_standard_library_does(value):
+    assert media.encode_json(value) == json.dumps(value, separators=(",", ":")).encode()
+
+
+def test_encode_json_refuses_what_is_not_json():
+    with pytest.raises(TypeError):
+        media.encode_json({"a": object()})

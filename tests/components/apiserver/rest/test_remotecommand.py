@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import WSMsgType, WSServerHandshakeError
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import RawTestServer, TestClient
 from multidict import MultiDict
 
 from components.apiserver.rest import query
@@ -235,12 +235,13 @@ def run(state: Path, scenario) -> None:
         await server.start()
         rest = RestAPI({"get": get}, BearerAuthn(), Policy(), state_dir=state,
                        kubelet_credentials=_wire_auth.state_credentials(state, _wire_auth.KUBELET_CLIENT))
-        http = TestClient(TestServer(rest.application()))
+        http = TestClient(RawTestServer(rest.serve))
         await http.start_server()
         try:
             await asyncio.wait_for(scenario(http, kubelet), DEADLINE)
         finally:
             await http.close()
+            await rest.close()
             await server.close()
     asyncio.run(main())
 

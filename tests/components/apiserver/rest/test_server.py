@@ -9,16 +9,19 @@ import pytest
 
 from components.apiserver.rest.app import RestAPI
 from components.apiserver.rest.server import HTTPSServer, ssl_context
-from kubemu import pki
+from kubemu import eventloop, pki
 from kubemu.api.authz import Decision
 from kubemu.api.identity import authenticated
 from tests.conftest import DEADLINE
 
 
 def sync(fn):
-    """Run the async test `fn(tls)` to its end (within DEADLINE) on a loop of its own."""
-    def test(tls):
-        return asyncio.run(asyncio.wait_for(fn(tls), DEADLINE))
+    """Run the async test `fn(tls)` to its end (within DEADLINE) on a loop of its own: asyncio's,
+    and uvloop's (the apiserver's, kubemu.eventloop)."""
+    @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+    def test(tls, loop):
+        with asyncio.Runner(loop_factory=eventloop.loop_factory(loop)) as runner:
+            return runner.run(asyncio.wait_for(fn(tls), DEADLINE))
     test.__name__ = fn.__name__
     return test
 
@@ -61,16 +64,16 @@ class IdleWatch:
             self.closed.set()
 
 
-async def _serve(tls, watch=None, body_timeout: float = 60.0, **kw):
+async def _serve(tls, watch=None, body_timeout: float = 60.0, handlers: dict | None = None, **kw):
     async def get(resource, name, namespace=None):
         return {"kind": "Namespace", "metadata": {"name": name}}
 
     async def create(resource, object, namespace=None):
         return object
     authn = FakeAuthn()
-    rest = RestAPI({"get": get, "create": create, "watch": watch or IdleWatch()}, authn, AllowAll(),
-                   body_timeout=body_timeout)
-    server = HTTPSServer(rest.application(), "127.0.0.1", 0,
+    rest = RestAPI({"get": get, "create": create, "watch": watch or IdleWatch(), **(handlers or {})}, authn,
+                   AllowAll(), body_timeout=body_timeout)
+    server = HTTPSServer(rest.serve, "127.0.0.1", 0,
                          ssl_context(str(tls / "apiserver.crt"), str(tls / "apiserver.key"), str(tls / "ca.crt")), **kw)
     await server.start()
     return server, authn
@@ -173,6 +176,8 @@ async def test_connections_over_the_cap_are_closed(tls):
         for _ in range(2):
             held.append(await asyncio.open_connection("127.0.0.1", server.port, ssl=_client(tls),
                                                       server_hostname="127.0.0.1"))
+        while len(server._runner.server.connections) < 2:  # the client's handshake ends before the server's
+            await asyncio.sleep(0.01)
         with pytest.raises((ConnectionError, ssl.SSLError, asyncio.IncompleteReadError)):
             data = await _get(server.port, _client(tls))
             if not data:
@@ -198,3 +203,71 @@ def test_ssl_context_asks_for_client_certificates(tls):
     ctx = ssl_context(str(tls / "apiserver.crt"), str(tls / "apiserver.key"), str(tls / "ca.crt"))
     assert ctx.verify_mode == ssl.CERT_OPTIONAL and ctx.minimum_version == ssl.TLSVersion.TLSv1_2
     assert ssl_context(str(tls / "apiserver.crt"), str(tls / "apiserver.key"), None).verify_mode == ssl.CERT_NONE
+
+
+async def _open(server, tls):
+    return await asyncio.open_connection("127.0.0.1", server.port, ssl=_client(tls), server_hostname="127.0.0.1")
+
+
+@sync
+async def test_expect_100_continue_is_answered_before_the_body(tls):
+    async def create(resource, object, **params):
+        return object
+    server, _ = await _serve(tls, handlers={"create": create})
+    try:
+        reader, writer = await _open(server, tls)
+        body = b'{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"x"}}'
+        writer.write(b"POST /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))
+        assert (await reader.readline()).startswith(b"HTTP/1.1 100 Continue")
+        assert await reader.readline() == b"\r\n"
+        writer.write(body)
+        assert (await reader.readline()).startswith(b"HTTP/1.1 201")
+        writer.close()
+        reader, writer = await _open(server, tls)
+        writer.write(b"POST /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nExpect: a-pony\r\nContent-Length: 2\r\n"
+                     b"Connection: close\r\n\r\n")
+        assert (await reader.readline()).startswith(b"HTTP/1.1 417")
+        writer.close()
+    finally:
+        await server.close()
+
+
+@sync
+async def test_a_client_going_away_cancels_its_read_but_not_its_write(tls):
+    read_started, read_cancelled = asyncio.Event(), asyncio.Event()
+    write_started, release, write_done = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def get(resource, name, namespace=None):
+        read_started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            read_cancelled.set()
+            raise
+
+    async def create(resource, object, **params):
+        write_started.set()
+        await release.wait()
+        write_done.set()
+        return object
+    server, _ = await _serve(tls, handlers={"get": get, "create": create})
+    try:
+        reader, writer = await _open(server, tls)
+        writer.write(b"GET /api/v1/namespaces/x HTTP/1.1\r\nHost: x\r\n\r\n")
+        await read_started.wait()
+        writer.close()
+        await read_cancelled.wait()  # a read left alone would wait forever: it is cancelled
+
+        reader, writer = await _open(server, tls)
+        body = b'{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"x"}}'
+        writer.write(b"POST /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        await write_started.wait()
+        writer.close()
+        while server._runner.server.connections:  # the server has seen it go: its handler is cancelled
+            await asyncio.sleep(0.01)
+        release.set()
+        await write_done.wait()  # and the write went on to its end
+    finally:
+        await server.close()
