@@ -420,31 +420,21 @@ def test_exec_runs_in_the_container_and_returns_its_exit_code(k):
             "user": "kubernetes-admin"}.items() <= next(a for a in audit if a["resource"] == "pods/exec").items()
 
 
-def test_an_exec_ends_with_its_pod(k):
-    ns = namespace(k, "podgone")
-    box(k, ns)
-    session = k.popen("exec", "box", "--", "sh", "-c", "echo $$; exec sleep 600", namespace=ns)
-    try:
-        pid = int(session.stdout.readline())
-        k.run("delete", "pod", "box", "--grace-period=1", namespace=ns)
-        assert session.wait(LONG) != 0
-    finally:
-        session.kill()
-        session.communicate(timeout=DEADLINE)
-    wait_for(lambda: not alive(pid), timeout=LONG, message="the exec'd command to end with its container")
-
-
-def test_an_exec_dies_with_its_connection(k):
-    ns = namespace(k, "hangup")
+@pytest.mark.parametrize("end", ["connection", "pod"])
+def test_an_exec_ends_with_its_connection_or_its_pod(k, end):
+    ns = namespace(k, f"exec-ends-with-{end}")
     box(k, ns)
     session = k.popen("exec", "box", "--", "sh", "-c", "echo $$; exec sleep 600", namespace=ns)
     try:
         pid = int(session.stdout.readline())
         assert alive(pid)
+        if end == "pod":
+            k.run("delete", "pod", "box", "--grace-period=1", namespace=ns)
+            assert session.wait(LONG) != 0, "the session ends with its container"
     finally:
         session.kill()
         session.communicate(timeout=DEADLINE)
-    wait_for(lambda: not alive(pid), timeout=LONG, message="the exec'd process to be hung up")
+    wait_for(lambda: not alive(pid), timeout=LONG, message=f"the exec'd command to end with its {end}")
 
 
 def test_exec_it_gives_a_terminal_that_follows_resizes(k):

@@ -429,10 +429,23 @@ def test_attach_follows_the_output_from_now_on_and_ends_with_the_container(runti
 
 
 
-def test_attach_writes_to_a_stdin_containers_pipe_and_its_close_is_eof_with_stdin_once(runtime):  # noqa: F811
-    runtime.start(spec(runtime, py(ECHO), stdin=True, stdin_once=True))
+def echo_container(runtime: Runtime, **modes) -> Path:
+    """A running ECHO container with these stdin/tty modes; its log file."""
+    runtime.start(spec(runtime, py(ECHO), **modes))
     running(runtime)
-    log = Path(runtime.log_path(runtime.pod_dir(POD), "c", 0))
+    return Path(runtime.log_path(runtime.pod_dir(POD), "c", 0))
+
+
+async def rest_of(stream) -> bytes:
+    """The output an attach stream carries until it ends."""
+    out = b""
+    async for item in stream:
+        out += item["data"]
+    return out
+
+
+def test_attach_writes_to_a_stdin_containers_pipe_and_its_close_is_eof_with_stdin_once(runtime):  # noqa: F811
+    log = echo_container(runtime, stdin=True, stdin_once=True)
 
     async def scenario(client):
         await until(lambda: log.exists() and b"pipe" in log.read_bytes())
@@ -442,18 +455,13 @@ def test_attach_writes_to_a_stdin_containers_pipe_and_its_close_is_eof_with_stdi
         await client.call("stdin", {"session": "a1", "data": b"hello\n"})
         assert await output_until(stream, b"got hello\n") == b"got hello\n"
         await client.call("stdin", {"session": "a1", "close": True})
-        out = b""
-        async for item in stream:  # to its end: the container read EOF and exited
-            out += item["data"]
-        assert out == b"eof\n"
+        assert await rest_of(stream) == b"eof\n"  # to its end: the container read EOF and exited
     serve(runtime, scenario)
     assert exited(runtime).exit_code == 0
 
 
 def test_attach_to_a_tty_container_types_on_its_terminal_and_resizes_it(runtime):  # noqa: F811
-    runtime.start(spec(runtime, py(ECHO), stdin=True, tty=True))
-    running(runtime)
-    log = Path(runtime.log_path(runtime.pod_dir(POD), "c", 0))
+    log = echo_container(runtime, stdin=True, tty=True)
 
     async def scenario(client):
         await until(lambda: log.exists() and b"tty" in log.read_bytes())
@@ -462,10 +470,7 @@ def test_attach_to_a_tty_container_types_on_its_terminal_and_resizes_it(runtime)
         await client.call("stdin", {"session": "a1", "data": b"size\n"})
         assert (await output_until(stream, b"size 120 40\r\n")).endswith(b"size 120 40\r\n")
         await client.call("stdin", {"session": "a1", "data": b"\x04"})  # the user types ^D
-        out = b""
-        async for item in stream:
-            out += item["data"]
-        assert out.endswith(b"eof\r\n")
+        assert (await rest_of(stream)).endswith(b"eof\r\n")
     serve(runtime, scenario)
     assert exited(runtime).exit_code == 0
 
