@@ -62,7 +62,7 @@ class AuditWindow:
         self.offset = path.stat().st_size if path.exists() else 0
 
     def requests(self, start: float, end: float) -> dict:
-        """Mutating requests the apiserver finished within [start, end], by verb and by
+        """Mutating requests the apiserver received within [start, end], by verb and by
         verb + resource, per second; failures by HTTP code. (Reads - get, list, watch - are not
         audited, so they are not here.)"""
         verbs, by_resource, failed = Counter(), Counter(), Counter()

@@ -35,10 +35,12 @@ class AuditLog:
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
     def record(self, *, verb: str, resource: str, namespace: str | None, name: str | None,
-               code: int, user: str | None, reason: str | None = None) -> None:
+               code: int, user: str | None, reason: str | None = None, received: str | None = None) -> None:
+        """One line; `time` is when the request was received (kube's RequestReceived stage), so a
+        request is in the log at the time it came, whatever its answer's effects raced with."""
         if self._fd is None:
             return
-        line = {"time": now_rfc3339(), "verb": verb, "resource": resource,
+        line = {"time": received or now_rfc3339(), "verb": verb, "resource": resource,
                 "namespace": namespace or "", "name": name or "", "code": code,
                 "user": user or ANONYMOUS}
         if reason:

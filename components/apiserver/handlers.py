@@ -29,7 +29,7 @@ from store.client import Compacted, FutureRevision
 
 from . import podlogs, warnings
 from . import strategy as st
-from .audit import HTTP_CODES, AuditLog
+from .audit import HTTP_CODES, AuditLog, now_rfc3339
 from .caller import caller_name
 from .namespaces import NamespaceCache
 from .storage import MAX_OBJECT_BYTES, Storage, encode
@@ -201,6 +201,7 @@ class API:
         audit_verb, subresource = AUDITED_AS.get(verb, (verb, ""))
 
         async def wrapper(**params):
+            received = now_rfc3339()
             code, reason = (201 if verb in CREATED else 200), None
             result = None
             try:
@@ -227,7 +228,7 @@ class API:
                 self.audit.record(verb=audit_verb, resource=resource + subresource,
                                   namespace=_text(params.get("namespace")) or _text(meta.get("namespace")) or
                                   (self._default_ns(resource)),
-                                  name=name, code=code, user=caller_name(), reason=reason)
+                                  name=name, code=code, user=caller_name(), reason=reason, received=received)
         wrapper.__name__ = wrapper.__qualname__ = verb
         wrapper.__signature__ = inspect.signature(fn, eval_str=True)  # the wire checks params against it
         return wrapper

@@ -248,3 +248,30 @@ def test_review_kinds_are_not_stored():
         with pytest.raises(MethodNotAllowed):
             await api.list("selfsubjectaccessreviews")
     run(body)
+
+
+def test_the_audit_time_is_when_the_request_came(tmp_path, monkeypatch):
+    """A write's line carries the time it was received, not when its answer went out: a client
+    that sees the write's effect (a watch event) before the handler finishes still finds it in
+    the log at or before that moment (bench reconcile's request counts rely on it)."""
+    import json
+
+    from components.apiserver import handlers
+
+    times = iter(["2026-01-02T03:04:05.000000Z", "2026-01-02T03:04:09.000000Z"])
+    monkeypatch.setattr(handlers, "now_rfc3339", lambda: next(times))
+    log = tmp_path / "audit.log"
+
+    async def main():
+        storage = MemStorage()
+        cache = WatchCache(storage.client)
+        api = API(storage, cache, AuditLog(str(log)), clock=lambda: NOW, rand=random.Random(1))
+        await api.ensure_system_namespaces()
+        try:
+            await api.handlers()["create"](resource="pods", object=pod("p"), namespace="default")
+        finally:
+            await api.namespaces.close()
+            await cache.close()
+    asyncio.run(main())
+    [line] = [json.loads(x) for x in log.read_text().splitlines()]
+    assert (line["time"], line["resource"], line["name"]) == ("2026-01-02T03:04:05.000000Z", "pods", "p")
