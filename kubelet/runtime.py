@@ -11,8 +11,9 @@ File protocol. A container lives in <node dir>/pods/<namespace>_<name>_<uid>/<co
 each start of it (restartCount N) has its own shim and its own files there:
 
     N.spec.json   written by the kubelet before launching the shim: {argv, env, cwd,
-                  memory_limit, grace, stdin, stdin_once, tty}; env is the Runtime's env_base updated with the
-                  spec's (env_base is also the shims' own environment). The kubelet takes an exclusive flock(2) on it and
+                  memory_limit, grace, stdin, stdin_once, tty}; env is the Runtime's
+                  env_base updated with the spec's (env_base is also the shims' own
+                  environment). The kubelet takes an exclusive flock(2) on it and
                   passes that open file to the shim (fd 3), which holds it until it dies:
                   "the lock can be taken" means "no shim is alive for this start", with no
                   window and no PID reuse problem.

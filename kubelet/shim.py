@@ -40,8 +40,9 @@ What the shim does, in order (the files are described in kubelet/runtime.py):
      SIGKILL and reap every remaining descendant, exit.
 
 Lean on purpose (one shim per running container): stdlib os/sys/signal/json/time and
-kubemu.prctl only; kubelet/console.py's sockets and threads only for a container with stdin or a tty. main() never raises: errors go to stderr (the kubelet points it at the
-container directory's shim.log) and, once a container was asked for, to <N>.exit.json.
+kubemu.prctl only; kubelet/console.py's sockets and threads only for a container with stdin or
+a tty. main() never raises: errors go to stderr (the kubelet points it at the container
+directory's shim.log) and, once a container was asked for, to <N>.exit.json.
 """
 from __future__ import annotations
 
