@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 from kubemu import wire
 from kubemu._wire_auth import KUBELET_CLIENT, ServerAuth
-from kubemu.child import proc_stat
+from kubemu.child import default_signals, proc_stat
 from kubemu.prctl import set_pdeathsig
 
 from . import console
@@ -227,10 +227,13 @@ async def _read_into(queue: asyncio.Queue, fd: int, reader: asyncio.StreamReader
 
 
 def _child_setup(tty: bool):
-    """What the exec'd process does between fork and exec: two system calls, no imports and no
-    lock another thread of the kubelet could hold (the reason preexec_fn is unsafe in general)."""
+    """What the exec'd process does between fork and exec: system calls only, no imports and no
+    lock another thread of the kubelet could hold (the reason preexec_fn is unsafe in general).
+    Its signals start at their defaults, as runc starts a process (a kubelet run under nohup
+    would otherwise hand on SIGHUP ignored, and a hang-up would not reach the command)."""
     def setup() -> None:
         set_pdeathsig(signal.SIGKILL)
+        default_signals()
         if tty:  # the session leader (start_new_session) takes its terminal as controlling tty
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
     return setup

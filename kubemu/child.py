@@ -27,13 +27,18 @@ def become_child(parent: int, stdout_fd: int, stderr_fd: int, stdin_fd: int | No
     set_pdeathsig(signal.SIGKILL)
     if os.getppid() != parent:
         os._exit(1)
+    default_signals()
+    os.dup2(os.open(os.devnull, os.O_RDONLY) if stdin_fd is None else stdin_fd, 0)
+    os.dup2(stdout_fd, 1)
+    os.dup2(stderr_fd, 2)
+
+
+def default_signals() -> None:
+    """In a forked child before exec: every signal at its default, none blocked."""
     signal.set_wakeup_fd(-1)
     for sig in RESET_SIGNALS:
         signal.signal(sig, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    os.dup2(os.open(os.devnull, os.O_RDONLY) if stdin_fd is None else stdin_fd, 0)
-    os.dup2(stdout_fd, 1)
-    os.dup2(stderr_fd, 2)
 
 
 def reap_exited() -> Iterator[tuple[int, int]]:
