@@ -125,8 +125,7 @@ class RemoteCommand:
         meta = pod["metadata"]
         session = uuid.uuid4().hex
         params = {"namespace": meta["namespace"], "pod": meta["name"], "uid": uid, "container": container,
-                  "session": session}
-        params["stdin"] = opts.stdin
+                  "session": session, "stdin": opts.stdin}
         if subresource == "exec":
             params.update(command=opts.command, tty=opts.tty)
         await ws.prepare(request)
