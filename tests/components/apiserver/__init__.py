@@ -134,10 +134,8 @@ class WatchReader:
         self.close()
 
 
-@pytest.fixture(scope="module")
-def api(tmp_path_factory):
-    path = tmp_path_factory.mktemp("a")
-    env = APIServerEnv(path)
+def running(env: APIServerEnv, path: Path):
+    """A module fixture's body: `env` started, yielded, stopped, and nothing of it left running."""
     try:
         env.start()
         yield env
@@ -145,6 +143,12 @@ def api(tmp_path_factory):
         env.stop()
         leaked = kill_marked(str(path))
         assert not leaked, f"leaked processes {leaked}"
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory):
+    path = tmp_path_factory.mktemp("a")
+    yield from running(APIServerEnv(path), path)
 
 
 def pod(name: str | None = None, *, labels: dict | None = None, generate_name: str | None = None,

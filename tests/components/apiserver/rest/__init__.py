@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from kubemu import kubeconfig, pki
-from tests.conftest import DEADLINE, kill_marked, wait_for
-from tests.components.apiserver import APIServerEnv
+from tests.conftest import DEADLINE, wait_for
+from tests.components.apiserver import APIServerEnv, running
 
 JANE = pki.CertSpec("jane", "jane", ("developers",))  # a user no binding names
 
@@ -116,11 +116,4 @@ needs_kubectl = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kube
 @pytest.fixture(scope="module")
 def https(tmp_path_factory):
     path = tmp_path_factory.mktemp("h")
-    env = HTTPSEnv(path)
-    try:
-        env.start()
-        yield env
-    finally:
-        env.stop()
-        leaked = kill_marked(str(path))
-        assert not leaked, f"leaked processes {leaked}"
+    yield from running(HTTPSEnv(path), path)
