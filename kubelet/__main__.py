@@ -15,7 +15,7 @@ import sys
 from kubemu._wire_auth import CREDENTIALS_HELP, credentials_flag
 
 from . import images
-from .agent import Kubelet, Options
+from .agent import Kubelet, NetworkOptions, Options
 from .nodestatus import NodeConfig, parse_taint
 from .podworker import Settings
 
@@ -53,6 +53,25 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--wire-secrets", metavar="DIR",
                        help="require wire authentication against DIR/<identity>.secret; only the apiserver's "
                             "kube-apiserver-kubelet-client identity is served")
+    net = p.add_argument_group("pod networks and cgroups")
+    net.add_argument("--network-mode", choices=("cni", "host"), default="host",
+                     help="cni: each pod (not hostNetwork) gets a sandbox with its own network through CNI; "
+                          "host: every pod shares the node's network (default)")
+    net.add_argument("--network-mode-reason", metavar="TEXT",
+                     help="with --network-mode host: why, shown on the Node (kubectl describe node)")
+    net.add_argument("--fabric-netns", metavar="PATH",
+                     help="the network namespace the CNI plugins run in (the cluster's fabric)")
+    net.add_argument("--cni-conf-dir", metavar="DIR",
+                     help="the CNI network config directory (default NODE_DIR/cni/net.d)")
+    net.add_argument("--cni-bin-dir", metavar="DIRS", default="/usr/lib/cni:/opt/cni/bin",
+                     help="colon-separated directories to find CNI plugins in (default /usr/lib/cni:/opt/cni/bin)")
+    net.add_argument("--cluster-cidr", metavar="CIDR", type=_cidr, default="10.244.0.0/16",
+                     help="the cluster's pod CIDR, routed through each node's bridge (default 10.244.0.0/16)")
+    net.add_argument("--pod-cidr", metavar="CIDR", type=_cidr,
+                     help="this node's pod CIDR when there is no API to give it (spec.podCIDR otherwise)")
+    net.add_argument("--cgroup-root", metavar="NAME",
+                     help="the node's cgroup relative to each hierarchy's root; pods get cgroups below it "
+                          "(default: none, memory limits are watched by RSS)")
     hollow = p.add_argument_group("hollow mode (kubemark's hollow node): many API nodes, no processes")
     hollow.add_argument("--hollow", action="store_true", help="run hollow nodes (needs --api)")
     hollow.add_argument("--nodes", type=int, default=1, help="how many hollow nodes (default 1)")
@@ -71,6 +90,14 @@ def main(argv: list[str] | None = None) -> int:
         node_config = _node_config(args)
     except ValueError as err:
         p.error(str(err))
+    if args.network_mode_reason and args.network_mode != "host":
+        p.error("--network-mode-reason goes with --network-mode host")
+    network = None
+    if args.network_mode == "cni":
+        network = NetworkOptions(
+            conf_dir=os.path.abspath(args.cni_conf_dir or os.path.join(node_dir, "cni", "net.d")),
+            bin_dirs=tuple(d for d in args.cni_bin_dir.split(":") if d),
+            fabric_netns=args.fabric_netns, cluster_cidr=args.cluster_cidr, pod_cidr=args.pod_cidr)
     opts = Options(node=args.node, node_dir=node_dir,
                    manifests_dir=os.path.abspath(args.manifests or os.path.join(node_dir, "manifests")),
                    file_check_frequency=args.file_check_frequency,
@@ -81,10 +108,20 @@ def main(argv: list[str] | None = None) -> int:
                    renew_interval=args.node_status_update_frequency,
                    status_interval=args.node_status_report_frequency,
                    listen=args.listen, wire_secrets=args.wire_secrets,
+                   network=network, host_network_reason=args.network_mode_reason, cgroup_root=args.cgroup_root,
                    image_catalog=os.path.abspath(args.image_catalog or os.path.join(
                        node_dir, os.pardir, os.pardir, images.CATALOG_FILE)))
     asyncio.run(Kubelet(opts).run())
     return 0
+
+
+def _cidr(text: str) -> str:
+    import ipaddress
+
+    try:
+        return str(ipaddress.IPv4Network(text))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 CIDR: {err}") from None
 
 
 def _run_hollow(p: argparse.ArgumentParser, args) -> int:

@@ -12,7 +12,16 @@ static pods into the API, runs the pods bound to it and reports their status; st
 wait for the API (the apiserver is one of them), and API pods it adopted keep running until the
 API has been heard from.
 
-A restarted kubelet adopts what it finds: containers keep running under their shims, and
+Pod networks (--network-mode cni): a pod that is not hostNetwork runs in a sandbox of its own
+(kubelet/sandbox.py decides, kubelet/sandboxes.py makes it: holder, CNI, cgroups, off the loop
+in a thread), once the node's network config is written: the kubelet writes it
+(cni.kubemu_conflist) when it learns its Node's spec.podCIDR (or --pod-cidr). Until then the
+node is NotReady with the runtime's message, as a real one without a CNI config. With
+--network-mode host every pod shares the node's network, as before, and the node says why.
+Pod cgroups (--cgroup-root) apply in both modes.
+
+A restarted kubelet adopts what it finds: containers keep running under their shims, sandboxes
+under their holders (sandbox.json), and
 each pod directory keeps the Pod it was started for (pod.json), so pods whose manifest has
 gone are still stopped gracefully. A pod's status comes from what the runtime recorded
 (start and end times, exit records, the start before the latest), never from what only this
@@ -22,6 +31,7 @@ once (kubelet/shimwatch.py).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import json
 import logging
@@ -35,11 +45,15 @@ from kubemu.api.quantity import memory_bytes
 from kubemu.api.times import format_micro_time, format_time, parse_micro_time
 from kubemu.sdnotify import notify, watchdog_interval
 
-from . import images, manifests
-from .nodestatus import NodeConfig
+from . import cni, images, manifests
+from .cnishell import CONF_FILE, CNI
+from .nodestatus import NETWORK_NOT_READY, NodeConfig, NodeNetwork
+from .podcgroups import CgroupError, PodCgroups
 from .podworker import KillContainer, PodWorker, RecordEvent, RunProbe, Settings, StartContainer
 from .prober import run_probe
 from .runtime import ContainerSpec, Runtime
+from .sandbox import CreateSandbox, RemoveSandbox, needs_sandbox
+from .sandboxes import HolderWatch, Record, SandboxFailed, Sandboxes, read_record
 from .shim import read_json, write_json
 from .shimwatch import ShimWatch
 
@@ -47,6 +61,7 @@ log = logging.getLogger("kubelet")
 
 SOURCE_API = "api"  # kubernetes.io/config.source of the pods the API binds to us
 POD_FILE = "pod.json"
+SANDBOX_THREADS = 4  # sandboxes made or removed at once (each a holder start and CNI plugin runs)
 STATUS_FILE = "status.json"
 
 
@@ -75,6 +90,19 @@ class Options:
     image_catalog: str | None = None       # the catalog file (kubelet/images.py); None: defaults only
     listen: str | None = None              # the streaming server's endpoint (exec, attach); None: none
     wire_secrets: str | None = None        # who may use it: the apiserver's secret is checked here
+    network: NetworkOptions | None = None  # pod networks (CNI); None: pods share the node's network
+    host_network_reason: str | None = None  # why pods share the node's network (shown on the Node)
+    cgroup_root: str | None = None         # the node cgroup, relative to each hierarchy; None: no pod cgroups
+
+
+@dataclass(frozen=True)
+class NetworkOptions:
+    """--network-mode cni: where the CNI config and plugins are, the fabric the plugins run in."""
+    conf_dir: str
+    bin_dirs: tuple[str, ...]
+    fabric_netns: str | None
+    cluster_cidr: str
+    pod_cidr: str | None = None  # --pod-cidr (standalone); else the Node's spec.podCIDR
 
 
 class Kubelet:
@@ -97,6 +125,24 @@ class Kubelet:
         self._tasks: set[asyncio.Task] = set()
         self._stop = asyncio.Event()
         self.streaming = None  # the StreamingServer, with --listen
+        self.cgroups = None  # PodCgroups, with --cgroup-root
+        self.sandboxes = None  # Sandboxes, with --network-mode cni
+        self.holders = None  # HolderWatch, with --network-mode cni
+        self.sandbox_records: dict[str, Record] = {}  # pod dir -> its ready sandbox's
+        self.network_ready = opts.network is None
+        self._pod_cidr: str | None = None  # the one the network config was written for
+        self._pod_cidr_failed: str | None = None  # one it could not be written for
+        if opts.cgroup_root:
+            self.cgroups = PodCgroups(opts.cgroup_root)
+            if not self.cgroups.available:
+                log.warning("pod cgroups: %s", self.cgroups.why_not)
+        if opts.network is not None:
+            self.sandboxes = Sandboxes(CNI(opts.network.conf_dir, list(opts.network.bin_dirs),
+                                           opts.network.fabric_netns), self.cgroups)
+            # their own threads: a slow plugin must not hold up the probes' (the default pool)
+            self._sandbox_pool = concurrent.futures.ThreadPoolExecutor(SANDBOX_THREADS, "sandbox")
+            # written by this node's kubelet before: the runtime has its config (a restart)
+            self.network_ready = os.path.exists(os.path.join(opts.network.conf_dir, CONF_FILE))
 
     def now(self) -> float:
         return self.loop.time()
@@ -112,6 +158,12 @@ class Kubelet:
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._stop.set)
         self.shims = ShimWatch(self.runtime, self.loop)
+        if self.sandboxes is not None:
+            self.holders = HolderWatch(self.loop, self._holder_died)
+            if self.opts.network.pod_cidr:
+                self._configure_network(self.opts.network.pod_cidr)
+        if self.opts.host_network_reason:
+            log.warning("pods share the host's network: %s", self.opts.host_network_reason)
         self._adopt()
         self._spawn(self._watch_containers())
         self.sync_manifests()
@@ -136,6 +188,9 @@ class Kubelet:
         if self.streaming is not None:
             await self.streaming.close()
         self.shims.close()
+        if self.holders is not None:
+            self.holders.close()
+            self._sandbox_pool.shutdown(wait=False, cancel_futures=True)
         log.info("kubelet stopped; %d pod(s) left running under their shims", len(self.workers))
 
     def _spawn(self, coro) -> None:
@@ -160,7 +215,8 @@ class Kubelet:
         self.api = ApiAgent(self.opts.api, self.opts.node_config or NodeConfig(self.opts.node, "1", "1Gi"),
                             self.set_api_pods, credentials=self.opts.api_credentials,
                             lease_duration=self.opts.lease_duration,
-                            renew_interval=self.opts.renew_interval, status_interval=self.opts.status_interval)
+                            renew_interval=self.opts.renew_interval, status_interval=self.opts.status_interval,
+                            network=self.node_network)
         self.api.set_static_pods(list(self.static.values()))
         for pod_dir, worker in self.workers.items():
             self.dirty.add(pod_dir)
@@ -193,6 +249,42 @@ class Kubelet:
         self.api_pods = api_pods
         self._reconcile()
 
+    # -- the node's pod network -------------------------------------------------------------
+
+    def node_network(self, node: dict | None) -> NodeNetwork:
+        """What the Node says of the pod network (the heartbeat asks, with the Node as the API
+        has it): its spec.podCIDR is what the network config is written for."""
+        pod_cidr = ((node or {}).get("spec") or {}).get("podCIDR")
+        if self.sandboxes is not None and pod_cidr and not self.opts.network.pod_cidr:
+            self._configure_network(pod_cidr)
+        return NodeNetwork(ready=self.network_ready, host_reason=self.opts.host_network_reason)
+
+    def _configure_network(self, pod_cidr: str) -> None:
+        """Write the node's network config for its podCIDR (kubenet's role, CNI's bridge and
+        host-local with the state under the node directory); the network is ready then."""
+        if pod_cidr in (self._pod_cidr, self._pod_cidr_failed):
+            return
+        net = self.opts.network
+        try:
+            conflist = cni.kubemu_conflist(pod_cidr, net.cluster_cidr,
+                                           os.path.join(self.opts.node_dir, "cni", "networks"),
+                                           cni.bridge_name(pod_cidr, net.cluster_cidr))
+            self.sandboxes.cni.write_conflist(conflist)
+        except (ValueError, OSError) as exc:
+            log.error("cannot write the network config for podCIDR %s: %s", pod_cidr,
+                      getattr(exc, "strerror", None) or exc)
+            self._pod_cidr_failed = pod_cidr  # said once; a disk error is retried at a restart
+            return
+        self._pod_cidr = pod_cidr
+        log.info("pod network ready: podCIDR %s, config in %s", pod_cidr, net.conf_dir)
+        if not self.network_ready:
+            self.network_ready = True
+            now = self.now()
+            for pod_dir, worker in list(self.workers.items()):
+                if worker.sandbox is not None:
+                    self._execute(pod_dir, worker.set_network(True, "", now))
+            self._after_event()
+
     # -- adoption -----------------------------------------------------------------------
 
     def _adopt(self) -> None:
@@ -208,15 +300,37 @@ class Kubelet:
                         log.warning("%s: container %s#%d: its shim died while the kubelet was away",
                                     os.path.basename(pod_dir), name, n)
             found = {name: self._on_our_clock(record) for name, record in self.runtime.found(pod_dir).items()}
+            sandboxed = self.sandboxes is not None and needs_sandbox(pod, True)
+            record = None
+            if sandboxed:
+                record = read_record(pod_dir)
             worker = PodWorker.adopt(pod, self.opts.settings, now, found, start_time=self._ours(_seen(pod)),
                                      wall_offset=self.wall_offset,
-                                     images=self.resolve_image)
+                                     images=self.resolve_image, sandboxed=sandboxed,
+                                     sandbox=None if record is None else (record.attempt, list(record.ips)))
             self.workers[pod_dir] = worker
+            if sandboxed:
+                self._adopt_sandbox(pod_dir, worker, record, now)
             if pod["metadata"].get("annotations", {}).get(manifests.CONFIG_SOURCE) == SOURCE_API:
                 self.api_pods[pod_dir] = pod  # until the API says otherwise
             for name, record in found.items():
                 self.launched[(pod_dir, name)] = record["restart_count"]
             self.dirty.add(pod_dir)
+
+    def _adopt_sandbox(self, pod_dir: str, worker: PodWorker, record, now: float) -> None:
+        """A finished sandbox whose holder lives is the pod's (same IP, no ADD); any other the
+        pod had is a sandbox that changed."""
+        if not self.network_ready:
+            self._execute(pod_dir, worker.set_network(False, NETWORK_NOT_READY, now))
+        if not worker.sandbox.ready:
+            return
+        if record is not None and record.complete and self.sandboxes.alive(record):
+            self.sandbox_records[pod_dir] = record
+            self.holders.watch(pod_dir, record)
+            return
+        log.warning("pod %s/%s: its sandbox is gone (holder %s): re-creating it", worker.namespace, worker.name,
+                    None if record is None else record.pid)
+        self._execute(pod_dir, worker.sandbox_died(worker.sandbox.attempt, now))
 
     def _on_our_clock(self, record: dict) -> dict:
         """The shims record wall-clock times; the pod workers run on the monotonic clock."""
@@ -296,10 +410,14 @@ class Kubelet:
             pod.pop("status", None)
             os.makedirs(pod_dir, exist_ok=True)
             write_json(os.path.join(pod_dir, POD_FILE), pod)
-            worker = PodWorker(pod, self.opts.settings, now, wall_offset=self.wall_offset, images=self.resolve_image)
+            worker = PodWorker(pod, self.opts.settings, now, wall_offset=self.wall_offset, images=self.resolve_image,
+                               sandboxed=self.sandboxes is not None and needs_sandbox(pod, True))
             self.workers[pod_dir] = worker
             log.info("pod %s/%s: started syncing (uid %s)", worker.namespace, worker.name, worker.uid)
-            self._execute(pod_dir, worker.sync(now))
+            if worker.sandbox is not None and not self.network_ready:
+                self._execute(pod_dir, worker.set_network(False, NETWORK_NOT_READY, now))
+            else:
+                self._execute(pod_dir, worker.sync(now))
         self._after_event()
 
     # -- carrying out the pod workers' decisions --------------------------------------------
@@ -317,21 +435,85 @@ class Kubelet:
                 self._spawn(self._probe(pod_dir, worker, action))
             elif isinstance(action, RecordEvent):
                 self._event(worker, action.reason, action.message, action.type, action.container)
+            elif isinstance(action, CreateSandbox):
+                self._spawn(self._create_sandbox(pod_dir, worker, action))
+            elif isinstance(action, RemoveSandbox):
+                self._spawn(self._remove_sandbox(pod_dir, worker, action))
+
+    # -- sandboxes (kubelet/sandboxes.py, in a thread) ------------------------------------------
+
+    async def _create_sandbox(self, pod_dir: str, worker: PodWorker, action: CreateSandbox) -> None:
+        try:
+            record = await self.loop.run_in_executor(self._sandbox_pool, self.sandboxes.create, pod_dir, worker.pod,
+                                                     action)
+        except SandboxFailed as exc:
+            log.warning("pod %s/%s: %s", worker.namespace, worker.name, exc)
+            self._execute(pod_dir, worker.sandbox_create_failed(action.attempt, str(exc), self.now()))
+            self._after_event()
+            return
+        log.info("pod %s/%s: sandbox %s ready, holder %d, IPs %s", worker.namespace, worker.name, record.id,
+                 record.pid, ",".join(record.ips) or "none")
+        self.sandbox_records[pod_dir] = record
+        self.holders.watch(pod_dir, record)
+        self._execute(pod_dir, worker.sandbox_created(action.attempt, list(record.ips), self.now()))
+        self._after_event()
+
+    async def _remove_sandbox(self, pod_dir: str, worker: PodWorker, action: RemoveSandbox) -> None:
+        self.holders.forget(pod_dir)  # its death from here on is ours
+        try:
+            await self.loop.run_in_executor(self._sandbox_pool, self.sandboxes.remove, pod_dir, worker.pod)
+        except SandboxFailed as exc:
+            log.warning("pod %s/%s: %s", worker.namespace, worker.name, exc)
+            self._execute(pod_dir, worker.sandbox_remove_failed(action.attempt, str(exc), self.now()))
+            self._after_event()
+            return
+        self.sandbox_records.pop(pod_dir, None)
+        self._execute(pod_dir, worker.sandbox_removed(action.attempt, self.now()))
+        self._after_event()
+
+    def _holder_died(self, pod_dir: str, attempt: int) -> None:
+        worker = self.workers.get(pod_dir)
+        if worker is None or worker.sandbox is None:
+            return
+        log.warning("pod %s/%s: its sandbox holder died: %s", worker.namespace, worker.name,
+                    "Pod sandbox changed, it will be killed and re-created.")
+        self._execute(pod_dir, worker.sandbox_died(attempt, self.now()))
+        self._after_event()
 
     def _start_container(self, pod_dir: str, worker: PodWorker, action: StartContainer) -> None:
         spec = _container_spec(worker.pod, action.container)
         self.launched[(pod_dir, action.container)] = action.restart_count
         try:
+            placement = self._placement(pod_dir, worker, action.container, _memory_limit(spec))
             self.runtime.start(ContainerSpec(
                 pod_dir=pod_dir, name=action.container, restart_count=action.restart_count,
                 argv=list(action.argv),
                 env=_container_env(worker.pod, spec), cwd=spec.get("workingDir") or None,
-                memory_limit=_memory_limit(spec), grace=self.opts.settings.scaled(worker.grace_seconds),
-                stdin=spec.get("stdin") is True, stdin_once=spec.get("stdinOnce") is True, tty=spec.get("tty") is True),
+                grace=self.opts.settings.scaled(worker.grace_seconds),
+                stdin=spec.get("stdin") is True, stdin_once=spec.get("stdinOnce") is True, tty=spec.get("tty") is True,
+                **placement),
                 on_shim=functools.partial(self._shim_launched, pod_dir, action.container, action.restart_count))
         except OSError as exc:
             self._execute(pod_dir, worker.container_start_failed(
                 action.container, "CreateContainerError", f"failed to start shim: {exc}", self.now()))
+        except CgroupError as exc:
+            self._execute(pod_dir, worker.container_start_failed(
+                action.container, "CreateContainerError", f"failed to create container cgroup: {exc}", self.now()))
+
+    def _placement(self, pod_dir: str, worker: PodWorker, name: str, memory_limit: int | None) -> dict:
+        """Where the container runs: its sandbox's namespaces and its own cgroup (the kernel
+        then enforces the memory limit, and the shim's RSS watch is off); none of them when
+        the node has none, and the memory limit is watched. Raises CgroupError."""
+        placement: dict = {"memory_limit": memory_limit}
+        record = self.sandbox_records.get(pod_dir)
+        if worker.sandbox is not None and record is not None:
+            placement["sandbox"] = {"pid": record.pid, "start": record.start}
+        if self.cgroups is not None and self.cgroups.roots:
+            cgroup = self.cgroups.container(worker.pod, name)
+            placement["cgroups"] = cgroup.procs
+            if cgroup.oom_counter is not None:
+                placement["oom_counter"], placement["memory_limit"] = cgroup.oom_counter, None
+        return placement
 
     def _shim_launched(self, pod_dir: str, name: str, restart_count: int, shim_pid: int | None) -> None:
         """Runtime.start's report, from its launcher thread, handed to the loop."""
@@ -373,7 +555,10 @@ class Kubelet:
         spec = _container_spec(worker.pod, action.container)
         env = dict(self.runtime.env_base, **_container_env(worker.pod, spec))
         restart_count = self.launched.get((pod_dir, action.container))
-        ok, message = await run_probe(action.probe, spec, env, action.timeout)
+        record = self.sandbox_records.get(pod_dir) if worker.sandbox is not None else None
+        ips = worker.pod_ips()
+        ok, message = await run_probe(action.probe, spec, env, action.timeout, host=ips[0] if ips else "127.0.0.1",
+                                      sandbox_pid=None if record is None else record.pid)
         if self.workers.get(pod_dir) is not worker or self.launched.get((pod_dir, action.container)) != restart_count:
             return  # the result is about a container instance that is gone
         self._execute(pod_dir, worker.probe_result(action.container, action.kind, ok, message, self.now()))
@@ -442,6 +627,11 @@ class Kubelet:
             self.runtime.remove_pod(pod_dir)
         except RuntimeError:
             return  # a shim is still finishing; its exit brings us back here
+        if self.cgroups is not None:
+            try:
+                self.cgroups.remove_pod(worker.uid)
+            except CgroupError as exc:
+                log.warning("pod %s/%s: %s", worker.namespace, worker.name, exc)
         del self.workers[pod_dir]
         for key in [k for k in self.launched if k[0] == pod_dir]:
             del self.launched[key]

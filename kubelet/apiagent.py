@@ -8,6 +8,9 @@ for the apiserver, which is itself a static pod):
   (mirror pods excluded) — level-based, the whole set at a time.
 * **mirror pods**: one per static pod, made again whenever it is missing, deleted or stale
   (from an older manifest); a mirror pod without a static pod is deleted.
+* **ConfigMaps, Secrets and tokens** the pods read (kubelet/objectcache.py): watched while a
+  pod bound here references them; `lookup` and `token` answer envvars.py and volumes.py from
+  memory, and `on_objects` hears of every change.
 * **status**: the latest status of each pod, coalesced, patched into the pod's status (the
   mirror pod's for a static pod), and patched again whenever the API's copy drifts from it; a terminated pod that is being deleted is then removed with
   grace 0 and a uid precondition (the kubelet's last word on a pod).
@@ -24,8 +27,10 @@ from kubemu.events import EventRecorder
 from kubemu.informer import Informer
 from kubemu.wire import WireError
 
+from .configsource import references
 from .heartbeat import NodeHeartbeat
-from .nodestatus import NodeConfig, is_mirror_pod, mirror_matches, mirror_pod
+from .nodestatus import NodeConfig, NodeNetwork, is_mirror_pod, mirror_matches, mirror_pod
+from .objectcache import ObjectCache, Ref, TokenCache
 
 log = logging.getLogger("kubelet.api")
 
@@ -41,12 +46,14 @@ def pod_key(pod: dict) -> tuple[str, str]:
 class ApiAgent:
     def __init__(self, endpoint: str, config: NodeConfig, on_pods: Callable[[list[dict]], None], *,
                  credentials: tuple[str, str] | None = None, lease_duration: int = 40,
-                 renew_interval: float = 10.0, status_interval: float = 300.0):
+                 renew_interval: float = 10.0, status_interval: float = 300.0,
+                 network: Callable[[dict | None], NodeNetwork] | None = None,
+                 on_objects: Callable[[set[Ref]], None] | None = None):
         self.config = config
         self.node = config.name
         self.on_pods = on_pods
         self.api = ApiClient(endpoint, credentials=credentials, timeout=10.0)
-        self.heartbeat = NodeHeartbeat(self.api, config, lease_duration, renew_interval, status_interval)
+        self.heartbeat = NodeHeartbeat(self.api, config, lease_duration, renew_interval, status_interval, network)
         self.recorder = EventRecorder(self.api, "kubelet", host=self.node)
         self.informer = Informer(self.api, "pods", field_selector=f"spec.nodeName={self.node}")
         self.informer.add_event_handler(lambda _o: self._changed(), lambda _o, _n: self._changed(),
@@ -60,6 +67,10 @@ class ApiAgent:
         self._sync_scheduled = False
         self._mirror_ops: set[tuple[str, str]] = set()
         self._stop = asyncio.Event()
+        # on_objects(refs): these ConfigMaps/Secrets changed (an empty set: a token came)
+        self.on_objects = on_objects or (lambda refs: None)
+        self.objects = ObjectCache(self.api, lambda ref: self.on_objects({ref}))
+        self.tokens = TokenCache(self.api, lambda: self.on_objects(set()))
 
     @property
     def synced(self) -> bool:
@@ -79,6 +90,7 @@ class ApiAgent:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             await self.recorder.close(timeout=1.0)
+            await self.objects.close()
             await self.api.close()
 
     async def _first_sync(self) -> None:
@@ -114,6 +126,22 @@ class ApiAgent:
     def event(self, pod: dict, type_: str, reason: str, message: str, field_path: str | None) -> None:
         self.recorder.event(pod, type_, reason, message, field_path)
 
+    # -- what the pods read (configsource.Lookup, volumes.TokenSource) -----------------------
+
+    def lookup(self, resource: str, namespace: str, name: str) -> dict | None:
+        return self.objects.lookup(resource, namespace, name)
+
+    def token(self, namespace: str, service_account: str, audience: str | None, expiration: int,
+              pod: dict) -> str:
+        return self.tokens.token(namespace, service_account, audience, expiration, pod)
+
+    def objects_synced(self, pod: dict) -> bool:
+        return self.objects.synced(references(pod))
+
+    async def wait_for_objects(self, pod: dict, timeout: float) -> bool:
+        """True once every ConfigMap and Secret `pod` reads is known; False after `timeout`."""
+        return await self.objects.wait_synced(references(pod), timeout)
+
     # -- pods and mirror pods ---------------------------------------------------------------
 
     def _changed(self) -> None:
@@ -126,7 +154,11 @@ class ApiAgent:
         if not self.informer.has_synced():
             return
         pods = self.informer.list()
-        self.on_pods([p for p in pods if not is_mirror_pod(p)])
+        bound = [p for p in pods if not is_mirror_pod(p)]
+        # before on_pods: a pod the kubelet starts finds its objects watched
+        self.objects.set_references(set().union(*map(references, bound)))
+        self.tokens.forget({p["metadata"].get("uid") for p in bound})
+        self.on_pods(bound)
         mirrors = {pod_key(p): p for p in pods if is_mirror_pod(p)}
         for key, static in self.static.items():
             mirror = mirrors.get(key)

@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 
 from kubemu.apiclient import ApiClient, is_already_exists, is_not_found
 from kubemu.wire import WireError
 
-from .nodestatus import NodeConfig, lease_object, node_object, node_status
+from .nodestatus import NodeConfig, NodeNetwork, lease_object, node_object, node_status
 
 log = logging.getLogger("kubelet.node")
 
@@ -27,9 +28,13 @@ RETRY_MAX = 5.0
 
 class NodeHeartbeat:
     def __init__(self, api: ApiClient, config: NodeConfig, lease_duration: int = 40,
-                 renew_interval: float = 10.0, status_interval: float = 300.0):
+                 renew_interval: float = 10.0, status_interval: float = 300.0,
+                 network: Callable[[dict | None], NodeNetwork] | None = None):
+        """`network(node)`: the pod network's state, told the Node as the API has it (None
+        before it is registered): how the kubelet learns its spec.podCIDR."""
         self.api = api
         self.config = config
+        self.network = network or (lambda _node: NodeNetwork())
         self.node = config.name
         self.lease_duration = lease_duration
         self.renew_interval = renew_interval
@@ -58,7 +63,7 @@ class NodeHeartbeat:
 
     async def _register(self) -> None:
         try:
-            await self.api.create("nodes", node_object(self.config, time.time()))
+            await self.api.create("nodes", node_object(self.config, time.time(), self.network(None)))
             log.info("registered node %s", self.node)
         except WireError as err:
             if not is_already_exists(err):
@@ -84,7 +89,7 @@ class NodeHeartbeat:
 
     async def _post_status(self) -> None:
         node = await self.api.get("nodes", self.node)
-        status = node_status(self.config, time.time(), node.get("status"))
+        status = node_status(self.config, time.time(), node.get("status"), self.network(node))
         await self.api.patch("nodes", self.node, {"status": status}, subresource="status")
 
 

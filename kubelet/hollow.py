@@ -5,20 +5,25 @@
 One process registers `hollow-node-<i>` for i in 0..N-1, keeps each one's Lease and status
 fresh (kubelet/heartbeat.py), and plays the kubelet for the pods the scheduler binds to them:
 after `startup_delay` seconds a bound pod is reported Running and Ready (every container
-`running`, no process started); a pod being deleted is removed with grace 0 at once (nothing to
-stop). For benchmarks and scale tests of the control plane.
+`running`, no process started, no sandbox built); a pod being deleted is removed with grace 0
+at once (nothing to stop). A pod's IP comes from its node's spec.podCIDR (node IPAM's), one
+after the other as host-local hands them out (`PodAddresses`); without one (or with all of
+them taken) the pod reports the node's IP, as pods on the host network do. For benchmarks
+and scale tests of the control plane.
 
-What to write is decided by `hollow_status` (pure); the shell is an informer on all pods, a
-queue of pod keys, and a few writers.
+What to write is decided by `hollow_status` and `PodAddresses` (pure); the shell is an
+informer on all pods, one on the nodes, a queue of pod keys, and a few writers.
 """
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import time
 
 from kubemu.api.times import format_time
 from kubemu.apiclient import ApiClient, is_conflict, is_not_found
+from kubemu.cache import DeletedFinalStateUnknown
 from kubemu.informer import Informer
 from kubemu.wire import WireError
 
@@ -31,7 +36,60 @@ WRITERS = 32          # status writes in flight at once
 REGISTER_BATCH = 16   # nodes whose heartbeats start together (spreads the first renewals)
 
 
-def hollow_status(pod: dict, now: float) -> dict:
+class PodAddresses:
+    """Pod IPs from each node's podCIDR, as the host-local IPAM plugin gives them out: the next
+    free address after the last one given on that node (round-robin), never the network
+    address, the bridge's gateway (the first host address) or the broadcast address."""
+
+    def __init__(self) -> None:
+        self._by_uid: dict[str, str] = {}
+        self._in_use: set[str] = set()
+        self._last: dict[str, int] = {}     # node -> the last address given there
+
+    def observe(self, uid: str, ip: str) -> None:
+        """A pod reported with this IP (seen in the cache: a restart keeps them)."""
+        if uid and ip and self._by_uid.get(uid) != ip:
+            self.release(uid)
+            self._by_uid[uid] = ip
+            self._in_use.add(ip)
+
+    def release(self, uid: str) -> None:
+        ip = self._by_uid.pop(uid, None)
+        if ip is not None:
+            self._in_use.discard(ip)
+
+    def assign(self, node: str, pod_cidr: str, uid: str) -> str | None:
+        """The pod's IP in `pod_cidr` (the same on a repeat); None when every one is taken."""
+        if uid in self._by_uid:
+            return self._by_uid[uid]
+        net = ipaddress.IPv4Network(pod_cidr, strict=False)
+        first, last = int(net.network_address) + 2, int(net.broadcast_address) - 1
+        if first > last:
+            return None
+        start = self._last.get(node, last) + 1
+        if not first <= start <= last:
+            start = first
+        size = last - first + 1
+        for step in range(size):
+            candidate = first + (start - first + step) % size
+            ip = str(ipaddress.IPv4Address(candidate))
+            if ip not in self._in_use:
+                self._last[node] = candidate
+                self.observe(uid, ip)
+                return ip
+        return None
+
+
+def node_pod_cidr(node: dict | None) -> str | None:
+    """The node's IPv4 podCIDR, when it has one."""
+    cidr = ((node or {}).get("spec") or {}).get("podCIDR")
+    try:
+        return str(ipaddress.IPv4Network(cidr, strict=False)) if cidr else None
+    except ValueError:
+        return None
+
+
+def hollow_status(pod: dict, now: float, pod_ip: str = NODE_IP) -> dict:
     """The status a real kubelet would post once every container of `pod` runs and is ready."""
     spec = pod.get("spec") or {}
     uid = (pod.get("metadata") or {}).get("uid", "")
@@ -43,7 +101,7 @@ def hollow_status(pod: dict, now: float) -> dict:
                    "imageID": "", "containerID": f"hollow://{uid}/{c.get('name', '')}"}
                   for c in sorted(spec.get("containers") or [], key=lambda c: c.get("name", ""))]
     return {"phase": "Running", "conditions": conditions, "hostIP": NODE_IP, "hostIPs": [{"ip": NODE_IP}],
-            "podIP": NODE_IP, "podIPs": [{"ip": NODE_IP}], "startTime": started,
+            "podIP": pod_ip, "podIPs": [{"ip": pod_ip}], "startTime": started,
             "containerStatuses": containers}
 
 
@@ -62,7 +120,10 @@ class HollowKubelet:
         self.heartbeats = [NodeHeartbeat(self.api, c, lease_duration, renew_interval, status_interval)
                            for c in configs]
         self.informer = Informer(self.api, "pods")
-        self.informer.add_event_handler(self._seen, lambda _old, new: self._seen(new), None)
+        self.informer.add_event_handler(self._seen, lambda _old, new: self._seen(new), self._gone)
+        self.node_informer = Informer(self.api, "nodes")
+        self.addresses = PodAddresses()
+        self._full: set[str] = set()   # nodes whose podCIDR ran out (said once)
         self.queue: asyncio.Queue[str] = asyncio.Queue()
         self._queued: set[str] = set()
         self.stats = {"started": 0, "deleted": 0}
@@ -71,6 +132,7 @@ class HollowKubelet:
         meta = pod.get("metadata") or {}
         if (pod.get("spec") or {}).get("nodeName") not in self.nodes or is_mirror_pod(pod):
             return
+        self.addresses.observe(meta.get("uid", ""), (pod.get("status") or {}).get("podIP", ""))
         if not meta.get("deletionTimestamp") and not needs_running(pod):
             return
         key = f"{meta.get('namespace')}/{meta.get('name')}"
@@ -83,13 +145,20 @@ class HollowKubelet:
         else:
             self.queue.put_nowait(key)
 
+    def _gone(self, pod) -> None:
+        if isinstance(pod, DeletedFinalStateUnknown):
+            pod = pod.obj
+        self.addresses.release(((pod or {}).get("metadata") or {}).get("uid", ""))
+
     async def run(self, stop: asyncio.Event) -> None:
-        tasks = [asyncio.create_task(self.informer.run(stop), name="pod informer")]
+        tasks = [asyncio.create_task(self.informer.run(stop), name="pod informer"),
+                 asyncio.create_task(self.node_informer.run(stop), name="node informer")]
         for i in range(0, len(self.heartbeats), REGISTER_BATCH):
             batch = self.heartbeats[i:i + REGISTER_BATCH]
             tasks += [asyncio.create_task(h.run(), name=f"heartbeat {h.node}") for h in batch]
             await asyncio.gather(*(h.registered.wait() for h in batch))
         log.info("%d hollow node(s) registered", len(self.heartbeats))
+        await self.node_informer.wait_for_sync()
         tasks += [asyncio.create_task(self._write(), name="writer") for _ in range(WRITERS)]
         try:
             await stop.wait()
@@ -123,9 +192,27 @@ class HollowKubelet:
                                   preconditions={"uid": meta["uid"]})
             self.stats["deleted"] += 1
         elif needs_running(pod):
-            await self.api.patch("pods", name, {"status": hollow_status(pod, time.time())}, namespace=namespace,
-                                 subresource="status")
+            ip = self._pod_ip(pod)
+            await self.api.patch("pods", name, {"status": hollow_status(pod, time.time(), ip)},
+                                 namespace=namespace, subresource="status")
             self.stats["started"] += 1
+
+    def _pod_ip(self, pod: dict) -> str:
+        """The pod's IP from its node's podCIDR; the node's IP for hostNetwork pods, while the
+        node has no podCIDR, and when the podCIDR is full (a hollow fleet's blocks may be
+        smaller than its max pods: no sandbox needs the address, the benchmark needs the pod)."""
+        node = pod["spec"]["nodeName"]
+        cidr = node_pod_cidr(self.node_informer.get(node))
+        if cidr is None or pod["spec"].get("hostNetwork"):
+            return NODE_IP
+        ip = self.addresses.assign(node, cidr, pod["metadata"]["uid"])
+        if ip is None:
+            if node not in self._full:
+                self._full.add(node)
+                log.info("node %s: no free address left in %s; its further pods report the "
+                         "node's IP", node, cidr)
+            return NODE_IP
+        return ip
 
 
 def hollow_configs(count: int, prefix: str, cpu: str, memory: str, max_pods: int) -> list[NodeConfig]:

@@ -10,6 +10,15 @@
 Times are seconds since the epoch, passed in. Kubernetes' names: Ready's reason KubeletReady,
 message "kubelet is posting ready status"; MemoryPressure/DiskPressure/PIDPressure False with
 KubeletHasSufficientMemory / KubeletHasNoDiskPressure / KubeletHasSufficientPID.
+
+The pod network (NodeNetwork): until the node's network config is written (it needs the node's
+spec.podCIDR), Ready is False with the kubelet's KubeletNotReady and the runtime's
+NETWORK_NOT_READY, as a real node without a CNI config reports. When pods share the host's
+network instead (no privileges for pod networks, or `--network host`), the node says so in a
+NetworkUnavailable condition, status False (the node does work, and True would taint it
+node.kubernetes.io/network-unavailable), reason KubemuHostNetwork and the why as its message:
+the place network plugins (flannel, Calico) report on a node's network, and what
+`kubectl describe node` shows.
 """
 from __future__ import annotations
 
@@ -25,6 +34,10 @@ LEASE_NAMESPACE = "kube-node-lease"
 NODE_IP = "127.0.0.1"
 KUBELET_VERSION = "v1.31.0-kubemu"
 CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
+# What containerd tells the kubelet while it has no network config (the kubelet's Ready message).
+NETWORK_NOT_READY = ("container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+                     "message:Network plugin returns error: cni plugin not initialized")
+HOST_NETWORK_REASON = "KubemuHostNetwork"
 
 _CONDITIONS = (
     # type, status while healthy, reason, message
@@ -48,17 +61,32 @@ class NodeConfig:
     runtime: str = "kubemu://shim"
 
 
+@dataclass(frozen=True)
+class NodeNetwork:
+    """The node's pod network as the kubelet sees it."""
+    ready: bool = True
+    host_reason: str | None = None  # pods share the host's network: why (shown on the node)
+
+
 def default_labels(config: NodeConfig) -> dict:
     return {"kubernetes.io/hostname": config.name, "kubernetes.io/os": "linux",
             "kubernetes.io/arch": "amd64", **config.labels}
 
 
-def node_status(config: NodeConfig, now: float, previous: dict | None = None) -> dict:
-    """The status the kubelet posts: every condition healthy with a fresh heartbeat, its
-    lastTransitionTime carried over from `previous` while its status does not change."""
+def node_status(config: NodeConfig, now: float, previous: dict | None = None,
+                network: NodeNetwork = NodeNetwork()) -> dict:
+    """The status the kubelet posts: every condition healthy with a fresh heartbeat (Ready
+    only once the pod network is), its lastTransitionTime carried over from `previous` while
+    its status does not change."""
     before = {c.get("type"): c for c in ((previous or {}).get("conditions") or [])}
     conditions = []
-    for ctype, status, reason, message in _CONDITIONS:
+    table = list(_CONDITIONS)
+    if not network.ready:
+        table[-1] = ("Ready", "False", "KubeletNotReady", NETWORK_NOT_READY)
+    if network.host_reason:
+        table.insert(0, ("NetworkUnavailable", "False", HOST_NETWORK_REASON,
+                         f"pods share the host's network: {network.host_reason}"))
+    for ctype, status, reason, message in table:
         old = before.get(ctype)
         since = old.get("lastTransitionTime") if old and old.get("status") == status else None
         conditions.append({"type": ctype, "status": status, "reason": reason, "message": message,
@@ -77,13 +105,13 @@ def node_status(config: NodeConfig, now: float, previous: dict | None = None) ->
     }
 
 
-def node_object(config: NodeConfig, now: float) -> dict:
+def node_object(config: NodeConfig, now: float, network: NodeNetwork = NodeNetwork()) -> dict:
     spec: dict = {}
     if config.taints:
         spec["taints"] = [dict(t) for t in config.taints]
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": config.name, "labels": default_labels(config)},
-            "spec": spec, "status": node_status(config, now)}
+            "spec": spec, "status": node_status(config, now, network=network)}
 
 
 def lease_object(node: str, duration: int, now: float) -> dict:

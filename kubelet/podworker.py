@@ -18,8 +18,13 @@ Containers", "Configure Liveness, Readiness and Startup Probes"):
   * what a container runs is its command/args over its image's entrypoint and cmd (the
     `images` resolver, kubelet/images.py); an image that cannot be had waits in ErrImagePull,
     then ImagePullBackOff (the kubelet's image backoff), and creates no container;
+  * a pod that needs a sandbox (kubelet/sandbox.py: its own namespaces and network) starts
+    containers only once its sandbox is ready; a sandbox death kills its containers, and a new
+    sandbox is made and the containers restarted in it (restartCount + 1), Kubernetes'
+    computePodActions rules: init containers run again from the first, restartPolicy Never
+    gets no new sandbox, and OnFailure does not restart containers that succeeded;
   * `stop` (pod deleted, manifest gone or changed) kills every container with the grace
-    period and never restarts anything again;
+    period and never restarts anything again; then its sandbox is removed;
   * `status(now)` is the pod's status in the API's JSON shape.
 
 Time: every time the shell passes in is a float in seconds on one clock of its choice
@@ -40,8 +45,10 @@ from kubemu.api.times import format_time
 from . import probes as pr
 from .backoff import Backoff, go_duration
 from .images import NO_CATALOG, PullError, Run, resolve
+from .holder import pod_hostname
+from .sandbox import CreateSandbox, RemoveSandbox, Sandbox
 
-NODE_IP = "127.0.0.1"  # every pod shares the host's network in kubemu
+NODE_IP = "127.0.0.1"  # the node's address, and every hostNetwork pod's
 
 # Exit code a container runtime reports when the process could not be started
 # (containerd's StartError: 128, reason StartError).
@@ -55,6 +62,8 @@ ERROR_RESYNC = 10.0
 # The event the kubelet records when it does not even try to pull (events.FailedToInspectImage,
 # events.ErrImageNeverPullPolicy).
 NOT_PULLED_EVENTS = {"InvalidImageName": "InspectFailed", "ErrImageNeverPull": "ErrImageNeverPull"}
+# The kubelet's words (kuberuntime_manager.go SyncPod) when a pod's sandbox is replaced.
+SANDBOX_CHANGED = "Pod sandbox changed, it will be killed and re-created."
 
 
 # --- settings -----------------------------------------------------------------------------
@@ -128,20 +137,20 @@ class RecordEvent:
     container: str | None = None
 
 
-Action = StartContainer | KillContainer | RunProbe | RecordEvent
+Action = StartContainer | KillContainer | RunProbe | RecordEvent | CreateSandbox | RemoveSandbox
 
 
 # --- decision tables ------------------------------------------------------------------------
 
 # How a container instance ended, as far as restartPolicy is concerned.
-SUCCESS, FAILURE, PROBE, STOPPED = "success", "failure", "probe", "stopped"
+SUCCESS, FAILURE, PROBE, SANDBOX, STOPPED = "success", "failure", "probe", "sandbox", "stopped"
 
 # restartPolicy -> the endings after which an app container is restarted. A container killed
-# for a failed liveness/startup probe is restarted unless the policy is Never, whatever its
-# exit code; one killed because the pod is stopping never is.
+# for a failed liveness/startup probe, or because its sandbox died, is restarted unless the
+# policy is Never, whatever its exit code; one killed because the pod is stopping never is.
 RESTARTS = {
-    "Always": frozenset({SUCCESS, FAILURE, PROBE}),
-    "OnFailure": frozenset({FAILURE, PROBE}),
+    "Always": frozenset({SUCCESS, FAILURE, PROBE, SANDBOX}),
+    "OnFailure": frozenset({FAILURE, PROBE, SANDBOX}),
     "Never": frozenset(),
 }
 # Init containers must run to completion, so for them Always means OnFailure.
@@ -153,6 +162,8 @@ def ending(exit_code: int, killed_for: str | None) -> str:
         return STOPPED
     if killed_for in ("liveness", "startup"):
         return PROBE
+    if killed_for == SANDBOX:
+        return SANDBOX
     return SUCCESS if exit_code == 0 else FAILURE
 
 
@@ -227,7 +238,7 @@ class _Container:
     restart_at: float | None = None  # EXITED: when it may start again; None: never
     waiting: tuple[str, str] | None = None  # reason, message shown while not running
     pull_retry_at: float | None = None  # its image could not be had: not to be started before
-    killing_for: str | None = None  # "stop" | "liveness" | "startup"
+    killing_for: str | None = None  # "stop" | "liveness" | "startup" | "sandbox"
     kill_deadline: float | None = None
     kill_message: str | None = None
     probes: dict[str, pr.ProbeState] = field(default_factory=dict)
@@ -266,9 +277,10 @@ Resolver = Callable[[dict], Run | PullError]  # a container spec -> what to run 
 
 class PodWorker:
     def __init__(self, pod: dict, settings: Settings, now: float, *, wall_offset: float = 0.0,
-                 images: Resolver | None = None):
+                 images: Resolver | None = None, sandboxed: bool = False):
         """`images` resolves a container's argv from its image (the shell's current catalog);
-        by default only command/args run."""
+        by default only command/args run. `sandboxed`: the pod gets a sandbox of its own
+        (kubelet/sandbox.py needs_sandbox); otherwise it shares the node's network."""
         self.pod = pod
         self.settings = settings
         self.wall_offset = wall_offset
@@ -291,6 +303,11 @@ class PodWorker:
         self._stop_deadline: float | None = None  # set by stop(): no restarts from then on
         self._initialized = not self._inits
         self._transitions: dict[str, tuple[bool, float]] = {}
+        self.sandbox = Sandbox(self.uid, pod_hostname(pod), settings.scaled(ERROR_RESYNC)) if sandboxed else None
+        self._network: tuple[bool, str] = (True, "")  # the node's pod network: ready, or why not
+        self._network_warned = False
+        self._no_new_sandbox = False  # restartPolicy Never: a dead sandbox is not replaced
+        self._last_ips: tuple[str, ...] = ()  # the latest sandbox's, shown once the pod is done
         self._refresh_conditions(now)
 
     @staticmethod
@@ -306,25 +323,113 @@ class PodWorker:
     # -- the level-based heart ---------------------------------------------------------------
 
     def sync(self, now: float) -> list[Action]:
-        """Everything due now: first starts, restarts whose backoff is over, probes."""
-        actions: list[Action] = []
+        """Everything due now: the sandbox's creation or removal, first starts, restarts whose
+        backoff is over, probes."""
+        actions: list[Action] = self._sandbox_step(now)
         if not self.stopping:
-            for c in self._startable():
-                due = self._start_due_at(c)
-                if due is not None and due <= now:
-                    actions += self._start(c, now)
+            if self._sandbox_ready():
+                for c in self._startable():
+                    due = self._start_due_at(c)
+                    if due is not None and due <= now:
+                        actions += self._start(c, now)
             actions += self._probes_due(now)
         self._refresh_conditions(now)
         return actions
 
     def next_deadline(self) -> float | None:
         """When sync() next has something to do (None: only an event can change anything)."""
-        if self.stopping:
-            return None
-        times = [self._start_due_at(c) for c in self._startable()]
-        times += [c.probes[k].due for c in self._apps if c.state is CState.RUNNING
-                  for k in pr.runnable(c.probes, c.started) if not c.probes[k].in_flight]
+        times = []
+        if self.sandbox is not None:
+            times.append(self.sandbox.next_deadline(wanted=self._wants_sandbox(), network_ready=self._network[0]))
+        if not self.stopping:
+            if self._sandbox_ready():
+                times += [self._start_due_at(c) for c in self._startable()]
+            times += [c.probes[k].due for c in self._apps if c.state is CState.RUNNING
+                      for k in pr.runnable(c.probes, c.started) if not c.probes[k].in_flight]
         return min((t for t in times if t is not None), default=None)
+
+    # -- the sandbox --------------------------------------------------------------------------
+
+    def _sandbox_ready(self) -> bool:
+        return self.sandbox is None or self.sandbox.ready
+
+    def _wants_sandbox(self) -> bool:
+        """A container is to run, now or after a backoff (the kubelet makes no sandbox for a
+        pod with nothing left to start)."""
+        return (not self.stopping and not self._no_new_sandbox
+                and any(not c.finished for c in self._startable()))
+
+    def _sandbox_step(self, now: float) -> list[Action]:
+        if self.sandbox is None:
+            return []
+        wanted, (ready, why) = self._wants_sandbox(), self._network
+        actions: list[Action] = []
+        if wanted and not ready and self.sandbox.gone and not self._network_warned:
+            self._network_warned = True  # the kubelet's NetworkNotReady, once per pod
+            actions.append(RecordEvent("NetworkNotReady", f"network is not ready: {why}", "Warning"))
+        live = any(c.state in LIVE for c in self._by_name.values())
+        return actions + self.sandbox.step(now, wanted=wanted, containers_live=live, network_ready=ready)
+
+    def set_network(self, ready: bool, message: str, now: float) -> list[Action]:
+        """The node's pod network became ready, or not (`message`: the runtime's why)."""
+        self._network = (ready, message)
+        if ready:
+            self._network_warned = False
+        return self.sync(now)
+
+    def sandbox_created(self, attempt: int, ips: list[str] | tuple[str, ...], now: float) -> list[Action]:
+        if self.sandbox is None or not self.sandbox.created(attempt, ips):
+            return []
+        self._last_ips = self.sandbox.ips
+        return self.sync(now)
+
+    def sandbox_create_failed(self, attempt: int, message: str, now: float) -> list[Action]:
+        """`message`: the runtime's description (containerd's `failed to setup network for
+        sandbox "<id>": <CNI error>`); the pod is synced again after the backoff."""
+        if self.sandbox is None or not self.sandbox.create_failed(attempt, now):
+            return []
+        return [RecordEvent("FailedCreatePodSandBox",
+                            f"Failed to create pod sandbox: rpc error: code = Unknown desc = {message}",
+                            "Warning")] + self.sync(now)
+
+    def sandbox_died(self, attempt: int, now: float) -> list[Action]:
+        """The sandbox's holder is gone: its containers are killed, it is torn down, and (the
+        restart policy permitting) a new one is made and the containers restart in it."""
+        if self.sandbox is None or not self.sandbox.died(attempt):
+            return []
+        if self.stopping:
+            return self.sync(now)
+        actions: list[Action] = [RecordEvent("SandboxChanged", SANDBOX_CHANGED)]
+        if self.restart_policy == "Never" and any(c.attempted for c in self._by_name.values()):
+            self._no_new_sandbox = True
+        elif any(c.state in LIVE or not c.finished for c in self._apps):
+            for c in self._inits:  # they prepared the old sandbox: they run again, from the first
+                if c.completed:
+                    c.restart_at = now
+        grace = self.settings.scaled(self.grace_seconds)
+        for c in self._inits + self._apps:
+            if c.state is CState.RUNNING:
+                actions += self._kill(c, SANDBOX, grace, f"Stopping container {c.name}", now)
+        return actions + self.sync(now)
+
+    def sandbox_removed(self, attempt: int, now: float) -> list[Action]:
+        if self.sandbox is None or not self.sandbox.removed(attempt):
+            return []
+        return self.sync(now)
+
+    def sandbox_remove_failed(self, attempt: int, message: str, now: float) -> list[Action]:
+        if self.sandbox is None or not self.sandbox.remove_failed(attempt, now):
+            return []
+        return [RecordEvent("FailedKillPod", f"error killing pod: {message}", "Warning")] + self.sync(now)
+
+    def pod_ips(self) -> tuple[str, ...]:
+        """The pod's addresses: its sandbox's (the latest one's once the pod is done), none
+        while a sandbox is being made; the node's for a pod without a sandbox."""
+        if self.sandbox is None:
+            return (NODE_IP,)
+        if self.sandbox.ready:
+            return self.sandbox.ips
+        return self._last_ips if self.phase() in ("Succeeded", "Failed") else ()
 
     def _startable(self) -> list[_Container]:
         """The containers allowed to (re)start now: the first unfinished init container, or
@@ -410,6 +515,9 @@ class PodWorker:
                                  RecordEvent("Started", f"Started container {name}", "Normal", name)]
         if self.stopping:  # stopped while it was starting: it goes at once, in the time left
             actions += self._kill(c, "stop", self._grace_left(now), f"Stopping container {name}", now)
+        elif not self._sandbox_ready():  # its sandbox died while it was starting
+            actions += self._kill(c, SANDBOX, self.settings.scaled(self.grace_seconds),
+                                  f"Stopping container {name}", now)
         return actions + self.sync(now)
 
     def container_start_failed(self, name: str, reason: str, message: str, now: float,
@@ -490,8 +598,10 @@ class PodWorker:
     def is_terminated(self) -> bool:
         """No container process exists or will be started again: after stop() once every
         container is gone, or when the pod reached Succeeded/Failed on its own (the kubelet
-        treats a pod in a terminal phase as terminated too)."""
+        treats a pod in a terminal phase as terminated too); and its sandbox is gone."""
         if any(c.state in LIVE for c in self._by_name.values()):
+            return False
+        if self.sandbox is not None and not self.sandbox.gone:
             return False
         return self.stopping or self._natural_phase() in ("Succeeded", "Failed")
 
@@ -542,7 +652,8 @@ class PodWorker:
     @classmethod
     def adopt(cls, pod: dict, settings: Settings, now: float, containers: dict[str, dict],
               *, wall_offset: float = 0.0, images: Resolver | None = None,
-              start_time: float | None = None) -> "PodWorker":
+              start_time: float | None = None, sandboxed: bool = False,
+              sandbox: tuple[int, list[str]] | None = None) -> "PodWorker":
         """A worker for a pod whose containers the shell found already there (via their shims):
         running ones are taken over as they are, exited ones are restarted per restartPolicy
         (the backoff history died with the old kubelet, as in Kubernetes), restart counts
@@ -553,8 +664,11 @@ class PodWorker:
         exit_code, signal, oom_killed, finished_at, reason, message), with the start before
         it, if the runtime kept it, under "previous" (an exited record): the status reads as
         it did before the restart, lastState and its times included. `start_time`: when the
-        pod was first seen (its startTime), if the shell kept it; else its earliest start."""
-        worker = cls(pod, settings, now, wall_offset=wall_offset, images=images)
+        pod was first seen (its startTime), if the shell kept it; else its earliest start.
+        `sandbox`: (attempt, ips) of the sandbox the shell found (its sandbox.json), taken over
+        as ready; the shell reports `sandbox_died` next if its holder is gone. A sandboxed pod
+        with containers but no sandbox gets a stand-in the shell must report dead the same way."""
+        worker = cls(pod, settings, now, wall_offset=wall_offset, images=images, sandboxed=sandboxed)
         for name, found in containers.items():
             c = worker._by_name.get(name)
             if c is not None:
@@ -565,6 +679,12 @@ class PodWorker:
             for c in worker._inits:
                 if c.state is CState.WAITING:
                     c.state, c.attempted, c.last = CState.EXITED, True, Termination(0, "Completed")
+        if worker.sandbox is not None:
+            if sandbox is not None:
+                worker.sandbox.adopt(*sandbox)
+                worker._last_ips = worker.sandbox.ips
+            elif any(c.state in LIVE for c in worker._by_name.values()):
+                worker.sandbox.adopt(0, ())
         starts = [c.started_at for c in worker._by_name.values() if c.started_at is not None]
         worker._start_time = min([now, *starts]) if start_time is None else start_time
         worker._refresh_conditions(now)
@@ -594,10 +714,10 @@ class PodWorker:
             "conditions": [self._condition(kind) for kind in CONDITIONS],
             "hostIP": NODE_IP,
             "hostIPs": [{"ip": NODE_IP}],
-            "podIP": NODE_IP,
-            "podIPs": [{"ip": NODE_IP}],
-            "startTime": self._time(self._start_time),
         }
+        if ips := self.pod_ips():
+            out["podIP"], out["podIPs"] = ips[0], [{"ip": ip} for ip in ips]
+        out["startTime"] = self._time(self._start_time)
         if self._inits:  # the kubelet keeps init containers in spec order...
             out["initContainerStatuses"] = [self._container_status(c) for c in self._inits]
         # ...and app containers sorted by name.

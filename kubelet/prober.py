@@ -1,10 +1,15 @@
 """Running one probe (the I/O half; kubelet/probes.py decides when): exec, httpGet, tcpSocket,
-with Kubernetes' success rules - exec exits 0, HTTP status 200-399, TCP connects."""
+with Kubernetes' success rules - exec exits 0, HTTP status 200-399, TCP connects.
+
+As the kubelet: httpGet and tcpSocket go from the node to the pod's IP unless the probe names a
+host (a hostNetwork pod's IP is the node's); an exec probe runs inside the pod's sandbox
+(its network, UTS, IPC and mount namespaces, entered with nsenter) when it has one."""
 from __future__ import annotations
 
 import asyncio
 import http.client
 import os
+import shutil
 
 
 def resolve_port(port, container: dict) -> int:
@@ -19,19 +24,21 @@ def resolve_port(port, container: dict) -> int:
     raise ValueError(f"port {port!r} is not one of the container's named ports")
 
 
-async def run_probe(probe: dict, container: dict, env: dict[str, str], timeout: float) -> tuple[bool, str]:
-    """(success, message). Never raises: every failure is a failed probe with its reason."""
+async def run_probe(probe: dict, container: dict, env: dict[str, str], timeout: float, *,
+                    host: str = "127.0.0.1", sandbox_pid: int | None = None) -> tuple[bool, str]:
+    """(success, message). Never raises: every failure is a failed probe with its reason.
+    `host`: the pod's IP; `sandbox_pid`: its sandbox holder, whose namespaces exec probes enter."""
     try:
         if "exec" in probe:
-            return await asyncio.wait_for(_exec(probe["exec"]["command"], container, env), timeout)
+            return await asyncio.wait_for(_exec(probe["exec"]["command"], container, env, sandbox_pid), timeout)
         if "httpGet" in probe:
             get = probe["httpGet"]
             port = resolve_port(get.get("port"), container)
-            return await asyncio.to_thread(_http_get, get.get("host") or "127.0.0.1", port,
+            return await asyncio.to_thread(_http_get, get.get("host") or host, port,
                                            get.get("path") or "/", get.get("scheme", "HTTP"), timeout)
         if "tcpSocket" in probe:
             port = resolve_port(probe["tcpSocket"].get("port"), container)
-            host = probe["tcpSocket"].get("host") or "127.0.0.1"
+            host = probe["tcpSocket"].get("host") or host
             _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
             writer.close()
             return True, ""
@@ -42,10 +49,23 @@ async def run_probe(probe: dict, container: dict, env: dict[str, str], timeout: 
         return False, str(exc) or type(exc).__name__
 
 
-async def _exec(command: list[str], container: dict, env: dict[str, str]) -> tuple[bool, str]:
-    """An exec probe runs in the container's environment and working directory."""
+def sandbox_argv(command: list[str], sandbox_pid: int | None, cwd: str) -> list[str]:
+    """`command` run inside the sandbox of holder `sandbox_pid` (entering its mount namespace
+    moves the working directory to its root: --wd puts it back)."""
+    if sandbox_pid is None:
+        return list(command)
+    nsenter = shutil.which("nsenter") or "nsenter"
+    return [nsenter, f"--target={sandbox_pid}", "--net", "--uts", "--ipc", "--mount", f"--wd={cwd}", "--",
+            *command]
+
+
+async def _exec(command: list[str], container: dict, env: dict[str, str],
+                sandbox_pid: int | None = None) -> tuple[bool, str]:
+    """An exec probe runs in the container's environment, working directory and sandbox."""
+    cwd = container.get("workingDir") or None
+    argv = sandbox_argv(command, sandbox_pid, cwd or os.getcwd())
     proc = await asyncio.create_subprocess_exec(
-        *command, env=env, cwd=container.get("workingDir") or None, stdin=asyncio.subprocess.DEVNULL,
+        *argv, env=env, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
     try:
         out, _ = await proc.communicate()

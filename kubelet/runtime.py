@@ -11,12 +11,16 @@ File protocol. A container lives in <node dir>/pods/<namespace>_<name>_<uid>/<co
 each start of it (restartCount N) has its own shim and its own files there:
 
     N.spec.json   written by the kubelet before launching the shim: {argv, env, cwd,
-                  memory_limit, grace, stdin, stdin_once, tty}; env is the Runtime's
-                  env_base updated with the spec's (env_base is also the shims' own
-                  environment). The kubelet takes an exclusive flock(2) on it and
-                  passes that open file to the shim (fd 3), which holds it until it dies:
-                  "the lock can be taken" means "no shim is alive for this start", with no
-                  window and no PID reuse problem.
+                  memory_limit, grace, stdin, stdin_once, tty, sandbox, cgroups,
+                  oom_counter}; env is the Runtime's env_base updated with the spec's
+                  (env_base is also the shims' own environment); sandbox {pid, start}
+                  names the pod's sandbox holder whose namespaces the container joins
+                  (kubelet/holder.py), cgroups the container's cgroup.procs files, and
+                  oom_counter {path} the file where the kernel counts its OOM kills.
+                  The kubelet takes an exclusive flock(2) on it and passes that open
+                  file to the shim (fd 3), which holds it until it dies: "the lock can
+                  be taken" means "no shim is alive for this start", with no window
+                  and no PID reuse problem.
     N.log         the container's stdout and stderr, appended (what `kubemu logs` reads).
     N.state.json  written by the shim once the container runs: {shim_pid, pid, pgid (= pid,
                   the container has its own session), pid_start (its start time in clock
@@ -35,9 +39,11 @@ each start of it (restartCount N) has its own shim and its own files there:
                   stdin pipe or terminal to an attacher (kubelet/console.py).
     shim.log      the shims' own messages, every start of the container.
 
-The memory limit is a watch, not a cgroup (there are none to use): the shim samples the RSS
-of all the container's processes every 0.1 s (kubelet/shim.py MEMORY_INTERVAL) and
-SIGKILLs them all above the limit, so a fast allocator can overshoot by one interval's worth.
+Memory limits are the kernel's when the container has cgroups: its memory cgroup's limit,
+and an OOM kill is what the cgroup's oom_kill counter says (`oom_counter`). Without them
+(`memory_limit`, the fallback) the limit is a watch: the shim samples the RSS of all the
+container's processes every 0.1 s (kubelet/shim.py MEMORY_INTERVAL) and SIGKILLs them all
+above the limit, so a fast allocator can overshoot by one interval's worth.
 
 Every JSON file is written to a temporary name and renamed, so a reader or a watcher only
 ever sees complete files, and each appears exactly once. `watch` reports N.state.json as
@@ -120,6 +126,9 @@ class ContainerSpec:
     stdin: bool = False  # Kubernetes' stdin, stdinOnce, tty: what `kubectl attach` reaches (console.py)
     stdin_once: bool = False
     tty: bool = False
+    sandbox: dict | None = None  # {"pid", "start"[, "id"]}: the pod's sandbox holder, joined before exec
+    cgroups: list[str] = field(default_factory=list)  # the container's cgroup.procs files, joined before exec
+    oom_counter: dict | None = None  # {"path"}: where the kernel counts the container's OOM kills
 
 
 @dataclass
@@ -445,7 +454,8 @@ class Runtime:
 def _spec_json(spec: ContainerSpec, env_base: dict[str, str]) -> str:
     return json.dumps({"argv": list(spec.argv), "env": {**env_base, **spec.env}, "cwd": spec.cwd,
                        "memory_limit": spec.memory_limit, "grace": spec.grace,
-                       "stdin": spec.stdin, "stdin_once": spec.stdin_once, "tty": spec.tty})
+                       "stdin": spec.stdin, "stdin_once": spec.stdin_once, "tty": spec.tty,
+                       "sandbox": spec.sandbox, "cgroups": list(spec.cgroups), "oom_counter": spec.oom_counter})
 
 
 def _read_state(cdir: str, name: str, n: int) -> ContainerState:

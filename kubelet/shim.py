@@ -4,10 +4,11 @@
                            [--memory-limit BYTES] [--spec FILE] [--lock-fd FD]
                            [--init-pid PID:START_TICKS] [--pid-fd FD] [-- ARGV...]
 
-`--spec FILE` is a JSON object with any of argv, env, cwd, memory_limit, grace; its keys win
-over the flags. Without a spec `env` is the shim's own environment. `--lock-fd FD` is an open
-file holding an exclusive flock(2) that the shim keeps for its whole life: the kubelet takes
-the lock before launching us, so "lock free" means "no shim alive" with no window at all.
+`--spec FILE` is a JSON object with any of argv, env, cwd, memory_limit, grace, stdin,
+stdin_once, tty, sandbox, cgroups, oom_counter (kubelet/runtime.py); its keys win over the
+flags. Without a spec `env` is the shim's own environment. `--lock-fd FD` is an open file
+holding an exclusive flock(2) that the shim keeps for its whole life: the kubelet takes the
+lock before launching us, so "lock free" means "no shim alive" with no window at all.
 `--init-pid` names the process the shim must die with (the kubelet's parent, init): if it is
 gone by the time the shim has armed its death signal, init died while the shim was being
 launched (a power cut) and the shim exits instead of living on under PID 1. `--pid-fd FD`: the
@@ -28,21 +29,31 @@ What the shim does, in order (the files are described in kubelet/runtime.py):
      errors come back exactly over a close-on-exec pipe and closes the pdeathsig window);
      its own session, PR_SET_PDEATHSIG=SIGKILL, stdin /dev/null (with `stdin`: a pipe; with
      `tty`: a pseudo-terminal for all three, kubelet/console.py), stdout+stderr appended to
-     <N>.log, the spec's env and cwd, argv executed directly (never a shell). A missing
-     executable writes <N>.exit.json with reason StartError and containerd's message.
+     <N>.log; then, in the child (`enter_container`), it writes itself into the container's
+     cgroups, setns()es into the namespaces of the pod's sandbox holder (kubelet/holder.py)
+     once it has checked the holder is the same process, takes the spec's cwd, and execs
+     argv directly (never a shell) with the spec's env. A missing executable, a cgroup that
+     cannot be joined or a holder that is gone writes <N>.exit.json with reason StartError
+     and containerd's message.
   4. write <N>.state.json, then wait in sigwaitinfo() for SIGCHLD/SIGTERM/SIGINT: nothing is
-     polled, except the memory watch (a --memory-limit samples the RSS of all our
-     descendants every MEMORY_INTERVAL seconds; there are no cgroups to do it for us).
+     polled, except the memory watch of the fallback without cgroups (a --memory-limit
+     samples the RSS of all our descendants every MEMORY_INTERVAL seconds). With cgroups the
+     kernel enforces the limit, and the container's memory cgroup counts its OOM kills
+     (`oom_counter`): read at the start and after the exit, a count that went up with a
+     death by SIGKILL is reason OOMKilled, exit code 137.
   5. SIGTERM/SIGINT = graceful stop: SIGTERM to the container's process group, SIGKILL to
      all of it after the grace period (<N>.stop.json {"grace": S}, if present when the
      signal arrives, overrides --grace; a second stop can only shorten the deadline).
-  6. on the container's exit: SIGKILL the rest of its process group, write <N>.exit.json,
-     SIGKILL and reap every remaining descendant, exit.
+  6. on the container's exit: SIGKILL the rest of its process group and everything in its
+     cgroups (what `kubectl exec` left running in it: not our descendants), write
+     <N>.exit.json, SIGKILL and reap every remaining descendant, wait for the cgroups to
+     empty, exit.
 
 Lean on purpose (one shim per running container): stdlib os/sys/signal/json/time and
-kubemu.prctl only; kubelet/console.py's sockets and threads only for a container with stdin or
-a tty. main() never raises: errors go to stderr (the kubelet points it at the container
-directory's shim.log) and, once a container was asked for, to <N>.exit.json.
+kubemu.prctl/nsutil (ctypes) only; kubelet/console.py's sockets and threads only for a
+container with stdin or a tty, kubemu/cgroups.py only for one with cgroups. main() never
+raises: errors go to stderr (the kubelet points it at the container directory's shim.log)
+and, once a container was asked for, to <N>.exit.json.
 """
 from __future__ import annotations
 
@@ -55,6 +66,7 @@ import termios
 import time
 
 from kubemu.child import become_child, proc_stat
+from kubemu.nsutil import SANDBOX, setns
 from kubemu.prctl import set_child_subreaper, set_pdeathsig
 
 MEMORY_INTERVAL = 0.1  # seconds between RSS samples of a container with a memory limit
@@ -134,6 +146,9 @@ class Config:
         self.stdin = False       # Kubernetes' stdin, stdinOnce, tty of the container
         self.stdin_once = False
         self.tty = False
+        self.sandbox: dict | None = None  # {"pid", "start"[, "id"]}: the pod's sandbox holder to join
+        self.cgroups: list[str] = []  # the container's cgroup.procs files, one per hierarchy
+        self.oom_counter: dict | None = None  # {"path"}: its memory.oom_control or memory.events
 
     @classmethod
     def parse(cls, args: list[str]) -> "Config":
@@ -163,7 +178,8 @@ class Config:
         spec = read_json(path)
         if spec is None:
             raise UsageError(f"cannot read the spec file {path}")
-        for key in ("argv", "env", "cwd", "memory_limit", "grace", "stdin", "stdin_once", "tty"):
+        for key in ("argv", "env", "cwd", "memory_limit", "grace", "stdin", "stdin_once", "tty", "sandbox",
+                    "cgroups", "oom_counter"):
             if spec.get(key) is not None:
                 setattr(self, key, spec[key])
 
@@ -172,26 +188,41 @@ class Config:
             raise UsageError("--dir and --restart-count are required")
         if not self.argv or not all(isinstance(a, str) for a in self.argv):
             raise UsageError("no command: pass -- ARGV... or argv in the spec")
+        sandbox = self.sandbox
+        if sandbox is not None and not (isinstance(sandbox, dict) and _whole(sandbox.get("pid"), 1)
+                                        and _whole(sandbox.get("start"), 0)):
+            raise UsageError(f'sandbox: expected {{"pid": int, "start": int}}, got {sandbox!r}')
+        if not isinstance(self.cgroups, list) or not all(isinstance(p, str) and p for p in self.cgroups):
+            raise UsageError(f"cgroups: expected a list of cgroup.procs paths, got {self.cgroups!r}")
+        counter = self.oom_counter
+        if counter is not None and not (isinstance(counter, dict) and isinstance(counter.get("path"), str)):
+            raise UsageError(f'oom_counter: expected {{"path": str}}, got {counter!r}')
         self.dir = os.path.abspath(self.dir)  # before anything could change our cwd
 
     def file(self, kind: str) -> str:
         return instance_file(self.dir, self.restart_count, kind)
 
 
+def _whole(value, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
 # --- 1. detaching from the kubelet --------------------------------------------------------
 
-def detach(config: Config) -> None:
-    """Fork the real shim and let the launched process exit; return in the real shim once it
-    has been re-parented and armed with PR_SET_PDEATHSIG (see the module docstring)."""
+def detach(pid_fd: int | None, init: str | None) -> bool:
+    """Fork the real process and let the launched one exit; return in the real one once it
+    has been re-parented and armed with PR_SET_PDEATHSIG (see the module docstring): True,
+    or False if init (`init`, PID:START_TICKS) died meanwhile and it must exit at once. Also
+    how kubelet/holder.py detaches a pod's sandbox holder."""
     launcher = os.getpid()
     rd, wr = os.pipe()
-    shim = os.fork()
-    if shim != 0:  # the launcher: its exit closes `wr` and re-parents the shim
-        if config.pid_fd is not None:
-            _report_pid(config.pid_fd, shim)
+    child = os.fork()
+    if child != 0:  # the launcher: its exit closes `wr` and re-parents the child
+        if pid_fd is not None:
+            _report_pid(pid_fd, child)
         os._exit(0)
-    if config.pid_fd is not None:
-        os.close(config.pid_fd)  # the reader's EOF: the launcher has exited
+    if pid_fd is not None:
+        os.close(pid_fd)  # the reader's EOF: the launcher has exited
     os.close(wr)
     os.setsid()
     os.read(rd, 1)  # EOF: the launcher is exiting (no polling while it finishes)
@@ -201,10 +232,8 @@ def detach(config: Config) -> None:
     parent = os.getppid()
     set_pdeathsig(signal.SIGKILL)
     if os.getppid() != parent:  # that parent (init) died before the prctl: a power cut
-        os._exit(1)
-    if config.init and not _same_process(config.init):
-        log(config, f"init {config.init} died while the shim was launched: not starting")
-        os._exit(1)
+        return False
+    return not init or _same_process(init)
 
 
 def _report_pid(fd: int, pid: int) -> None:
@@ -287,19 +316,96 @@ def _become_container(config: Config, executable: str, log_fd: int, shim: int, c
     become_child(shim, output, output, stdin)  # if the shim dies, nobody would stop us: die with it
     if config.tty:  # the new session's controlling terminal, as runc gives a tty container
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-    if config.cwd:
-        try:
-            os.chdir(config.cwd)
-        except OSError as exc:
-            raise StartError(f'chdir to cwd ("{config.cwd}") set in config.json failed: '
-                             f"{exc.strerror.lower()}") from None
+    enter_container(config.sandbox, config.cgroups, config.cwd)
     try:
         os.execve(executable, config.argv, config.env)
     except OSError as exc:
         raise StartError(f'exec: "{config.argv[0]}": {exc.strerror.lower()}') from None
 
 
+def enter_container(sandbox: dict | None, cgroups: list[str], cwd: str | None) -> None:
+    """What a process of a container does between fork() and exec() (the container itself, or
+    a command `kubectl exec` runs in it: kubelet/streaming.py): join the container's cgroups,
+    so that nothing it ever starts is outside them; join the namespaces of the pod's sandbox
+    holder (kubelet/holder.py), checked to be the same process by its start time; then its
+    working directory (entering a mount namespace moves the working directory to its root).
+    StartError with the runtime's words if any step fails. System calls only."""
+    for path in cgroups:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise StartError(f"unable to apply cgroup configuration: failed to write 0 to {path}: "
+                             f"{(exc.strerror or str(exc)).lower()}") from None
+    if sandbox is not None:
+        _enter_sandbox(sandbox)
+    if cwd:
+        try:
+            os.chdir(cwd)
+        except OSError as exc:
+            raise StartError(f'chdir to cwd ("{cwd}") set in config.json failed: '
+                             f"{exc.strerror.lower()}") from None
+
+
+def _enter_sandbox(sandbox: dict) -> None:
+    """setns() into the holder's namespaces (kubemu/nsutil.py SANDBOX, the mount namespace
+    last). Every namespace is opened before the holder's identity is checked: once open they
+    are the ones of the process the check saw, even if it dies right after."""
+    pid, start = sandbox["pid"], sandbox["start"]
+    gone = StartError(f'sandbox container "{sandbox.get("id", pid)}" is not running')
+    fds: list[tuple[str, int, int]] = []
+    try:
+        for kind, flag in SANDBOX:
+            try:
+                fds.append((kind, os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC), flag))
+            except OSError:
+                raise gone from None
+        stat = proc_stat(pid)
+        if stat is None or stat[0] in "ZX" or stat[1] != start:
+            raise gone
+        for kind, fd, flag in fds:
+            try:
+                setns(fd, flag)
+            except OSError as exc:
+                raise StartError(f"failed to setns into {kind} namespace: "
+                                 f"{os.strerror(exc.errno).lower()}") from None
+    finally:
+        for _, fd, _ in fds:
+            os.close(fd)
+
+
 # --- the container's processes ------------------------------------------------------------
+
+def _cgroup(procs: str):
+    """The cgroup whose cgroup.procs file is `procs` (kubemu/cgroups.py, loaded only for a
+    container that has cgroups)."""
+    from pathlib import Path
+
+    from kubemu.cgroups import Cgroup
+    directory = Path(procs).parent
+    return Cgroup(directory, 2 if (directory / "cgroup.controllers").exists() else 1)
+
+
+def oom_kills(path: str) -> int | None:
+    """The OOM kill count in a memory cgroup's memory.oom_control (v1) or memory.events (v2)
+    file (the kernel counts a kill in the victim's cgroup); None if it cannot be read."""
+    from kubemu.cgroups import oom_kills as parse  # loaded already: a container with a counter has cgroups
+
+    try:
+        with open(path) as f:
+            return parse(f.read())
+    except OSError:
+        return None
+
+
+def oom_killed(before: int | None, after: int | None, sig: int | None) -> bool:
+    """Whether the kernel's OOM killer ended the container: killed by SIGKILL, and its cgroup's
+    oom_kill count went up while it ran."""
+    return sig == signal.SIGKILL and before is not None and after is not None and after > before
+
 
 def descendants(pid: int) -> list[int]:
     """Every descendant of `pid`, from /proc/<pid>/task/<tid>/children (threads have their
@@ -353,7 +459,9 @@ class Shim:
         self.started_at: float | None = None
         self.kill_at: float | None = None  # monotonic deadline of the graceful stop
         self.next_sample = 0.0
-        self.oom_message: str | None = None
+        self.oom_message: str | None = None  # the RSS watch's verdict (no cgroup to ask)
+        self.oom_kills_before: int | None = None  # the container cgroup's oom_kill count at start
+        self.cgroups = [_cgroup(path) for path in config.cgroups]
         self.exit_written = False
         self.console = None  # kubelet/console.py's Console, for a container with stdin or a tty
 
@@ -377,6 +485,9 @@ class Shim:
     def _start(self) -> bool:
         log_fd = os.open(self.config.file(LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         try:
+            self._check_cgroups()
+            if self.config.oom_counter:
+                self.oom_kills_before = oom_kills(self.config.oom_counter["path"])
             if self.config.stdin or self.config.tty:
                 self.console = _console(self.config, log_fd)
             self.pid = spawn_container(self.config, log_fd, self.console)
@@ -451,11 +562,20 @@ class Shim:
         log(self.config, f"stopping: SIGTERM, SIGKILL after {grace:g}s")
         _signal(self.pid, signal.SIGTERM, group=True)
 
+    def _check_cgroups(self) -> None:
+        """Everything in the container's cgroups dies with it: the shim must not be there."""
+        for cg in self.cgroups:
+            if os.getpid() in cg.pids():
+                raise StartError(f"cgroup {cg.path} holds the container's shim: not a cgroup of the container's own")
+
     def _kill_all(self) -> None:
-        """SIGKILL the container's process group and every descendant that left it."""
+        """SIGKILL the container's process group, every descendant that left it, and whatever
+        else is in its cgroups (what `kubectl exec` started in it)."""
         _signal(self.pid, signal.SIGKILL, group=True)
         for pid in descendants(os.getpid()):
             _signal(pid, signal.SIGKILL)
+        for cg in self.cgroups:
+            cg.kill()
 
     def _reap(self) -> int | None:
         """Reap every exited child; the container's wait status once it is among them."""
@@ -469,6 +589,8 @@ class Shim:
             if info.si_pid == self.pid:
                 # Its zombie still holds the group ID, so this cannot hit a recycled group.
                 _signal(self.pid, signal.SIGKILL, group=True)
+                for cg in self.cgroups:  # what an exec left in it dies with the container
+                    cg.kill()
             _, status = os.waitpid(info.si_pid, 0)
             if info.si_pid == self.pid:
                 return status
@@ -478,8 +600,11 @@ class Shim:
         exit_code, sig = (None, -code) if code < 0 else (code, None)
         record = self._failure_record(exit_code, None, None)
         record.update(signal=sig, pid=self.pid)
+        counter = self.config.oom_counter
         if self.oom_message and sig == signal.SIGKILL:
             record.update(exit_code=OOM_EXIT, oom_killed=True, reason="OOMKilled", message=self.oom_message)
+        elif counter and oom_killed(self.oom_kills_before, oom_kills(counter["path"]), sig):
+            record.update(exit_code=OOM_EXIT, oom_killed=True, reason="OOMKilled")
         log(self.config, f"container exited: exit_code={record['exit_code']} signal={sig}")
         return record
 
@@ -494,17 +619,21 @@ class Shim:
         self.exit_written = True
 
     def _drain(self) -> None:
-        """Kill and reap every process the container left behind (they are all ours: we are
-        their subreaper), so that nothing of it outlives the shim."""
+        """Kill and reap every process the container left behind (ours: we are their
+        subreaper), and kill what is left in its cgroups (an exec'd command's, which others
+        reap), so that nothing of it outlives the shim."""
         deadline = time.monotonic() + DRAIN_TIMEOUT
         while True:
             self._kill_all()
-            if not self._reap_rest():
+            children = self._reap_rest()
+            in_cgroups = [pid for cg in self.cgroups for pid in cg.pids()]
+            if not children and not in_cgroups:
                 return
             if time.monotonic() > deadline:
-                log(self.config, f"processes left after {DRAIN_TIMEOUT:g}s: {descendants(os.getpid())}")
+                log(self.config, f"processes left after {DRAIN_TIMEOUT:g}s: "
+                                 f"{sorted(set(descendants(os.getpid()) + in_cgroups))}")
                 return
-            signal.sigtimedwait([signal.SIGCHLD], 0.1)
+            signal.sigtimedwait([signal.SIGCHLD], 0.1)  # the others' ends wake nobody: a short poll
 
     @staticmethod
     def _reap_rest() -> bool:
@@ -539,7 +668,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     try:
-        detach(config)
+        if not detach(config.pid_fd, config.init):
+            log(config, f"init {config.init or '(the parent)'} died while the shim was launched: not starting")
+            return 1
     except OSError as exc:  # fork() failed (EAGAIN, ENOMEM): nothing was started
         log(config, f"cannot detach: {exc}")
         return 1

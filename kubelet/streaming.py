@@ -18,15 +18,19 @@ to the apiserver alone: the caller must present the identity kube-apiserver-kube
 
 The command runs in the container's context as its shim started it: the environment and working
 directory of the running instance's N.spec.json, its PATH to find the program (runc's rules and
-messages, kubelet/shim.py look_path). With `tty` it gets a new session whose controlling terminal
-is a pseudo-terminal (stdout and stderr are both the terminal, as with runc); without, pipes.
+messages, kubelet/shim.py look_path), and, before it execs, the container's cgroups and its pod
+sandbox's namespaces (kubelet/shim.py enter_container), as runc puts an exec'd process. With
+`tty` it gets a new session whose controlling terminal is a pseudo-terminal (stdout and stderr
+are both the terminal, as with runc); without, pipes.
 
 An exec'd command lives as long as its stream and its container: a cancelled or lost stream, or
 the container instance ending, hangs up its process group (SIGHUP, SIGKILL after HANGUP_GRACE;
 at once when the kubelet stops), and PR_SET_PDEATHSIG kills it if the kubelet dies. One that
-ended on its own leaves what it started running, as in a container. Output is flow-controlled
-end to end: at most WINDOW bytes of a session are unacknowledged, then the command blocks on
-its pipe or terminal, as it would behind a slow `kubectl exec ... | consumer`.
+ended on its own leaves what it started running, as in a container, until the container ends:
+its shim kills what is left in the container's cgroups (without cgroups it lives on until
+`kubemu down`). Output is flow-controlled end to end: at most WINDOW bytes of a session are
+unacknowledged, then the command blocks on its pipe or terminal, as it would behind a slow
+`kubectl exec ... | consumer`.
 
 What a container prints goes to its log file (the shim's), so attach follows that file; its
 input, for an attach with stdin to a container with `stdin` or `tty`, is what the container's
@@ -44,6 +48,7 @@ import os
 import pty
 import signal
 import struct
+import subprocess
 import termios
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -55,7 +60,7 @@ from kubemu.prctl import set_pdeathsig
 
 from . import console
 from .runtime import Runtime
-from .shim import ATTACH, LOG, SPEC, StartError, instance_file, look_path, read_json
+from .shim import ATTACH, LOG, SPEC, StartError, enter_container, instance_file, look_path, read_json
 
 log = logging.getLogger("kubelet.streaming")
 
@@ -77,6 +82,8 @@ class Target:
     restart_count: int
     env: dict[str, str]
     cwd: str | None
+    sandbox: dict | None = None  # the pod's sandbox holder, whose namespaces the command joins
+    cgroups: tuple[str, ...] = ()  # the container's cgroup.procs files: the command joins them too
 
     @property
     def instance(self) -> Instance:
@@ -95,7 +102,8 @@ def find_target(runtime: Runtime, namespace: str, pod: str, uid: str, container:
     if not runtime.is_running(state):
         raise wire.BadRequest(f'container "{container}" is not running')
     spec = read_json(instance_file(runtime.container_dir(pod_dir, container), state.restart_count, SPEC)) or {}
-    return Target(pod_dir, container, state.restart_count, dict(spec.get("env") or {}), spec.get("cwd"))
+    return Target(pod_dir, container, state.restart_count, dict(spec.get("env") or {}), spec.get("cwd"),
+                  spec.get("sandbox"), tuple(spec.get("cgroups") or ()))
 
 
 def exit_code(returncode: int) -> int:
@@ -226,16 +234,24 @@ async def _read_into(queue: asyncio.Queue, fd: int, reader: asyncio.StreamReader
     await queue.put(None)
 
 
-def _child_setup(tty: bool):
+def _child_setup(tty: bool, target: Target, report_fd: int):
     """What the exec'd process does between fork and exec: system calls only, no imports and no
     lock another thread of the kubelet could hold (the reason preexec_fn is unsafe in general).
     Its signals start at their defaults, as runc starts a process (a kubelet run under nohup
-    would otherwise hand on SIGHUP ignored, and a hang-up would not reach the command)."""
+    would otherwise hand on SIGHUP ignored, and a hang-up would not reach the command). Then it
+    enters the container as the container's own process did (kubelet/shim.py enter_container:
+    its cgroups, so it dies with the container, its pod's namespaces, its cwd); a failure's
+    message goes to `report_fd` (subprocess only says that preexec_fn raised)."""
     def setup() -> None:
         set_pdeathsig(signal.SIGKILL)
         default_signals()
         if tty:  # the session leader (start_new_session) takes its terminal as controlling tty
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        try:
+            enter_container(target.sandbox, list(target.cgroups), target.cwd)
+        except StartError as exc:
+            os.write(report_fd, str(exc).encode(errors="replace")[:2000])
+            raise
     return setup
 
 
@@ -252,22 +268,22 @@ async def start_session(target: Target, command: list[str], stdin: bool, tty: bo
     else:
         pipe = asyncio.subprocess.PIPE
         io = {"stdin": pipe if stdin else asyncio.subprocess.DEVNULL, "stdout": pipe, "stderr": pipe}
+    report_r, report_w = os.pipe2(os.O_CLOEXEC)
     try:
         proc = await asyncio.create_subprocess_exec(
-            executable, *command[1:], executable=executable, env=target.env, cwd=target.cwd or None,
-            start_new_session=True, preexec_fn=_child_setup(tty), close_fds=True, **io)
-    except OSError as exc:
+            executable, *command[1:], executable=executable, env=target.env, start_new_session=True,
+            preexec_fn=_child_setup(tty, target, report_w), close_fds=True, **io)
+    except BaseException as exc:
         if master is not None:
             os.close(master)
-        if exc.filename == target.cwd and target.cwd:
-            raise StartError(f'chdir to cwd ("{target.cwd}") set in config.json failed: '
-                             f"{(exc.strerror or '').lower()}") from None
-        raise StartError(f'exec: "{command[0]}": {(exc.strerror or str(exc)).lower()}') from None
-    except BaseException:
-        if master is not None:
-            os.close(master)
+        if isinstance(exc, subprocess.SubprocessError):  # entering the container failed: the child said why
+            raise StartError(_child_report(report_r) or "exec: cannot enter the container") from None
+        if isinstance(exc, OSError):
+            raise StartError(f'exec: "{command[0]}": {(exc.strerror or str(exc)).lower()}') from None
         raise
     finally:
+        os.close(report_w)
+        os.close(report_r)
         if slave is not None:
             os.close(slave)
     if master is None:
@@ -286,6 +302,15 @@ async def start_session(target: Target, command: list[str], stdin: bool, tty: bo
         session.close()
         raise
     return session
+
+
+def _child_report(fd: int) -> str:
+    """What a child that failed before exec wrote (it has exited: it is all there already)."""
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 4096).decode(errors="replace")
+    except BlockingIOError:
+        return ""
 
 
 async def _writer(fd: int) -> asyncio.StreamWriter:

@@ -357,6 +357,12 @@ class ApiClient:
             params["preconditions"] = preconditions
         return await self._write("delete", params, timeout)
 
+    async def token_request(self, name: str, request: dict, namespace: str | None = None, *,
+                            timeout: float | None = None) -> dict:
+        """A TokenRequest for ServiceAccount `name` (serviceaccounts/<name>/token)."""
+        return await self._write("token_request", _ns({"name": name, "object": request}, namespace),
+                                 timeout)
+
     async def bind(self, name: str, node: str, namespace: str | None = None, *,
                    timeout: float | None = None) -> dict:
         return await self._write("bind", _ns({"name": name, "node": node}, namespace), timeout)

@@ -14,7 +14,16 @@ kubemu creates its cgroups at the hierarchy's root (as root), or for a user in t
 subtree systemd delegates to them (user@UID.service); with neither `create()` returns None
 and the caller falls back. `KUBEMU_CGROUPS=0` forces that fallback.
 
-This module knows nothing of nodes: create, join, list, kill, remove, for any cgroup.
+Limits need controllers, and a hybrid machine mounts them apart: memory, cpu, cpuacct and pids
+may each be a v1 hierarchy of their own while the v2 one carries none of them (or only hugetlb).
+`controlled()` lists the grouping hierarchy plus every hierarchy carrying one of CONTROLLERS,
+each with the controllers of ours it carries; a cgroup made "everywhere" (`everywhere()`) has
+the same relative path in each. cgroup v2 hands a controller to a cgroup only when its parent
+lists it in `cgroup.subtree_control`, and a cgroup that holds processes may not do that (the
+root excepted): `Cgroup.delegate()` enables them, and processes live only in leaves.
+
+This module knows nothing of nodes or pods: create, join, list, kill, remove, limit and read
+usage, for any cgroup.
 """
 from __future__ import annotations
 
@@ -26,6 +35,8 @@ from pathlib import Path
 
 DISABLE_ENV = "KUBEMU_CGROUPS"
 V1_GROUPING = ("pids", "name=systemd")  # v1 hierarchies used when there is no v2 one
+CONTROLLERS = ("memory", "cpu", "cpuacct", "pids")  # what kubemu limits and reads (v1 names)
+V2_CONTROLLERS = ("memory", "cpu", "pids")  # v2 has no cpuacct: every cgroup has cpu.stat
 
 
 @dataclass(frozen=True)
@@ -34,32 +45,80 @@ class Hierarchy:
     version: int  # 1 or 2
 
 
-def parse_mountinfo(text: str) -> list[Hierarchy]:
-    """The usable cgroup hierarchies in /proc/self/mountinfo text, preferred first."""
-    v2, v1 = [], {}
+def _cgroup_mounts(text: str):
+    """(mount point, "cgroup" | "cgroup2", super options) of each cgroup mount in mountinfo text."""
     for line in text.splitlines():
         fields, sep, tail = line.partition(" - ")
         parts, after = fields.split(), tail.split()
-        if not sep or len(parts) < 5 or len(after) < 3:
-            continue
-        mount = Path(parts[4].replace("\\040", " "))
-        if after[0] == "cgroup2":
+        if sep and len(parts) >= 5 and len(after) >= 3 and after[0] in ("cgroup", "cgroup2"):
+            yield Path(parts[4].replace("\\040", " ")), after[0], after[2].split(",")
+
+
+def parse_mountinfo(text: str) -> list[Hierarchy]:
+    """The usable grouping hierarchies in /proc/self/mountinfo text, preferred first."""
+    v2, v1 = [], {}
+    for mount, fstype, options in _cgroup_mounts(text):
+        if fstype == "cgroup2":
             v2.append(Hierarchy(mount, 2))
-        elif after[0] == "cgroup":
-            for opt in after[2].split(","):
+        else:
+            for opt in options:
                 if opt in V1_GROUPING:
                     v1.setdefault(opt, Hierarchy(mount, 1))
     return v2 + [v1[name] for name in V1_GROUPING if name in v1]
 
 
-def hierarchies() -> list[Hierarchy]:
+def parse_v1_controllers(text: str) -> dict[str, Hierarchy]:
+    """Controller (of CONTROLLERS) -> the v1 hierarchy it is mounted in, from mountinfo text."""
+    found: dict[str, Hierarchy] = {}
+    for mount, fstype, options in _cgroup_mounts(text):
+        for opt in options if fstype == "cgroup" else ():
+            if opt in CONTROLLERS:
+                found.setdefault(opt, Hierarchy(mount, 1))
+    return found
+
+
+@dataclass(frozen=True)
+class Controlled:
+    """A hierarchy kubemu makes cgroups in, and which of CONTROLLERS it carries."""
+    hierarchy: Hierarchy
+    controllers: frozenset[str]
+
+
+def plan_controlled(grouping: list[Hierarchy], v1: dict[str, Hierarchy],
+                    v2_controllers: dict[Path, str]) -> list[Controlled]:
+    """The hierarchies a cgroup is made in "everywhere": the preferred grouping one first, then
+    each v1 hierarchy carrying a controller of ours. A v2 hierarchy carries what its
+    `cgroup.controllers` text (`v2_controllers[mount]`) lists of V2_CONTROLLERS."""
+    chosen: dict[Path, tuple[Hierarchy, set[str]]] = {}
+    for h in grouping[:1]:
+        wanted = V2_CONTROLLERS if h.version == 2 else ()
+        chosen[h.mount] = (h, {c for c in v2_controllers.get(h.mount, "").split() if c in wanted})
+    for name in CONTROLLERS:
+        if name in v1:
+            chosen.setdefault(v1[name].mount, (v1[name], set()))[1].add(name)
+    return [Controlled(h, frozenset(names)) for h, names in chosen.values()]
+
+
+def _mountinfo() -> str:
     if os.environ.get(DISABLE_ENV, "1") == "0":
-        return []
+        return ""
     try:
         with open("/proc/self/mountinfo") as f:
-            return parse_mountinfo(f.read())
+            return f.read()
     except OSError:
-        return []
+        return ""
+
+
+def hierarchies() -> list[Hierarchy]:
+    return parse_mountinfo(_mountinfo())
+
+
+def controlled() -> list[Controlled]:
+    """`plan_controlled` for this machine."""
+    text = _mountinfo()
+    grouping = parse_mountinfo(text)
+    v2 = {h.mount: Cgroup(h.mount, 2).read("cgroup.controllers") or "" for h in grouping if h.version == 2}
+    return plan_controlled(grouping, parse_v1_controllers(text), v2)
 
 
 @dataclass(frozen=True)
@@ -118,6 +177,55 @@ class Cgroup:
             except ProcessLookupError:
                 pass
 
+    def read(self, name: str) -> str | None:
+        """A file of the cgroup's, None if it (or the cgroup) is not there."""
+        try:
+            return (self.path / name).read_text()
+        except OSError:
+            return None
+
+    def write(self, name: str, value: str) -> None:
+        """Write a control file (OSError as the kernel answers: EINVAL, EBUSY, ...)."""
+        with open(self.path / name, "w") as f:
+            f.write(value)
+
+    def delegate(self, controllers, below: Path) -> frozenset[str]:
+        """cgroup v2: enable `controllers` (those available) in the `cgroup.subtree_control` of
+        every cgroup from `below` (an ancestor, e.g. the mount) down to this one, so its
+        children get them; the ones this cgroup's children get. A level that refuses (it
+        holds processes, or is not ours to change) keeps what it had."""
+        parts = self.path.relative_to(below).parts
+        for depth in range(len(parts) + 1):
+            level_cg = Cgroup(below.joinpath(*parts[:depth]), 2)
+            have = set((level_cg.read("cgroup.subtree_control") or "").split())
+            add = [c for c in controllers if c in (level_cg.read("cgroup.controllers") or "").split() and c not in have]
+            if add:
+                try:
+                    level_cg.write("cgroup.subtree_control", " ".join(f"+{c}" for c in add))
+                except OSError:
+                    pass
+        return frozenset(c for c in (self.read("cgroup.subtree_control") or "").split() if c in controllers)
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time of the subtree since it was made: cpuacct.usage (v1, ns), cpu.stat
+        usage_usec (v2); None where the hierarchy has neither."""
+        if self.version == 1:
+            text = self.read("cpuacct.usage")
+            return int(text) / 1e9 if text and text.strip().isdigit() else None
+        usec = stat_field(self.read("cpu.stat") or "", "usage_usec")
+        return None if usec is None else usec / 1e6
+
+    def memory_working_set(self) -> int | None:
+        """The kubelet's (cAdvisor's) working set: usage minus inactive file pages, what an
+        eviction or `kubectl top` counts; None without a memory controller here."""
+        if self.version == 1:
+            usage, inactive = self.read("memory.usage_in_bytes"), "total_inactive_file"
+        else:
+            usage, inactive = self.read("memory.current"), "inactive_file"
+        if usage is None or not usage.strip().isdigit():
+            return None
+        return max(0, int(usage) - (stat_field(self.read("memory.stat") or "", inactive) or 0))
+
     def remove(self) -> None:
         """rmdir the subtree, deepest first; a cgroup that is gone already is fine. OSError
         (EBUSY) if a process is still in it."""
@@ -128,6 +236,22 @@ class Cgroup:
                 os.rmdir(directory)
             except FileNotFoundError:
                 pass
+
+
+def stat_field(text: str, name: str) -> int | None:
+    """A "key value" line's value in a cgroup stat file (cpu.stat, memory.stat, memory.events,
+    memory.oom_control), None if absent."""
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == name and value.strip().lstrip("-").isdigit():
+            return int(value)
+    return None
+
+
+def oom_kills(text: str) -> int:
+    """How many of a memory cgroup's processes the kernel's OOM killer killed, from its
+    memory.oom_control (v1, `oom_kill N`, kernel >= 4.13) or memory.events (v2) text."""
+    return stat_field(text, "oom_kill") or 0
 
 
 def join(procs_fd: int) -> None:
@@ -158,16 +282,29 @@ def writable_base(mount: Path, own: str, writable=lambda p: os.access(p, os.W_OK
     return mount
 
 
-def candidates(relative: str | os.PathLike) -> list[Cgroup]:
-    """Where `relative` is (or would be made) in each hierarchy, preferred first."""
+def base(h: Hierarchy) -> Path:
+    """Where kubemu makes cgroups in a hierarchy: a v2 one's writable base (`writable_base`),
+    a v1 one's root (only root may write there; v1 knows no delegation)."""
+    if h.version == 1:
+        return h.mount
     own = "/"
     try:
         with open("/proc/self/cgroup") as f:
             own = own_cgroup(f.read())
     except OSError:
         pass
-    return [Cgroup((writable_base(h.mount, own) if h.version == 2 else h.mount) / relative, h.version)
-            for h in hierarchies()]
+    return writable_base(h.mount, own)
+
+
+def candidates(relative: str | os.PathLike) -> list[Cgroup]:
+    """Where `relative` is (or would be made) in each hierarchy, preferred first."""
+    return [Cgroup(base(h) / relative, h.version) for h in hierarchies()]
+
+
+def everywhere(relative: str | os.PathLike) -> list[tuple[Cgroup, frozenset[str]]]:
+    """Where `relative` is (or would be made) in every hierarchy of `controlled()`, with the
+    controllers of ours each carries."""
+    return [(Cgroup(base(c.hierarchy) / relative, c.hierarchy.version), c.controllers) for c in controlled()]
 
 
 def create(relative: str | os.PathLike) -> Cgroup | None:

@@ -14,7 +14,7 @@ import time
 import click
 from rich.console import Console
 
-from . import cluster, kubeconfig, views, wire
+from . import cluster, kubeconfig, netplan, views, wire
 from .child import reap_exited
 from .statedir import NoCluster, StateDir
 
@@ -78,6 +78,13 @@ def _cluster_name(_ctx, _param, name: str | None) -> str | None:
     return name
 
 
+def _cidr(_ctx, param, value: str | None) -> str | None:
+    try:
+        return None if value is None else str(netplan.parse_cidr(value, f"--{param.name.replace('_', '-')}"))
+    except netplan.NetplanError as exc:
+        raise click.BadParameter(str(exc).split(": ", 1)[-1]) from None
+
+
 @main.command()
 @click.option("--nodes", default=1, show_default=True, type=click.IntRange(1, 64), help="number of nodes")
 @click.option("--store-replicas", default=3, show_default=True, type=click.Choice(["3", "5"]),
@@ -94,15 +101,24 @@ def _cluster_name(_ctx, _param, name: str | None) -> str | None:
               help="name the cluster: its kubectl context is kubemu-NAME instead of kubemu")
 @click.option("--no-kubeconfig", is_flag=True,
               help="do not merge the cluster's context into $KUBECONFIG (or ~/.kube/config)")
+@click.option("--network", "network_mode", type=click.Choice([netplan.CNI, netplan.HOST]), default=None,
+              help="cni: every pod its own network namespace and IP; host: pods share the host's network "
+                   "(default: cni where kubemu may make networks, see README \"Pod networking\")")
+@click.option("--pod-network-cidr", callback=_cidr, default=None,
+              help=f"the pods' addresses (default {netplan.DEFAULT_CLUSTER_CIDR}, or the next free /16 up to 10.255)")
+@click.option("--service-cidr", callback=_cidr, default=None,
+              help=f"the Services' addresses (default {netplan.DEFAULT_SERVICE_CIDR}, or the next free /12)")
 @pass_ctx
 def up(ctx: Ctx, nodes: int, store_replicas: str, hollow_nodes: int, fast: bool, detach: bool,
-       timeout: float, api_port: int | None, name: str | None, no_kubeconfig: bool) -> None:
+       timeout: float, api_port: int | None, name: str | None, no_kubeconfig: bool, network_mode: str | None,
+       pod_network_cidr: str | None, service_cidr: str | None) -> None:
     """Create the cluster (kubeadm's role): the PKI and kubeconfigs, one init per node, the
     control plane as static pods of node-0; wait until every node is Ready; then, as kind
     does, merge a context for it into your kubeconfig and make it current."""
     try:
         names, hollow = cluster.up(ctx.state, nodes, fast=fast, store_replicas=int(store_replicas),
-                                   hollow_nodes=hollow_nodes, api_port=api_port)
+                                   hollow_nodes=hollow_nodes, api_port=api_port, network_mode=network_mode,
+                                   pod_network_cidr=pod_network_cidr, service_cidr=service_cidr)
     except RuntimeError as exc:
         fail(str(exc))
     try:
@@ -511,6 +527,9 @@ main.add_command(store)
 
 from .kubectl import register as _register_kubectl  # noqa: E402
 _register_kubectl(main)
+
+from .top import top  # noqa: E402
+main.add_command(top)
 
 if __name__ == "__main__":
     main()

@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 
 from . import _wire_auth as wireauth
-from . import cgroups, kubeconfig, ownership, wire
+from . import cgroups, kubeconfig, netplan, network, ownership, wire
 from .child import proc_stat
 from .statedir import ENV, StateDir, write_atomic
 
@@ -113,6 +113,7 @@ spec:
   - name: store
     command: ["{python}", "-m", "store", "--name", "{name}", "--data-dir", "{data_dir}",
               "--listen", "{endpoint}", "--peers", "{peers}", "--wire-secrets", "{secrets}"]
+  hostNetwork: true
   terminationGracePeriodSeconds: 30
 """
 
@@ -130,8 +131,14 @@ spec:
   containers:
   - name: {name}
     command: {argv}
+  hostNetwork: true
   terminationGracePeriodSeconds: 30
 """
+
+
+# The network flags of the kubelet and the controller-manager (`--network-mode`, `--fabric-netns`,
+# ..., `--allocate-node-cidrs`, ...): written into the units only once both parse them.
+NETWORK_FLAGS = False
 
 
 # The REST door: kube-apiserver's --secure-port default, on loopback only.
@@ -149,7 +156,8 @@ def api_endpoint(state: StateDir) -> str:
     return f"ipc://{state.node_dir(CONTROL_PLANE_NODE) / 'apiserver.sock'}"
 
 
-def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings, api_port: int) -> dict[str, list[str]]:
+def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings, api_port: int,
+                       net: netplan.Record | None = None) -> dict[str, list[str]]:
     from . import pki  # here: importing cryptography costs every command ~0.1 s
     api = api_endpoint(state)
     logs = state.node_dir(CONTROL_PLANE_NODE) / "logs"
@@ -174,7 +182,8 @@ def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings, a
                                "--node-startup-grace-period", f"{t.node_startup_grace:g}",
                                "--node-eviction-rate", f"{t.eviction_rate:g}",
                                "--default-toleration-seconds", f"{t.toleration_seconds:g}",
-                               "--root-ca-file", str(state.pki_dir / f"{pki.CA_NAME}.crt")],
+                               "--root-ca-file", str(state.pki_dir / f"{pki.CA_NAME}.crt")]
+                              + (netplan.controller_manager_flags(net) if NETWORK_FLAGS and net else []),
     }
 
 
@@ -191,7 +200,7 @@ def apiserver_tls_flags(pki_dir: Path, api_port: int) -> list[str]:
 
 
 def write_control_plane(state: StateDir, replicas: int = STORE_REPLICAS, timings: Timings = DEFAULT_TIMINGS, *,
-                        api_port: int) -> None:
+                        api_port: int, net: netplan.Record | None = None) -> None:
     """node-0's static pod manifests (store replicas, apiserver, scheduler, controller-manager),
     and <state>/store-endpoints and <state>/api-endpoint for clients. The PKI is written
     before (write_pki): the apiserver's flags name its files."""
@@ -209,7 +218,7 @@ def write_control_plane(state: StateDir, replicas: int = STORE_REPLICAS, timings
         _write_if_changed(manifests / f"{name}.yaml", STORE_POD.format(
             name=name, python=sys.executable, data_dir=state.node_dir(CONTROL_PLANE_NODE) / "data" / name,
             endpoint=endpoint, peers=peers, secrets=secrets))
-    for name, argv in control_plane_argv(state, endpoints, timings, api_port).items():
+    for name, argv in control_plane_argv(state, endpoints, timings, api_port, net).items():
         _write_if_changed(manifests / f"{name}.yaml", COMPONENT_POD.format(
             name=name, argv=json.dumps(argv)))  # JSON is YAML: every path quoted right
     (state.root / "store-endpoints").write_text("".join(f"{ep}\n" for ep in endpoints.values()))
@@ -352,7 +361,7 @@ def unmerge_user_kubeconfig(state: StateDir) -> tuple[str, Path] | None:
     return (record["name"], path) if removed else None
 
 
-def kubelet_args(state: StateDir, node: str, t: Timings) -> str:
+def kubelet_args(state: StateDir, node: str, t: Timings, net: netplan.Record | None = None) -> str:
     """The node's kubelet flags; its wire identity's secret is made here if missing."""
     credentials = wireauth.ensure_secret(wireauth.secrets_dir(state.root), wireauth.node_identity(node))
     args = ["--api", api_endpoint(state), "--wire-credentials", str(credentials),
@@ -365,6 +374,9 @@ def kubelet_args(state: StateDir, node: str, t: Timings) -> str:
     if node == CONTROL_PLANE_NODE:  # kubeadm's control-plane label and taint
         args += ["--node-labels", f"{CONTROL_PLANE_ROLE}=",
                  "--register-with-taints", f"{CONTROL_PLANE_ROLE}:NoSchedule"]
+    if NETWORK_FLAGS and net is not None:
+        args += netplan.kubelet_flags(net, str(state.node_dir(node)))
+        args += ["--cgroup-root", ownership.cgroup_name(state.root, node)]
     return " ".join(shlex.quote(a) for a in args)
 
 
@@ -479,9 +491,11 @@ def write_hollow(state: StateDir, count: int, t: Timings) -> list[str]:
 
 
 def up(state: StateDir, count: int, *, fast: bool = False, store_replicas: int = STORE_REPLICAS,
-       hollow_nodes: int = 0, watchdog_sec: float = 30, api_port: int | None = None) -> tuple[list[str], list[str]]:
+       hollow_nodes: int = 0, watchdog_sec: float = 30, api_port: int | None = None, network_mode: str | None = None,
+       pod_network_cidr: str | None = None, service_cidr: str | None = None) -> tuple[list[str], list[str]]:
     """Write and boot the cluster; (the nodes with an init, the hollow nodes). `api_port`:
-    see preferred_api_port; the port chosen is state.api_port()."""
+    see preferred_api_port; the port chosen is state.api_port(). The pod network (`network_mode`
+    cni, host or None for cni where possible; kubemu/network.py) is made before any node starts."""
     already = stoppable(state)
     if already:
         raise RuntimeError(f"a cluster is already running in {state.root} (nodes: {', '.join(already)}); "
@@ -490,12 +504,18 @@ def up(state: StateDir, count: int, *, fast: bool = False, store_replicas: int =
     nodes = node_names(count)
     port = resolve_api_port(state, api_port)
     write_pki(state, nodes, port)
-    for node in nodes:
-        write_node(state, node, timings.kubelet_restart_sec, watchdog_sec, kubelet_args(state, node, timings))
-    write_control_plane(state, store_replicas, timings, api_port=port)
-    hollow = write_hollow(state, hollow_nodes, timings)
-    for node in nodes:
-        start_init(state, node)
+    net = network.setup(state.root, network_mode, pod_network_cidr, service_cidr, count + hollow_nodes)
+    try:
+        for node in nodes:
+            write_node(state, node, timings.kubelet_restart_sec, watchdog_sec, kubelet_args(state, node, timings, net))
+        write_control_plane(state, store_replicas, timings, api_port=port, net=net)
+        hollow = write_hollow(state, hollow_nodes, timings)
+        for node in nodes:
+            start_init(state, node)
+    except BaseException:
+        if not stoppable(state):  # no node started: nothing `down` would stop comes before the network
+            network.down(state.root)
+        raise
     return nodes, hollow
 
 
@@ -589,8 +609,8 @@ def stoppable(state: StateDir) -> list[str]:
 
 def down(state: StateDir, timeout: float = 150.0) -> list[int]:
     """Stop every node's init (which stops its units in order, TimeoutStopSec respected),
-    then SIGKILL what is left of each node kubemu started, and remove its cgroups. Returns
-    the PIDs of the stragglers it had to kill."""
+    then SIGKILL what is left of each node kubemu started, and remove its cgroups, then the
+    pod network `up` made. Returns the PIDs of the stragglers it had to kill."""
     nodes = state.nodes()
     owned = {n: o for n in nodes if (o := state.owned(n)) is not None}
     # Without a cgroup a node's processes are init's descendants: listed while init lives.
@@ -625,4 +645,5 @@ def down(state: StateDir, timeout: float = 150.0) -> list[int]:
         else:
             stragglers += ownership.kill_all([p for p in before[node] if not ownership.gone(p)], 10.0)
         o.release()
+    network.down(state.root)  # last: the pods' namespaces were in the nodes' processes
     return stragglers

@@ -10,6 +10,10 @@ ever starts, including a process that double-forked away from its parent. init s
 of its own because cgroup v2 lets a cgroup hand controllers down only when no process sits in
 it: per-pod cgroups can later be siblings of init.scope, with the node's limits above them.
 
+The kubelet makes the node's pod cgroups below the same name in every hierarchy that carries a
+controller it limits with (kubelet/podcgroups.py: on hybrid machines the v1 memory, cpu,
+cpuacct and pids hierarchies): releasing a node removes its subtree in each of them too.
+
 Without a cgroup (not root, read-only cgroupfs, KUBEMU_CGROUPS=0) a node's processes are its
 init (PID and start time as recorded, so a reused PID is never taken for it) and init's
 descendants: init is a child subreaper and every shim re-parents to it, so while init lives
@@ -23,11 +27,12 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
+from . import cgroups
 from .cgroups import Cgroup
 from .child import proc_stat
 
@@ -56,6 +61,7 @@ class Owned:
     pid: int
     start: int  # init's start time in clock ticks since boot (/proc/<pid>/stat), exact
     cgroup: Cgroup | None
+    name: str | None = field(default=None, compare=False)  # the node's cgroup name, known once loaded
 
     def save(self, node_dir: Path) -> None:
         tmp = node_dir / f".{RECORD}.tmp"
@@ -68,11 +74,12 @@ class Owned:
         try:
             data = json.loads((node_dir / RECORD).read_text())
             cg = Cgroup.from_json(data["cgroup"]) if data["cgroup"] else None
-            owned = cls(int(data["init"]["pid"]), int(data["init"]["start"]), cg)
+            name = cgroup_name(node_dir.parent.parent, node_dir.name)
+            owned = cls(int(data["init"]["pid"]), int(data["init"]["start"]), cg, name)
         except (OSError, ValueError, KeyError, TypeError):
             return None
         # a record naming any other cgroup is not one kubemu wrote: never kill by it
-        if cg is not None and not cg.path.as_posix().endswith("/" + cgroup_name(node_dir.parent.parent, node_dir.name)):
+        if cg is not None and not cg.path.as_posix().endswith("/" + name):
             return None
         return owned
 
@@ -110,10 +117,18 @@ class Owned:
             return [p.pid for p in procs]
         return kill_all(procs, timeout)
 
-    def release(self) -> None:
-        """Remove the cgroup kubemu created for the node, once it is empty."""
+    def release(self, timeout: float = 10.0) -> None:
+        """Remove the cgroups kubemu created for the node once they are empty: the recorded one,
+        and the node's subtree in every other hierarchy (a process left there is SIGKILLed
+        first: only kubemu's kubelet puts processes in them)."""
         if self.cgroup is not None:
             remove_node_cgroup(self.cgroup)
+        for cg, _ in cgroups.everywhere(self.name) if self.name else ():
+            deadline = time.monotonic() + timeout
+            while cg.populated() and time.monotonic() < deadline:
+                cg.kill()
+                time.sleep(0.02)
+            remove_node_cgroup(cg)
 
 
 def remove_node_cgroup(cg: Cgroup) -> None:

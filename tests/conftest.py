@@ -91,9 +91,11 @@ def state_dir(tmp_path_factory) -> Path:
 
 
 def remove_cluster_cgroups(state_dir: Path) -> list[str]:
-    """Kill and remove the cgroups kubemu made for a state directory; those there were."""
+    """Kill and remove the cgroups kubemu made for a state directory, in every hierarchy (pod
+    cgroups are in the controller ones too); those there were."""
     left = []
-    for cg in cgroups.candidates(ownership.cluster_cgroup_name(state_dir.absolute())):
+    name = ownership.cluster_cgroup_name(state_dir.absolute())
+    for cg in cgroups.candidates(name) + [cg for cg, _ in cgroups.everywhere(name)]:
         if cg.path.is_dir():
             left.append(str(cg.path))
             wait_for(lambda: cg.kill() or not cg.populated(), message=f"{cg.path} to empty")

@@ -12,8 +12,8 @@ Layout (after kubernetes/sample-controller):
 * `workers`    a controller's rate-limited work queue and its N workers: one level-based sync
                per key, errors retried with backoff, ``requeue_after`` honoured;
 * `executor`   carries out the actions a core returns, through the API client;
-* one module per controller shell: `replicaset`, `deployment`, `nodelifecycle`,
-  `garbagecollector`, `namespace` (a deleted namespace is emptied, then finalized),
+* one module per controller shell: `replicaset`, `deployment`, `nodelifecycle`, `nodeipam`
+  (with --allocate-node-cidrs: a podCIDR per node), `garbagecollector`, `namespace` (a deleted namespace is emptied, then finalized),
   `serviceaccounts` (a "default" ServiceAccount per namespace), `rootcacertpublisher` (the
   ConfigMap kube-root-ca.crt per namespace, with --root-ca-file only); their event handlers only enqueue keys (plus the ReplicaSet
   expectations bookkeeping);

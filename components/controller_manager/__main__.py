@@ -1,5 +1,8 @@
 """python -m components.controller_manager --api ENDPOINT [--controllers replicaset,...]
-                                           [--root-ca-file PEM]"""
+                                           [--root-ca-file PEM]
+                                           [--allocate-node-cidrs --cluster-cidr CIDR
+                                            [--node-cidr-mask-size N]
+                                            [--service-cluster-ip-range CIDR]]"""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +12,7 @@ import sys
 
 from cryptography import x509
 
+from components.controllers.nodeipam import DEFAULT_NODE_MASK, NodeIPAMSettings
 from components.controllers.nodelifecycle import NodeLifecycleSettings
 from kubemu._wire_auth import CREDENTIALS_HELP, credentials_flag
 
@@ -51,9 +55,9 @@ def _positive_seconds(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m components.controller_manager",
                                 description="kubemu's controller-manager: the ReplicaSet, "
-                                            "Deployment, node lifecycle, garbage collector, "
-                                            "namespace, ServiceAccount and root CA publisher "
-                                            "controllers")
+                                            "Deployment, node lifecycle, node IPAM, garbage "
+                                            "collector, namespace, ServiceAccount and root CA "
+                                            "publisher controllers")
     p.add_argument("--api", required=True, metavar="ENDPOINT",
                    help="the apiserver's wire endpoint (ipc:// or tcp://)")
     p.add_argument("--wire-credentials", type=credentials_flag, metavar="FILE", help=CREDENTIALS_HELP)
@@ -87,6 +91,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the cluster CA bundle (PEM) the root-ca-cert-publisher publishes as "
                         "the ConfigMap kube-root-ca.crt in every namespace (without it, that "
                         "controller does not run)")
+    p.add_argument("--allocate-node-cidrs", action="store_true",
+                   help="give every node a block of --cluster-cidr as its spec.podCIDR (the "
+                        "nodeipam controller runs only with it)")
+    p.add_argument("--cluster-cidr", default="", metavar="CIDR",
+                   help="the pods' address range; requires --allocate-node-cidrs")
+    p.add_argument("--node-cidr-mask-size", type=int, default=0, metavar="N",
+                   help=f"the prefix length of each node's block (default 0: "
+                        f"{DEFAULT_NODE_MASK} for IPv4)")
+    p.add_argument("--service-cluster-ip-range", default="", metavar="CIDR",
+                   help="the Services' address range: the blocks it overlaps in --cluster-cidr "
+                        "are never handed out; requires --allocate-node-cidrs")
     p.add_argument("--resync-period", type=_seconds, default=0.0, metavar="SECONDS",
                    help="seconds between informer resyncs that re-check every object "
                         "(default 0: never)")
@@ -117,7 +132,11 @@ def config_from(args: argparse.Namespace) -> Config:
                   concurrent_deployment_syncs=args.concurrent_deployment_syncs,
                   node_monitor_period=args.node_monitor_period, node_lifecycle=settings,
                   resync_period=args.resync_period, credentials=args.wire_credentials,
-                  root_ca=read_root_ca(args.root_ca_file) if args.root_ca_file else None)
+                  root_ca=read_root_ca(args.root_ca_file) if args.root_ca_file else None,
+                  node_ipam=NodeIPAMSettings.parse(args.cluster_cidr,
+                                                   args.node_cidr_mask_size or None,
+                                                   args.service_cluster_ip_range)
+                  if args.allocate_node_cidrs else None)
 
 
 def main(argv: list[str] | None = None) -> int:

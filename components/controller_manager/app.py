@@ -12,11 +12,13 @@ import logging
 import signal
 from dataclasses import dataclass
 
+from components.controllers.nodeipam import NodeIPAMSettings
 from components.controllers.nodelifecycle import NodeLifecycleSettings
 from components.controller_manager.deployment import DeploymentController
 from components.controller_manager.garbagecollector import GarbageCollector
 from components.controller_manager.informers import SharedInformers
 from components.controller_manager.namespace import NamespaceController
+from components.controller_manager.nodeipam import NodeIPAMController
 from components.controller_manager.nodelifecycle import NodeLifecycleController
 from components.controller_manager.replicaset import ReplicaSetController
 from components.controller_manager.rootcacertpublisher import RootCACertPublisher
@@ -26,8 +28,8 @@ from kubemu.apiclient import ApiClient
 
 log = logging.getLogger("kubemu.controller_manager")
 
-CONTROLLERS = ("replicaset", "deployment", "nodelifecycle", "garbagecollector", "namespace",
-               "serviceaccount", "root-ca-cert-publisher")
+CONTROLLERS = ("replicaset", "deployment", "nodelifecycle", "nodeipam", "garbagecollector",
+               "namespace", "serviceaccount", "root-ca-cert-publisher")
 GC_PERIOD = 30.0   # seconds between garbage collector passes when nothing triggers one
 
 
@@ -42,6 +44,7 @@ class Config:
     resync_period: float = 0.0
     credentials: tuple[str, str] | None = None  # the wire identity presented to the apiserver
     root_ca: str | None = None   # the CA bundle (PEM) the root CA publisher publishes
+    node_ipam: NodeIPAMSettings | None = None  # with --allocate-node-cidrs only
 
 
 def build_controllers(config: Config, api: ApiClient, informers: SharedInformers) -> list:
@@ -56,11 +59,18 @@ def build_controllers(config: Config, api: ApiClient, informers: SharedInformers
         "namespace": lambda: NamespaceController(api, informers),
         "serviceaccount": lambda: ServiceAccountsController(api, informers),
         "root-ca-cert-publisher": lambda: RootCACertPublisher(api, informers, config.root_ca),
+        "nodeipam": lambda: NodeIPAMController(api, informers, config.node_ipam),
     }
-    names = [name for name in config.controllers
-             if name != "root-ca-cert-publisher" or config.root_ca is not None]
-    if len(names) < len(config.controllers):
-        log.info("root-ca-cert-publisher not started: no --root-ca-file")
+    # controllers that run only when configured, and the flag that says why not
+    missing = {"root-ca-cert-publisher": (config.root_ca is None, "no --root-ca-file"),
+               "nodeipam": (config.node_ipam is None, "no --allocate-node-cidrs")}
+    names = []
+    for name in config.controllers:
+        off, why = missing.get(name, (False, ""))
+        if off:
+            log.info("%s not started: %s", name, why)
+        else:
+            names.append(name)
     return [builders[name]() for name in names]
 
 

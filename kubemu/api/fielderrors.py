@@ -29,8 +29,10 @@ DUPLICATE = "Duplicate value"
 FORBIDDEN = "Forbidden"
 TOO_LONG = "Too long"
 UNKNOWN_FIELD = "Unknown field"  # kubemu's strict mode; Kubernetes reports these at decoding
+NOT_FOUND = "Not found"
 
-TYPES = (REQUIRED, INVALID, NOT_SUPPORTED, DUPLICATE, FORBIDDEN, TOO_LONG, UNKNOWN_FIELD)
+TYPES = (REQUIRED, INVALID, NOT_SUPPORTED, DUPLICATE, FORBIDDEN, TOO_LONG, UNKNOWN_FIELD,
+         NOT_FOUND)
 
 # Types whose message never shows the value (field.Error.ErrorBody does the same).
 _VALUELESS = frozenset({REQUIRED, FORBIDDEN, TOO_LONG, UNKNOWN_FIELD})
@@ -101,6 +103,10 @@ def not_supported(path: str, value: Any, supported: Iterable[str]) -> FieldError
 
 def duplicate(path: str, value: Any) -> FieldError:
     return FieldError(path, DUPLICATE, "", value)
+
+
+def not_found(path: str, value: Any) -> FieldError:
+    return FieldError(path, NOT_FOUND, "", value)
 
 
 def forbidden(path: str, detail: str) -> FieldError:

@@ -27,11 +27,12 @@ progressDeadlineSeconds is checked as if it said 600).
 from __future__ import annotations
 
 import copy
+import ipaddress
 from typing import Any, Callable
 
 from . import configobjects, pod, rbacobjects
 from .fielderrors import (DUPLICATE, FieldError, ValidationError, child, duplicate, forbidden,
-                          not_supported, required)
+                          index, not_supported, required)
 from .meta import (TYPES, Checker, check_int_or_percent, check_label_selector,
                    check_object_meta, format_selector, register, selector_is_empty,
                    selector_matches, table, validate_object_meta_update)
@@ -198,8 +199,16 @@ def default_namespace(obj: Any) -> Any:
 
 
 def default_node(obj: Any) -> Any:
-    """status.allocatable defaults to status.capacity (SetDefaults_NodeStatus)."""
+    """status.allocatable defaults to status.capacity (SetDefaults_NodeStatus); spec.podCIDR and
+    spec.podCIDRs each fill in from the other (v1's conversion keeps podCIDR == podCIDRs[0])."""
     def fill(node: dict) -> None:
+        spec = node.get("spec")
+        if isinstance(spec, dict):
+            single, cidrs = spec.get("podCIDR"), spec.get("podCIDRs")
+            if not cidrs and isinstance(single, str) and single:
+                spec["podCIDRs"] = [single]
+            elif not single and isinstance(cidrs, list) and cidrs and isinstance(cidrs[0], str):
+                spec["podCIDR"] = cidrs[0]
         status = node.get("status")
         if isinstance(status, dict) and status.get("allocatable") is None \
                 and isinstance(status.get("capacity"), dict):
@@ -306,6 +315,7 @@ def validate_node(obj: Any, *, strict: bool = True) -> list[FieldError]:
         spec = c.obj(node.get("spec"), "spec", "NodeSpec")
         if spec is not None:
             _taints(c, spec.get("taints"), "spec.taints")
+            _pod_cidrs(c, spec)
         status = c.obj(node.get("status"), "status", "NodeStatus")
         if status is not None:
             for field in ("capacity", "allocatable"):
@@ -318,6 +328,56 @@ def validate_node(obj: Any, *, strict: bool = True) -> list[FieldError]:
                     if address.get(field) is None:
                         c.add(required(child(a_path, field)))
     return _validate(obj, "Node", strict, body)
+
+
+CIDR_DETAIL = "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"
+POD_CIDR_CHANGED = 'node updates may not change podCIDR except from "" to valid'
+
+
+def _cidr_version(text: str) -> int | None:
+    """4 or 6 for a CIDR (host bits may be set, as net.ParseCIDR allows), else None."""
+    try:
+        return ipaddress.ip_network(text, strict=False).version if "/" in text else None
+    except ValueError:
+        return None
+
+
+def _pod_cidrs(c: Checker, spec: dict) -> None:
+    """ValidateNode's podCIDRs: each a CIDR, more than one only as a dual-stack pair; and the
+    0th entry is the podCIDR field (defaulting fills in whichever is missing)."""
+    single, cidrs = spec.get("podCIDR"), spec.get("podCIDRs")
+    if isinstance(single, str) and single and _cidr_version(single) is None:
+        c.invalid("spec.podCIDR", single, CIDR_DETAIL)
+    if not isinstance(cidrs, list) or not all(isinstance(v, str) for v in cidrs):
+        return  # the shape check reports it
+    versions = [_cidr_version(v) for v in cidrs]
+    for i, (value, version) in enumerate(zip(cidrs, versions)):
+        if version is None:
+            c.invalid(index("spec.podCIDRs", i), value, CIDR_DETAIL)
+    if len(cidrs) > 1 and None not in versions and (len(cidrs) > 2 or versions[0] == versions[1]):
+        c.invalid("spec.podCIDRs", cidrs, "may specify no more than one CIDR for each IP family")
+    if cidrs and isinstance(single, str) and single and cidrs[0] != single:
+        c.invalid(index("spec.podCIDRs", 0), cidrs[0], "must match spec.podCIDR")
+
+
+def node_pod_cidrs(node: Any) -> list:
+    """A Node's podCIDRs as v1's conversion reads them: spec.podCIDRs, else [spec.podCIDR]
+    (a node stored before defaulting filled podCIDRs has only that)."""
+    spec = node.get("spec") if isinstance(node, dict) else None
+    if not isinstance(spec, dict):
+        return []
+    cidrs = spec.get("podCIDRs")
+    if cidrs:
+        return cidrs if isinstance(cidrs, list) else [cidrs]
+    return [spec["podCIDR"]] if spec.get("podCIDR") else []
+
+
+def validate_node_update(old: Any, new: Any) -> list[FieldError]:
+    """ValidateNodeUpdate: a node's podCIDRs may be set once (by node IPAM), never changed."""
+    before = node_pod_cidrs(old)
+    if before and node_pod_cidrs(new) != before:
+        return [forbidden("spec.podCIDRs", POD_CIDR_CHANGED)]
+    return []
 
 
 def _taints(c: Checker, value: Any, path: str) -> None:
@@ -684,7 +744,7 @@ def validate_object_update(old: Any, new: Any, *, strict: bool = True,
                            require_resource_version: bool = True) -> list[FieldError]:
     """The new object on its own, then what may not change: metadata's immutable fields, the
     kind, a ReplicaSet's or Deployment's spec.selector (immutable in apps/v1), a binding's roleRef,
-    an immutable ConfigMap's or Secret's data and a Secret's type."""
+    an immutable ConfigMap's or Secret's data and a Secret's type, a Node's podCIDRs once set."""
     errors = validate_object(new, strict=strict)
     if not isinstance(old, dict) or not isinstance(new, dict):
         return errors
@@ -698,6 +758,8 @@ def validate_object_update(old: Any, new: Any, *, strict: bool = True,
         if before != after:
             errors.append(pod.invalid("spec.selector", after, "field is immutable"))
     kind = new.get("kind") if isinstance(new.get("kind"), str) else None
+    if kind == "Node":
+        errors += validate_node_update(old, new)
     for table in (rbacobjects.UPDATE_VALIDATORS, configobjects.UPDATE_VALIDATORS):
         if kind in table:
             errors += table[kind](old, new)
@@ -706,6 +768,7 @@ def validate_object_update(old: Any, new: Any, *, strict: bool = True,
 
 __all__ = ["default_namespace", "default_node", "default_lease", "default_replicaset",
            "default_deployment", "default_event", "validate_namespace", "validate_node",
+           "validate_node_update", "node_pod_cidrs",
            "validate_lease", "validate_replicaset", "validate_deployment", "validate_event",
            "scale_of", "validate_scale", "apply_scale", "default_object", "validate_object",
            "validate_object_update", "DEFAULTERS", "VALIDATORS"]

@@ -18,17 +18,18 @@ What kubemu adds or leaves out, and why:
 
   * a container IS a process here (there are no images): `command` is required, `image` is
     optional and informative;
-  * env `valueFrom` and `envFrom` are Forbidden: there are no ConfigMaps, Secrets or downward
-    API to read from;
+  * volumes: emptyDir, hostPath, configMap, secret, downwardAPI and projected (ConfigMap,
+    Secret, downward API and ServiceAccount token sources) are validated as Kubernetes does;
+    every other volume type (persistentVolumeClaim, nfs, csi, ...) is Forbidden;
   * gRPC probes are Forbidden: the kubelet probes with exec, httpGet and tcpSocket only;
   * probes and `restartPolicy` on init containers are Forbidden: init containers run once to
     completion (no sidecars);
   * resources: only cpu and memory;
   * strict mode (the default) reports fields no Pod has as `Unknown field`, at any level kubemu
-    validates (pod, metadata, spec, containers, ports, env, resources, probes and their
-    handlers, tolerations). The known-field tables list the common Kubernetes fields too, even
-    those kubemu ignores (volumes, securityContext, affinity, ...), so real manifests pass.
-    Objects kubemu does not look into (volumes, affinity, ...) are only checked for their type.
+    validates (pod, metadata, spec, containers, ports, env and its sources, resources, probes
+    and their handlers, tolerations, volumes and their mounts). The known-field tables list the common Kubernetes fields too, even
+    those kubemu ignores (securityContext, affinity, ...), so real manifests pass. Objects
+    kubemu does not look into (affinity, ...) are only checked for their type.
 
 Validation accepts both raw and defaulted pods: a field that defaulting would fill may be absent.
 """
@@ -40,9 +41,18 @@ from typing import Any, Callable
 
 from . import quantity
 from .fielderrors import (FieldError, child, duplicate, forbidden, index, invalid, key,
-                          not_supported, required, too_long, unknown_field)
+                          not_found, not_supported, required, too_long, unknown_field)
 
 # --- what a Pod may contain (strict mode) ----------------------------------------------------
+
+# Every volume source a Kubernetes Volume may have, in the order ValidatePodSpec looks at them;
+# kubemu runs SUPPORTED_VOLUMES and forbids the others.
+VOLUME_TYPES = ("emptyDir", "hostPath", "gitRepo", "gcePersistentDisk", "awsElasticBlockStore",
+                "secret", "nfs", "iscsi", "glusterfs", "flocker", "persistentVolumeClaim", "rbd",
+                "cinder", "cephfs", "quobyte", "downwardAPI", "fc", "flexVolume", "configMap",
+                "azureFile", "vsphereVolume", "photonPersistentDisk", "portworxVolume",
+                "azureDisk", "storageos", "projected", "scaleIO", "csi", "ephemeral", "image")
+SUPPORTED_VOLUMES = ("emptyDir", "hostPath", "configMap", "secret", "downwardAPI", "projected")
 
 KNOWN_FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
     "Pod": "apiVersion kind metadata spec status",
@@ -72,6 +82,30 @@ KNOWN_FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
     "TCPSocketAction": "port host",
     "GRPCAction": "port service",
     "Toleration": "key operator value effect tolerationSeconds",
+    "EnvVarSource": "fieldRef resourceFieldRef configMapKeyRef secretKeyRef",
+    "ObjectFieldSelector": "apiVersion fieldPath",
+    "ResourceFieldSelector": "containerName resource divisor",
+    "ConfigMapKeySelector": "name key optional",
+    "SecretKeySelector": "name key optional",
+    "EnvFromSource": "prefix configMapRef secretRef",
+    "ConfigMapEnvSource": "name optional",
+    "SecretEnvSource": "name optional",
+    "VolumeMount": """name readOnly recursiveReadOnly mountPath subPath mountPropagation
+        subPathExpr""",
+    "Volume": "name " + " ".join(VOLUME_TYPES),
+    "EmptyDirVolumeSource": "medium sizeLimit",
+    "HostPathVolumeSource": "path type",
+    "ConfigMapVolumeSource": "name items defaultMode optional",
+    "SecretVolumeSource": "secretName items defaultMode optional",
+    "KeyToPath": "key path mode",
+    "DownwardAPIVolumeSource": "items defaultMode",
+    "DownwardAPIVolumeFile": "path fieldRef resourceFieldRef mode",
+    "ProjectedVolumeSource": "sources defaultMode",
+    "VolumeProjection": "secret downwardAPI configMap serviceAccountToken clusterTrustBundle",
+    "SecretProjection": "name items optional",
+    "ConfigMapProjection": "name items optional",
+    "DownwardAPIProjection": "items",
+    "ServiceAccountTokenProjection": "audience expirationSeconds path",
 }.items()}
 
 # --- shapes of the fields kubemu only type-checks ----------------------------------------------
@@ -83,7 +117,7 @@ SHAPES: dict[str, dict[str, str]] = {
                    "creationTimestamp": STR, "deletionTimestamp": STR,
                    "deletionGracePeriodSeconds": INT, "finalizers": STRS,
                    "ownerReferences": LIST, "managedFields": LIST, "selfLink": STR},
-    "PodSpec": {"volumes": LIST, "ephemeralContainers": LIST, "serviceAccountName": STR,
+    "PodSpec": {"ephemeralContainers": LIST, "serviceAccountName": STR,
                 "serviceAccount": STR, "automountServiceAccountToken": BOOL,
                 "hostNetwork": BOOL, "hostPID": BOOL, "hostIPC": BOOL,
                 "shareProcessNamespace": BOOL, "securityContext": OBJ,
@@ -97,8 +131,8 @@ SHAPES: dict[str, dict[str, str]] = {
                 "activeDeadlineSeconds": INT},
     "Container": {"image": STR, "args": STRS, "workingDir": STR,
                   "terminationMessagePath": STR, "stdin": BOOL, "stdinOnce": BOOL, "tty": BOOL,
-                  "volumeMounts": LIST, "volumeDevices": LIST, "securityContext": OBJ,
-                  "lifecycle": OBJ, "resizePolicy": LIST, "envFrom": LIST},
+                  "volumeDevices": LIST, "securityContext": OBJ, "lifecycle": OBJ,
+                  "resizePolicy": LIST},
     "ContainerPort": {"hostIP": STR},
     "EnvVar": {"value": STR},
     "ResourceRequirements": {"claims": LIST},
@@ -107,6 +141,29 @@ SHAPES: dict[str, dict[str, str]] = {
     "TCPSocketAction": {"host": STR},
     "Toleration": {"key": STR, "operator": STR, "value": STR, "effect": STR,
                    "tolerationSeconds": INT},
+    "ObjectFieldSelector": {"apiVersion": STR, "fieldPath": STR},
+    "ResourceFieldSelector": {"containerName": STR, "resource": STR},
+    "ConfigMapKeySelector": {"name": STR, "key": STR, "optional": BOOL},
+    "SecretKeySelector": {"name": STR, "key": STR, "optional": BOOL},
+    "EnvFromSource": {"prefix": STR},
+    "ConfigMapEnvSource": {"name": STR, "optional": BOOL},
+    "SecretEnvSource": {"name": STR, "optional": BOOL},
+    "VolumeMount": {"name": STR, "readOnly": BOOL, "recursiveReadOnly": STR, "mountPath": STR,
+                    "subPath": STR, "mountPropagation": STR, "subPathExpr": STR},
+    "Volume": {"name": STR},
+    "EmptyDirVolumeSource": {"medium": STR},
+    "HostPathVolumeSource": {"path": STR, "type": STR},
+    "ConfigMapVolumeSource": {"name": STR, "items": LIST, "defaultMode": INT, "optional": BOOL},
+    "SecretVolumeSource": {"secretName": STR, "items": LIST, "defaultMode": INT,
+                           "optional": BOOL},
+    "KeyToPath": {"key": STR, "path": STR, "mode": INT},
+    "DownwardAPIVolumeSource": {"items": LIST, "defaultMode": INT},
+    "DownwardAPIVolumeFile": {"path": STR, "mode": INT},
+    "ProjectedVolumeSource": {"sources": LIST, "defaultMode": INT},
+    "SecretProjection": {"name": STR, "items": LIST, "optional": BOOL},
+    "ConfigMapProjection": {"name": STR, "items": LIST, "optional": BOOL},
+    "DownwardAPIProjection": {"items": LIST},
+    "ServiceAccountTokenProjection": {"audience": STR, "expirationSeconds": INT, "path": STR},
 }
 
 # --- enumerations, listed in the order Kubernetes lists them in its messages ------------------
@@ -174,6 +231,34 @@ TYPES: dict[str, dict[str, str]] = {k: field_types(v) for k, v in {
     "TCPSocketAction": "port:IntOrString host:string",
     "GRPCAction": "port:integer service:string",
     "Toleration": "key:string operator:string value:string effect:string tolerationSeconds:integer",
+    "EnvVarSource": """fieldRef:ObjectFieldSelector resourceFieldRef:ResourceFieldSelector
+        configMapKeyRef:ConfigMapKeySelector secretKeyRef:SecretKeySelector""",
+    "ObjectFieldSelector": "apiVersion:string fieldPath:string",
+    "ResourceFieldSelector": "containerName:string resource:string divisor:Quantity",
+    "ConfigMapKeySelector": "name:string key:string optional:boolean",
+    "SecretKeySelector": "name:string key:string optional:boolean",
+    "EnvFromSource": "prefix:string configMapRef:ConfigMapEnvSource secretRef:SecretEnvSource",
+    "ConfigMapEnvSource": "name:string optional:boolean",
+    "SecretEnvSource": "name:string optional:boolean",
+    "VolumeMount": """name:string readOnly:boolean recursiveReadOnly:string mountPath:string
+        subPath:string mountPropagation:string subPathExpr:string""",
+    "EmptyDirVolumeSource": "medium:string sizeLimit:Quantity",
+    "HostPathVolumeSource": "path:string type:string",
+    "ConfigMapVolumeSource": "name:string items:[]KeyToPath defaultMode:integer optional:boolean",
+    "SecretVolumeSource": """secretName:string items:[]KeyToPath defaultMode:integer
+        optional:boolean""",
+    "KeyToPath": "key:string path:string mode:integer",
+    "DownwardAPIVolumeSource": "items:[]DownwardAPIVolumeFile defaultMode:integer",
+    "DownwardAPIVolumeFile": """path:string fieldRef:ObjectFieldSelector
+        resourceFieldRef:ResourceFieldSelector mode:integer""",
+    "ProjectedVolumeSource": "sources:[]VolumeProjection defaultMode:integer",
+    "VolumeProjection": """secret:SecretProjection downwardAPI:DownwardAPIProjection
+        configMap:ConfigMapProjection serviceAccountToken:ServiceAccountTokenProjection
+        clusterTrustBundle:ClusterTrustBundleProjection""",
+    "SecretProjection": "name:string items:[]KeyToPath optional:boolean",
+    "ConfigMapProjection": "name:string items:[]KeyToPath optional:boolean",
+    "DownwardAPIProjection": "items:[]DownwardAPIVolumeFile",
+    "ServiceAccountTokenProjection": "audience:string expirationSeconds:integer path:string",
     "PodStatus": """phase:string conditions:[]PodCondition message:string reason:string
         nominatedNodeName:string hostIP:string hostIPs:[]HostIP podIP:string podIPs:[]PodIP
         startTime:Time initContainerStatuses:[]ContainerStatus
@@ -193,6 +278,15 @@ TYPES: dict[str, dict[str, str]] = {k: field_types(v) for k, v in {
     "ContainerStateTerminated": """exitCode:integer signal:integer reason:string message:string
         startedAt:Time finishedAt:Time containerID:string""",
 }.items()}
+
+_VOLUME_SOURCE_TYPES = {"nfs": "NFS", "iscsi": "ISCSI", "rbd": "RBD", "fc": "FC", "csi": "CSI",
+                        "cephfs": "CephFS", "scaleIO": "ScaleIO", "storageos": "StorageOS",
+                        "gcePersistentDisk": "GCEPersistentDisk",
+                        "awsElasticBlockStore": "AWSElasticBlockStore",
+                        "portworxVolume": "Portworx", "flexVolume": "Flex",
+                        "vsphereVolume": "VsphereVirtualDisk"}
+TYPES["Volume"] = {"name": "string", **{
+    t: _VOLUME_SOURCE_TYPES.get(t, t[0].upper() + t[1:]) + "VolumeSource" for t in VOLUME_TYPES}}
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("Equal", "Exists")
@@ -217,6 +311,8 @@ PROBE_DEFAULTS = {"timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 
                   "failureThreshold": 3, "initialDelaySeconds": 0}
 HTTP_GET_DEFAULTS = {"scheme": "HTTP", "path": "/"}
 PORT_DEFAULTS = {"protocol": "TCP"}
+DEFAULT_MODE = 0o644  # a projected file's mode (ConfigMap, Secret, downward API, projected)
+TOKEN_EXPIRATION_DEFAULT = 3600
 
 
 def default_pod(pod: dict, *, with_status: bool = False) -> dict:
@@ -251,6 +347,33 @@ def default_pod_spec(spec: Any) -> None:
         for field in ("initContainers", "containers"):
             for ctr in _dicts(spec.get(field)):
                 _default_container(ctr)
+        for volume in _dicts(spec.get("volumes")):
+            _default_volume(volume)
+
+
+def _default_volume(volume: dict) -> None:
+    """SetDefaults_Volume and its sources': a volume without a source is an emptyDir; projected
+    files are 0644; field selectors read v1; a token lives an hour."""
+    if all(volume.get(t) is None for t in VOLUME_TYPES):
+        volume["emptyDir"] = {}
+    if isinstance(volume.get("hostPath"), dict):
+        _fill(volume["hostPath"], {"type": ""})
+    for field in ("configMap", "secret", "downwardAPI", "projected"):
+        if isinstance(volume.get(field), dict):
+            _fill(volume[field], {"defaultMode": DEFAULT_MODE})
+    _default_downward_items(volume.get("downwardAPI"))
+    for source in _dicts((volume.get("projected") or {}).get("sources")
+                         if isinstance(volume.get("projected"), dict) else None):
+        _default_downward_items(source.get("downwardAPI"))
+        if isinstance(source.get("serviceAccountToken"), dict):
+            _fill(source["serviceAccountToken"], {"expirationSeconds": TOKEN_EXPIRATION_DEFAULT})
+
+
+def _default_downward_items(downward: Any) -> None:
+    if isinstance(downward, dict):
+        for item in _dicts(downward.get("items")):
+            if isinstance(item.get("fieldRef"), dict):
+                _fill(item["fieldRef"], {"apiVersion": "v1"})
 
 
 def _default_container(ctr: dict) -> None:
@@ -260,6 +383,10 @@ def _default_container(ctr: dict) -> None:
         _fill(ctr, {"imagePullPolicy": _pull_policy(image)})
     for port in _dicts(ctr.get("ports")):
         _fill(port, PORT_DEFAULTS)
+    for var in _dicts(ctr.get("env")):
+        source = var.get("valueFrom")
+        if isinstance(source, dict) and isinstance(source.get("fieldRef"), dict):
+            _fill(source["fieldRef"], {"apiVersion": "v1"})
     for field in PROBES:
         probe = ctr.get(field)
         if isinstance(probe, dict):
@@ -530,7 +657,8 @@ def _spec(c: _Checker, value: Any, path: str) -> None:
     spec = c.obj(value, path, "PodSpec")
     if spec is None:
         return
-    _all_containers(c, spec, path)
+    volumes = _volumes(c, spec.get("volumes"), child(path, "volumes"))
+    _all_containers(c, spec, path, volumes)
     grace = spec.get("terminationGracePeriodSeconds")
     if _is_int(grace) and grace < 0:
         c.invalid(child(path, "terminationGracePeriodSeconds"), grace,
@@ -549,21 +677,22 @@ def _spec(c: _Checker, value: Any, path: str) -> None:
     _tolerations(c, spec.get("tolerations"), child(path, "tolerations"))
 
 
-def _all_containers(c: _Checker, spec: dict, path: str) -> None:
+def _all_containers(c: _Checker, spec: dict, path: str, volumes: set[str] | None) -> None:
     """Init containers, then app containers; names are unique across both lists."""
     seen: set[str] = set()
     init = c.array(spec.get("initContainers"), child(path, "initContainers"))
     for ctr_path, ctr in c.each_obj(init or [], child(path, "initContainers"), "Container"):
-        _container(c, ctr, ctr_path, init=True, seen=seen)
+        _container(c, ctr, ctr_path, init=True, seen=seen, volumes=volumes)
     field = child(path, "containers")
     if spec.get("containers") is None or spec["containers"] == []:
         c.add(required(field))
     containers = c.array(spec.get("containers"), field)
     for ctr_path, ctr in c.each_obj(containers or [], field, "Container"):
-        _container(c, ctr, ctr_path, init=False, seen=seen)
+        _container(c, ctr, ctr_path, init=False, seen=seen, volumes=volumes)
 
 
-def _container(c: _Checker, ctr: dict, path: str, *, init: bool, seen: set[str]) -> None:
+def _container(c: _Checker, ctr: dict, path: str, *, init: bool, seen: set[str],
+               volumes: set[str] | None) -> None:
     name_path = child(path, "name")
     name = c.string(ctr.get("name"), name_path)
     if _absent(ctr.get("name")):
@@ -579,6 +708,9 @@ def _container(c: _Checker, ctr: dict, path: str, *, init: bool, seen: set[str])
     if _absent(ctr.get("image")) and (ctr.get("command") is None or ctr["command"] == []):
         c.add(required(child(path, "image"), "a container needs an image or, in kubemu, a command"))
     _env(c, ctr, path)
+    security = ctr.get("securityContext")
+    privileged = isinstance(security, dict) and security.get("privileged") is True
+    _volume_mounts(c, ctr.get("volumeMounts"), child(path, "volumeMounts"), volumes, privileged)
     port_names = _ports(c, ctr.get("ports"), child(path, "ports"))
     _resources(c, ctr.get("resources"), child(path, "resources"))
     for field, kind in PROBES.items():
@@ -595,9 +727,7 @@ def _container(c: _Checker, ctr: dict, path: str, *, init: bool, seen: set[str])
 
 
 def _env(c: _Checker, ctr: dict, path: str) -> None:
-    if ctr.get("envFrom"):
-        c.add(forbidden(child(path, "envFrom"),
-                        "kubemu has no ConfigMaps or Secrets to read from: use env with value"))
+    _env_from(c, ctr.get("envFrom"), child(path, "envFrom"))
     env_path = child(path, "env")
     for var_path, var in c.each_obj(c.array(ctr.get("env"), env_path) or [], env_path, "EnvVar"):
         name_path = child(var_path, "name")
@@ -606,9 +736,463 @@ def _env(c: _Checker, ctr: dict, path: str) -> None:
             c.add(required(name_path))
         elif name is not None:
             _name_rule(c, name, name_path, env_var_name_errors)
-        if var.get("valueFrom") is not None:
-            c.add(forbidden(child(var_path, "valueFrom"),
-                            "kubemu does not support valueFrom: use value"))
+        _value_from(c, var, child(var_path, "valueFrom"))
+
+
+def _value_from(c: _Checker, var: dict, path: str) -> None:
+    """validateEnvVarValueFrom: exactly one source, and no `value` beside it."""
+    source = c.obj(var.get("valueFrom"), path, "EnvVarSource")
+    if source is None:
+        return
+    checks = (("fieldRef", lambda v, p: _field_selector(c, v, p, ENV_FIELD_PATHS)),
+              ("resourceFieldRef", lambda v, p: _resource_selector(c, v, p, volume=False)),
+              ("configMapKeyRef", lambda v, p: _key_selector(c, v, p, "ConfigMapKeySelector")),
+              ("secretKeyRef", lambda v, p: _key_selector(c, v, p, "SecretKeySelector")))
+    sources = 0
+    for field, check in checks:
+        if source.get(field) is not None:
+            sources += 1
+            check(source[field], child(path, field))
+    if not sources:
+        c.invalid(path, "", "must specify one of: `fieldRef`, `resourceFieldRef`, "
+                  "`configMapKeyRef` or `secretKeyRef`")
+    elif var.get("value"):
+        c.invalid(path, "", "may not be specified when `value` is not empty")
+    elif sources > 1:
+        c.invalid(path, "", "may not have more than one field specified at a time")
+
+
+def _env_from(c: _Checker, value: Any, path: str) -> None:
+    """ValidateEnvFrom. Like Kubernetes, a wrong number of sources is reported at the list."""
+    for src_path, src in c.each_obj(c.array(value, path) or [], path, "EnvFromSource"):
+        prefix = src.get("prefix")
+        if isinstance(prefix, str) and prefix:
+            _name_rule(c, prefix, child(src_path, "prefix"), env_var_name_errors)
+        sources = 0
+        for field, kind in (("configMapRef", "ConfigMapEnvSource"),
+                            ("secretRef", "SecretEnvSource")):
+            if src.get(field) is None:
+                continue
+            sources += 1
+            ref = c.obj(src[field], child(src_path, field), kind)
+            if ref is None:
+                continue
+            name_path = child(child(src_path, field), "name")
+            if _absent(ref.get("name")):
+                c.add(required(name_path))
+            elif isinstance(ref["name"], str):
+                # a name checked as a prefix (ValidateConfigMapName(name, true))
+                masked = ref["name"][:-1] + "a" if ref["name"].endswith("-") else ref["name"]
+                for msg in dns1123_subdomain_errors(masked):
+                    c.invalid(name_path, ref["name"], msg)
+        if not sources:
+            c.invalid(path, "", "must specify one of: `configMapRef` or `secretRef`")
+        elif sources > 1:
+            c.invalid(path, "", "may not have more than one field specified at a time")
+
+
+def _key_selector(c: _Checker, value: Any, path: str, kind: str) -> None:
+    """validateConfigMapKeySelector / validateSecretKeySelector."""
+    from .configobjects import config_key_errors  # it imports this module
+    sel = c.obj(value, path, kind)
+    if sel is None:
+        return
+    name = sel.get("name")
+    if name is None or isinstance(name, str):
+        _name_rule(c, name or "", child(path, "name"), dns1123_subdomain_errors)
+    k = sel.get("key")
+    if _absent(k):
+        c.add(required(child(path, "key")))
+    elif isinstance(k, str):
+        _name_rule(c, k, child(path, "key"), config_key_errors)
+
+
+# --- the downward API (fieldRef, resourceFieldRef) --------------------------------------------
+
+# The pod fields a v1 downward API knows (ConvertDownwardAPIFieldLabel) ...
+POD_FIELD_LABELS = frozenset((
+    "metadata.annotations", "metadata.labels", "metadata.name", "metadata.namespace",
+    "metadata.uid", "spec.nodeName", "spec.restartPolicy", "spec.serviceAccountName",
+    "spec.schedulerName", "status.phase", "status.hostIP", "status.hostIPs", "status.podIP",
+    "status.podIPs"))
+# ... those an env var may read, and those a downwardAPI volume file may (subscripted labels
+# and annotations, metadata.labels['x'], are allowed in both).
+ENV_FIELD_PATHS = frozenset((
+    "metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName",
+    "spec.serviceAccountName", "status.hostIP", "status.hostIPs", "status.podIP",
+    "status.podIPs"))
+VOLUME_FIELD_PATHS = frozenset((
+    "metadata.annotations", "metadata.labels", "metadata.name", "metadata.namespace",
+    "metadata.uid"))
+SUBSCRIPTED_FIELDS = ("metadata.annotations", "metadata.labels")
+RESOURCE_FIELDS = ("limits.cpu", "limits.ephemeral-storage", "limits.memory", "requests.cpu",
+                   "requests.ephemeral-storage", "requests.memory")
+HUGEPAGES_FIELD_PREFIXES = ("limits.hugepages-", "requests.hugepages-")
+CPU_DIVISORS = ("1m", "1")
+MEMORY_DIVISORS = ("1", "1k", "1M", "1G", "1T", "1P", "1E", "1Ki", "1Mi", "1Gi", "1Ti", "1Pi",
+                   "1Ei")
+_DIVISOR_MSGS = {
+    "cpu": "only divisor's values 1m and 1 are supported with the cpu resource",
+    "memory": "only divisor's values " + ", ".join(MEMORY_DIVISORS)
+              + " are supported with the memory resource",
+    "ephemeral-storage": "only divisor's values " + ", ".join(MEMORY_DIVISORS)
+                         + " are supported with the local ephemeral storage resource",
+}
+
+
+def split_subscript(field_path: str) -> tuple[str, str] | None:
+    """fieldpath.SplitMaybeSubscriptedPath: "metadata.labels['app']" -> ("metadata.labels",
+    "app"); None when the path has no subscript."""
+    if not field_path.endswith("']"):
+        return None
+    base, sep, sub = field_path[:-2].partition("['")
+    return (base, sub) if sep and base else None
+
+
+def _field_selector(c: _Checker, value: Any, path: str, expressions: frozenset[str]) -> None:
+    """validateObjectFieldSelector (an absent apiVersion is the v1 defaulting gives it)."""
+    sel = c.obj(value, path, "ObjectFieldSelector")
+    if sel is None:
+        return
+    version, field_path = sel.get("apiVersion") or "v1", sel.get("fieldPath")
+    fp_path = child(path, "fieldPath")
+    if not isinstance(version, str) or not isinstance(field_path, (str, type(None))):
+        return  # the shape check said so
+    if not field_path:
+        c.add(required(fp_path))
+        return
+    if version != "v1":
+        c.invalid(fp_path, field_path,
+                  f"error converting fieldPath: unsupported pod version: {version}")
+        return
+    subscripted = split_subscript(field_path)
+    if subscripted is not None:
+        base, sub = subscripted
+        if base not in SUBSCRIPTED_FIELDS:
+            c.invalid(fp_path, field_path, "error converting fieldPath: field label does not "
+                      f"support subscript: {field_path}")
+        else:
+            _name_rule(c, sub.lower() if base == "metadata.annotations" else sub, path,
+                       qualified_name_errors)
+    elif field_path not in POD_FIELD_LABELS:
+        c.invalid(fp_path, field_path,
+                  f"error converting fieldPath: field label not supported: {field_path}")
+    elif field_path not in expressions:
+        c.add(not_supported(fp_path, field_path, sorted(expressions)))
+
+
+def _resource_selector(c: _Checker, value: Any, path: str, *, volume: bool) -> None:
+    """validateContainerResourceFieldSelector: a volume file names its container."""
+    sel = c.obj(value, path, "ResourceFieldSelector")
+    if sel is None:
+        return
+    resource = sel.get("resource") if isinstance(sel.get("resource"), str) else ""
+    if volume and _absent(sel.get("containerName")):
+        c.add(required(child(path, "containerName")))
+    elif not resource:
+        c.add(required(child(path, "resource")))
+    elif resource not in RESOURCE_FIELDS and not resource.startswith(HUGEPAGES_FIELD_PREFIXES):
+        c.add(not_supported(child(path, "resource"), resource, RESOURCE_FIELDS))
+    divisor = sel.get("divisor")
+    if divisor is None:
+        return
+    try:
+        if isinstance(divisor, bool) or not isinstance(divisor, (str, int, float)):
+            raise ValueError("must be a string or a number")
+        zero = quantity.parse_quantity(divisor) == 0
+    except ValueError as e:
+        c.invalid(child(path, "divisor"), divisor, str(e))
+        return
+    kind = resource.partition(".")[2]
+    if zero or kind not in _DIVISOR_MSGS:
+        return  # a zero divisor is an unset one
+    allowed = CPU_DIVISORS if kind == "cpu" else MEMORY_DIVISORS
+    if quantity.canonical(divisor) not in allowed:
+        c.invalid(child(path, "divisor"), resource, _DIVISOR_MSGS[kind])
+
+
+# --- volumes and their mounts (ValidateVolumes, ValidateVolumeMounts) ---------------------------
+
+FILE_MODE_MSG = "must be a number between 0 and 0777 (octal), both inclusive"
+# A second volume type is reported at these paths (sic: kube-apiserver's spelling).
+_EXTRA_TYPE_PATHS = {"downwardAPI": "downwarAPI", "cephfs": "cephFS"}
+MOUNT_PROPAGATIONS = ("Bidirectional", "HostToContainer", "None")
+RECURSIVE_READ_ONLY = ("Disabled", "Enabled", "IfPossible")
+HOST_PATH_TYPES = ("", "BlockDevice", "CharDevice", "Directory", "DirectoryOrCreate", "File",
+                   "FileOrCreate", "Socket")
+
+
+def _volumes(c: _Checker, value: Any, path: str) -> set[str] | None:
+    """The names of the valid volumes (None when `volumes` is not even a list, so that mounts
+    are not all reported as naming no volume)."""
+    items = c.array(value, path)
+    if items is None:
+        return None if value is not None else set()
+    names: set[str] = set()
+    for vol_path, vol in c.each_obj(items, path, "Volume"):
+        before = len(c.errors)
+        _volume_source(c, vol, vol_path)
+        name_path = child(vol_path, "name")
+        name = c.string(vol.get("name"), name_path)
+        if _absent(vol.get("name")):
+            c.add(required(name_path))
+        elif name is not None:
+            _name_rule(c, name, name_path, dns1123_label_errors)
+        if name in names:
+            c.add(duplicate(name_path, name))
+        if len(c.errors) == before and name:
+            names.add(name)
+    return names
+
+
+def volume_type(volume: dict) -> str:
+    """The source a (defaulted) volume takes its files from: "emptyDir", "configMap", ..."""
+    return next((t for t in VOLUME_TYPES if volume.get(t) is not None), "emptyDir")
+
+
+def _volume_source(c: _Checker, vol: dict, path: str) -> None:
+    """One source per volume (none: the emptyDir defaulting makes it), one kubemu runs."""
+    present = [t for t in VOLUME_TYPES if vol.get(t) is not None]
+    if not present:
+        return
+    for extra in present[1:]:
+        c.add(forbidden(child(path, _EXTRA_TYPE_PATHS.get(extra, extra)),
+                        "may not specify more than 1 volume type"))
+    kind = present[0]
+    if kind not in SUPPORTED_VOLUMES:
+        c.add(forbidden(child(path, kind), "kubemu runs emptyDir, hostPath, configMap, secret, "
+                                           "downwardAPI and projected volumes only"))
+        return
+    _VOLUME_CHECKS[kind](c, vol[kind], child(path, kind))
+
+
+def _empty_dir(c: _Checker, value: Any, path: str) -> None:
+    source = c.obj(value, path, "EmptyDirVolumeSource")
+    if source is None or source.get("sizeLimit") is None:
+        return
+    limit = source["sizeLimit"]
+    try:
+        if isinstance(limit, bool) or not isinstance(limit, (str, int, float)):
+            raise ValueError("must be a string or a number")
+        negative = quantity.parse_quantity(limit) < 0
+    except ValueError as e:
+        c.invalid(child(path, "sizeLimit"), limit, str(e))
+        return
+    if negative:
+        c.add(forbidden(child(path, "sizeLimit"),
+                        "SizeLimit field must be a valid resource quantity"))
+
+
+def _host_path(c: _Checker, value: Any, path: str) -> None:
+    source = c.obj(value, path, "HostPathVolumeSource")
+    if source is None:
+        return
+    host_path = source.get("path")
+    if _absent(host_path):
+        c.add(required(child(path, "path")))
+        return
+    if isinstance(host_path, str):
+        _no_backsteps(c, host_path, child(path, "path"))
+    kind = source.get("type")
+    if isinstance(kind, str) and kind not in HOST_PATH_TYPES:
+        c.add(not_supported(child(path, "type"), kind, HOST_PATH_TYPES))
+
+
+def _config_map(c: _Checker, value: Any, path: str) -> None:
+    _keyed_source(c, value, path, "ConfigMapVolumeSource", "name")
+
+
+def _secret(c: _Checker, value: Any, path: str) -> None:
+    _keyed_source(c, value, path, "SecretVolumeSource", "secretName")
+
+
+def _keyed_source(c: _Checker, value: Any, path: str, kind: str, name_field: str) -> None:
+    source = c.obj(value, path, kind)
+    if source is None:
+        return
+    if _absent(source.get(name_field)):
+        c.add(required(child(path, name_field)))
+    _mode(c, source.get("defaultMode"), child(path, "defaultMode"))
+    _key_to_paths(c, source.get("items"), child(path, "items"))
+
+
+def _key_to_paths(c: _Checker, value: Any, path: str) -> list[dict]:
+    """validateKeyToPath for each item; the items that are objects."""
+    items = []
+    for item_path, item in c.each_obj(c.array(value, path) or [], path, "KeyToPath"):
+        if _absent(item.get("key")):
+            c.add(required(child(item_path, "key")))
+        _relative_path(c, item.get("path"), child(item_path, "path"))
+        _mode(c, item.get("mode"), child(item_path, "mode"))
+        items.append(item)
+    return items
+
+
+def _downward_api(c: _Checker, value: Any, path: str) -> None:
+    source = c.obj(value, path, "DownwardAPIVolumeSource")
+    if source is None:
+        return
+    _mode(c, source.get("defaultMode"), child(path, "defaultMode"))
+    _downward_files(c, source.get("items"), path)
+
+
+def _downward_files(c: _Checker, value: Any, path: str) -> list[dict]:
+    """validateDownwardAPIVolumeFile for each item; like Kubernetes, an item's errors are
+    reported under the source's path, not the item's. The items that are objects."""
+    items = []
+    items_path = child(path, "items")
+    for _item_path, item in c.each_obj(c.array(value, items_path) or [], items_path,
+                                       "DownwardAPIVolumeFile"):
+        _relative_path(c, item.get("path"), child(path, "path"))
+        if item.get("fieldRef") is not None:
+            _field_selector(c, item["fieldRef"], child(path, "fieldRef"), VOLUME_FIELD_PATHS)
+            if item.get("resourceFieldRef") is not None:
+                c.invalid(path, "resource",
+                          "fieldRef and resourceFieldRef can not be specified simultaneously")
+        elif item.get("resourceFieldRef") is not None:
+            _resource_selector(c, item["resourceFieldRef"], child(path, "resourceFieldRef"),
+                               volume=True)
+        else:
+            c.add(required(path, "one of fieldRef and resourceFieldRef is required"))
+        _mode(c, item.get("mode"), child(path, "mode"))
+        items.append(item)
+    return items
+
+
+def _projected(c: _Checker, value: Any, path: str) -> None:
+    """validateProjectedVolumeSource: one kind per source, no path twice in the volume."""
+    source = c.obj(value, path, "ProjectedVolumeSource")
+    if source is None:
+        return
+    _mode(c, source.get("defaultMode"), child(path, "defaultMode"))
+    paths: set[str] = set()
+
+    def claim(file_path: Any, shown: Any) -> None:
+        if isinstance(file_path, str) and file_path:
+            if file_path in paths:
+                c.invalid(path, shown, "conflicting duplicate paths")
+            paths.add(file_path)
+
+    sources_path = child(path, "sources")
+    for src_path, src in c.each_obj(c.array(source.get("sources"), sources_path) or [],
+                                    sources_path, "VolumeProjection"):
+        kinds = 0
+        for field, kind in (("secret", "SecretProjection"), ("configMap", "ConfigMapProjection")):
+            ref = c.obj(src.get(field), child(src_path, field), kind)
+            if ref is None:
+                continue
+            kinds += 1
+            if _absent(ref.get("name")):
+                c.add(required(child(child(src_path, field), "name")))
+            for item in _key_to_paths(c, ref.get("items"), child(child(src_path, field), "items")):
+                claim(item.get("path"), ref.get("name"))
+        downward = c.obj(src.get("downwardAPI"), child(src_path, "downwardAPI"),
+                         "DownwardAPIProjection")
+        if downward is not None:
+            kinds += 1
+            for item in _downward_files(c, downward.get("items"), child(src_path, "downwardAPI")):
+                claim(item.get("path"), item.get("path"))
+        token_path = child(src_path, "serviceAccountToken")
+        token = c.obj(src.get("serviceAccountToken"), token_path, "ServiceAccountTokenProjection")
+        if token is not None:
+            kinds += 1
+            seconds = token.get("expirationSeconds", TOKEN_EXPIRATION_DEFAULT)
+            if _is_int(seconds) and seconds < 10 * 60:
+                c.invalid(child(token_path, "expirationSeconds"), seconds,
+                          "may not specify a duration less than 10 minutes")
+            elif _is_int(seconds) and seconds > 1 << 32:
+                c.invalid(child(token_path, "expirationSeconds"), seconds,
+                          "may not specify a duration larger than 2^32 seconds")
+            _relative_path(c, token.get("path"), child(path, "path"))
+        if src.get("clusterTrustBundle") is not None:
+            c.add(forbidden(child(src_path, "clusterTrustBundle"),
+                            "kubemu has no ClusterTrustBundles"))
+        if kinds > 1:
+            c.add(forbidden(src_path, "may not specify more than 1 volume type"))
+
+
+_VOLUME_CHECKS = {"emptyDir": _empty_dir, "hostPath": _host_path, "configMap": _config_map,
+                  "secret": _secret, "downwardAPI": _downward_api, "projected": _projected}
+
+
+def _mode(c: _Checker, value: Any, path: str) -> None:
+    mode = c.integer(value, path)
+    if mode is not None and not 0 <= mode <= 0o777:
+        c.invalid(path, mode, FILE_MODE_MSG)
+
+
+def _no_backsteps(c: _Checker, value: str, path: str) -> None:
+    """validatePathNoBacksteps."""
+    if ".." in value.split("/"):
+        c.invalid(path, value, "must not contain '..'")
+
+
+def _relative_path(c: _Checker, value: Any, path: str) -> None:
+    """A file path inside a volume: required, relative, no '..' (ValidateLocalNonReservedPath)."""
+    if _absent(value):
+        c.add(required(path))
+        return
+    if not isinstance(value, str):
+        c.string(value, path)
+        return
+    _local_descending(c, value, path)
+    if value.startswith("..") and not value.startswith("../"):
+        c.invalid(path, value, "must not start with '..'")
+
+
+def _local_descending(c: _Checker, value: str, path: str) -> None:
+    """validateLocalDescendingPath."""
+    if value.startswith("/"):
+        c.invalid(path, value, "must be a relative path")
+    _no_backsteps(c, value, path)
+
+
+def _volume_mounts(c: _Checker, value: Any, path: str, volumes: set[str] | None,
+                   privileged: bool) -> None:
+    """ValidateVolumeMounts. Like Kubernetes, subPath, mountPropagation and recursiveReadOnly
+    are reported at the list's path."""
+    mount_points: set[str] = set()
+    for m_path, mount in c.each_obj(c.array(value, path) or [], path, "VolumeMount"):
+        name = mount.get("name")
+        if _absent(name):
+            c.add(required(child(m_path, "name")))
+        if volumes is not None and (name is None or isinstance(name, str)) \
+                and (name or "") not in volumes:
+            c.add(not_found(child(m_path, "name"), name or ""))
+        mount_path = mount.get("mountPath")
+        if _absent(mount_path):
+            c.add(required(child(m_path, "mountPath")))
+        if isinstance(mount_path, str):
+            if mount_path in mount_points:
+                c.invalid(child(m_path, "mountPath"), mount_path, "must be unique")
+            mount_points.add(mount_path)
+        sub_path = mount.get("subPath")
+        if isinstance(sub_path, str) and sub_path:
+            _local_descending(c, sub_path, child(path, "subPath"))
+        propagation = mount.get("mountPropagation")
+        if isinstance(propagation, str):
+            if propagation not in MOUNT_PROPAGATIONS:
+                c.add(not_supported(child(path, "mountPropagation"), propagation,
+                                    MOUNT_PROPAGATIONS))
+            elif propagation == "Bidirectional" and not privileged:
+                c.add(forbidden(child(path, "mountPropagation"), "Bidirectional mount "
+                                "propagation is available only to privileged containers"))
+        _recursive_read_only(c, mount, child(path, "recursiveReadOnly"))
+
+
+def _recursive_read_only(c: _Checker, mount: dict, path: str) -> None:
+    """validateMountRecursiveReadOnly."""
+    rro = mount.get("recursiveReadOnly")
+    if not isinstance(rro, str) or rro == "Disabled":
+        return
+    if rro not in RECURSIVE_READ_ONLY:
+        c.add(not_supported(path, rro, RECURSIVE_READ_ONLY))
+        return
+    if mount.get("readOnly") is not True:
+        c.add(forbidden(path, "may only be specified when readOnly is true"))
+    if mount.get("mountPropagation") not in (None, "None"):
+        c.add(forbidden(path, "may only be specified when mountPropagation is None or not "
+                              "specified"))
 
 
 def _ports(c: _Checker, value: Any, path: str) -> set[str]:

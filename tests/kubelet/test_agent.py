@@ -2,28 +2,32 @@
 static pods appear, crash, back off, change, go away; the kubelet dies and its pods do not."""
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import shutil
 import signal
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from kubemu import cluster, wire
+from kubemu import cgroups, cluster, netplan, network, ownership, wire
 from kubemu.kubectl.printers import pod_row
 from kubemu.statedir import StateDir
-from tests.conftest import alive, spawn_marked, terminate, wait_for
+from tests.conftest import alive, remove_cluster_cgroups, spawn_marked, terminate, wait_for
 
 PY = sys.executable
 
 
 class KubeletNode:
-    def __init__(self, state_dir: Path):
+    def __init__(self, state_dir: Path, extra_args: str = ""):
         self.state = StateDir(state_dir)
         self.dir = cluster.write_node(self.state, "node-0", restart_sec=0.5, watchdog_sec=30,
-                                      kubelet_args="--backoff-initial 0.5 --backoff-max 2 --file-check-frequency 2")
+                                      kubelet_args="--backoff-initial 0.5 --backoff-max 2 --file-check-frequency 2"
+                                                   + (f" {extra_args}" if extra_args else ""))
         self.manifests = self.dir / "manifests"
         self.init = spawn_marked([PY, "-m", "init", "--node-dir", str(self.dir)], state_dir)
 
@@ -291,3 +295,201 @@ def _identity(path: Path) -> tuple[int, int]:
     """Tells a rewritten file (written whole and renamed over: a new inode, a later mtime)."""
     st = path.stat()
     return st.st_ino, st.st_mtime_ns
+
+
+# --- pod sandboxes (--network-mode cni) -----------------------------------------------------------
+
+needs_pod_networks = pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists("/usr/lib/cni/bridge") or not shutil.which("nsenter")
+    or not shutil.which("ip"),
+    reason="pod sandboxes need root, iproute2, nsenter (util-linux) and the CNI reference plugins in /usr/lib/cni")
+
+
+class CniNode(KubeletNode):
+    """A node in a pod network of its own: the cluster's fabric as `kubemu up` makes it
+    (kubemu/network.py: a free cluster CIDR, the host reaches pods), the node's podCIDR its
+    first block (--pod-cidr: no API to hand it out), or the first of `pod_prefix` bits."""
+
+    def __init__(self, state_dir: Path, extra_args: str = "", pod_prefix: int | None = None):
+        self.net = network.setup(state_dir, netplan.CNI)
+        assert self.net.mode == netplan.CNI, self.net.reason
+        self.pod_cidr = str(next(ipaddress.ip_network(self.net.cluster_cidr).subnets(
+            new_prefix=pod_prefix or self.net.node_mask)))
+        flags = netplan.kubelet_flags(self.net, str(StateDir(state_dir).node_dir("node-0")))
+        super().__init__(state_dir, " ".join(flags) + f" --pod-cidr {self.pod_cidr} {extra_args}")
+
+    def stop(self) -> None:
+        super().stop()
+        network.down(self.state.root)
+
+
+@pytest.fixture
+def cni_node(state_dir):
+    forward = Path("/proc/sys/net/ipv4/ip_forward").read_text()
+    n = CniNode(state_dir)
+    try:
+        wait_for(lambda: n.state.init_pid("node-0") and _answers(n), message="init")
+        wait_for(lambda: n.kubelet()["active_state"] == "active", message="the kubelet to be ready")
+        yield n
+    finally:
+        n.stop()
+    assert Path("/proc/sys/net/ipv4/ip_forward").read_text() == forward  # the plugins ran in the fabric
+
+
+def get(url: str) -> int:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return r.status
+
+
+def http_server(name: str) -> list[dict]:
+    return [{"name": "web", "command": [PY, "-m", "http.server", "8000"],
+             # both default to the pod: the pod IP (httpGet) and the pod's namespaces (exec)
+             "readinessProbe": {"httpGet": {"port": 8000}, "periodSeconds": 1},
+             "livenessProbe": {"exec": {"command": [PY, "-c", "import socket, sys\n"
+                                                                f"sys.exit(socket.gethostname() != {name!r})"]},
+                               "periodSeconds": 1}}]
+
+
+def sandbox_of(node: KubeletNode, pod: str) -> dict | None:
+    for path in (node.dir / "pods").glob(f"default_{pod}-node-0_*/sandbox.json"):
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+def ready_ip(node: KubeletNode, pod: str) -> str | None:
+    p = node.pod(pod)
+    if not p or p["status"]["phase"] != "Running":
+        return None
+    ready = next(c for c in p["status"]["conditions"] if c["type"] == "Ready")["status"] == "True"
+    return p["status"].get("podIP") if ready else None
+
+
+def events(node: KubeletNode, reason: str, pod: str) -> list[dict]:
+    path = node.dir / "events.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [e for e in map(json.loads, lines)
+            if e["reason"] == reason and e.get("involvedObject", {}).get("name") == f"{pod}-node-0"]
+
+
+@needs_pod_networks
+def test_pods_get_sandboxes_with_ips_survive_holder_death_and_kubelet_restart(cni_node):
+    node = cni_node
+    # Two servers on one port: on the host network the second would fail with EADDRINUSE.
+    node.manifest("a", http_server("a-node-0"))
+    node.manifest("b", http_server("b-node-0"))
+    ip_a = wait_for(lambda: ready_ip(node, "a"), message="pod a Running and Ready (probes at its IP, in its sandbox)")
+    ip_b = wait_for(lambda: ready_ip(node, "b"), message="pod b Running and Ready")
+    assert ip_a != ip_b and {ip_a, ip_b} <= {str(h) for h in ipaddress.ip_network(node.pod_cidr).hosts()}
+    for ip in (ip_a, ip_b):
+        assert get(f"http://{ip}:8000/") == 200
+    assert node.container("a", "web")["restartCount"] == 0
+
+    # kill -9 of a's holder: SandboxChanged, a new sandbox (attempt 1), the container restarted in it
+    first = sandbox_of(node, "a")
+    os.kill(first["holder"]["pid"], signal.SIGKILL)
+    wait_for(lambda: events(node, "SandboxChanged", "a"), message="the SandboxChanged event")
+    assert events(node, "SandboxChanged", "a")[0]["message"] == "Pod sandbox changed, it will be killed and re-created."
+    wait_for(lambda: (s := sandbox_of(node, "a")) and s["attempt"] == 1 and s.get("result"), message="a new sandbox")
+    new_ip = wait_for(lambda: ready_ip(node, "a"), message="pod a Running again")
+    assert node.container("a", "web")["restartCount"] == 1
+    assert get(f"http://{new_ip}:8000/") == 200
+    assert not (node.dir / "cni" / "networks" / "kubemu" / ip_a).exists() or new_ip == ip_a  # the old IP freed
+
+    # kill -9 of the kubelet: the sandboxes are adopted (same holder, same IP, no new attempt)
+    held = sandbox_of(node, "b")
+    kubelet = node.kubelet()["main_pid"]
+    os.kill(kubelet, signal.SIGKILL)
+    wait_for(lambda: (k := node.kubelet())["main_pid"] not in (None, kubelet) and k["active_state"] == "active",
+             message="init to restart the kubelet")
+    wait_for(lambda: "2 adopted" in node.kubelet_log(), message="adoption")
+    assert sandbox_of(node, "b") == held and alive(held["holder"]["pid"])
+    assert wait_for(lambda: ready_ip(node, "b"), message="pod b still Ready") == ip_b
+
+    # the manifest goes: containers stopped, CNI DEL (its IP freed), holder killed
+    os.unlink(node.manifests / "b.yaml")
+    wait_for(lambda: node.pod("b") is None, message="pod b removed")
+    wait_for(lambda: not alive(held["holder"]["pid"]), message="b's holder gone")
+    assert not (node.dir / "cni" / "networks" / "kubemu" / ip_b).exists()
+    assert "Traceback" not in node.kubelet_log()
+
+
+@needs_pod_networks
+def test_a_failing_plugin_is_an_event_on_the_pod_and_the_node_runs_on(state_dir, tmp_path):
+    n = CniNode(state_dir, f"--cni-bin-dir {tmp_path}/nothing-here")
+    try:
+        wait_for(lambda: n.state.init_pid("node-0") and _answers(n), message="init")
+        n.manifest("a", [sleeper()])
+        n.manifest("host", [sleeper()], hostNetwork=True)
+        wait_for(lambda: events(n, "FailedCreatePodSandBox", "a"), message="the FailedCreatePodSandBox event")
+        message = events(n, "FailedCreatePodSandBox", "a")[0]["message"]
+        assert message.startswith('Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup '
+                                  'network for sandbox "')
+        assert message.endswith(f'failed to find plugin "bridge" in path [{tmp_path}/nothing-here]')
+        assert n.pod("a")["status"]["phase"] == "Pending" and "podIP" not in n.pod("a")["status"]
+        # the hostNetwork pod needs no sandbox: it runs, with the node's IP
+        wait_for(lambda: n.pid("host"), message="the hostNetwork pod")
+        assert n.pod("host")["status"]["podIP"] == "127.0.0.1"
+    finally:
+        n.stop()
+
+
+@needs_pod_networks
+def test_an_exhausted_ip_range_fails_only_the_pod_that_found_it_full(state_dir):
+    n = CniNode(state_dir, pod_prefix=30)  # .1 the gateway, .2 the only pod address
+    try:
+        wait_for(lambda: n.state.init_pid("node-0") and _answers(n), message="init")
+        n.manifest("first", [sleeper()])
+        wait_for(lambda: n.pid("first"), message="the first pod")
+        assert n.pod("first")["status"]["podIP"] == str(ipaddress.ip_network(n.pod_cidr)[2])
+        n.manifest("second", [sleeper()])
+        wait_for(lambda: events(n, "FailedCreatePodSandBox", "second"), message="the FailedCreatePodSandBox event")
+        assert "no IP addresses available in range set" in events(n, "FailedCreatePodSandBox", "second")[0]["message"]
+        assert n.pod("second")["status"]["phase"] == "Pending"
+        assert n.pid("first") and n.pod("first")["status"]["phase"] == "Running"
+    finally:
+        n.stop()
+
+
+def test_host_network_mode_runs_pods_as_before_and_says_why(state_dir):
+    n = KubeletNode(state_dir,
+                    extra_args="--network-mode host --network-mode-reason 'not root: CAP_NET_ADMIN is needed'")
+    try:
+        wait_for(lambda: n.state.init_pid("node-0") and _answers(n), message="init")
+        n.manifest("a", [sleeper()])
+        wait_for(lambda: n.pid("a"), message="the pod's process")
+        assert n.pod("a")["status"]["podIP"] == "127.0.0.1"
+        assert not list((n.dir / "pods").glob("*/sandbox.json"))
+        assert "pods share the host's network: not root: CAP_NET_ADMIN is needed" in n.kubelet_log()
+    finally:
+        n.stop()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not any("memory" in c for _, c in cgroups.everywhere("kubemu")),
+                    reason="pod cgroups need root and a memory controller hierarchy")
+def test_pod_cgroups_hold_the_containers_and_the_kernel_enforces_memory(state_dir):
+    n = KubeletNode(state_dir, extra_args=f"--cgroup-root {ownership.cgroup_name(state_dir, 'node-0')}")
+    try:
+        wait_for(lambda: n.state.init_pid("node-0") and _answers(n), message="init")
+        n.manifest("a", [dict(sleeper(), resources={"limits": {"memory": "64Mi", "cpu": "500m"}})])
+        pid = wait_for(lambda: n.pid("a"), message="the pod's process")
+        spec = json.loads(next((n.dir / "pods").glob("default_a-node-0_*/main/0.spec.json")).read_text())
+        assert spec["oom_counter"] and spec["memory_limit"] is None  # the kernel's limit, not the shim's RSS watch
+        uid = n.pod("a")["metadata"]["uid"]
+        leaves = [Path(p).parent for p in spec["cgroups"]]
+        assert leaves and all(leaf.name == "main" and leaf.parent.name == f"pod{uid}" for leaf in leaves)
+        assert f"pod{uid}/main" in Path(f"/proc/{pid}/cgroup").read_text()
+        memory = next(leaf for leaf in leaves if (leaf / "memory.limit_in_bytes").exists()
+                      or (leaf / "memory.max").exists())
+        limit = memory / ("memory.limit_in_bytes" if (memory / "memory.limit_in_bytes").exists() else "memory.max")
+        assert int(limit.read_text()) == 64 * 1024 * 1024
+
+        os.unlink(n.manifests / "a.yaml")  # removed with the pod
+        wait_for(lambda: n.pod("a") is None, message="the pod removed")
+        wait_for(lambda: not any(leaf.parent.exists() for leaf in leaves), message="the pod's cgroups removed")
+        assert "pod cgroup" not in n.kubelet_log()  # no warning: removed at the first try
+    finally:
+        n.stop()
+        remove_cluster_cgroups(state_dir)  # what `kubemu down` does

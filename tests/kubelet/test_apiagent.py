@@ -25,7 +25,7 @@ _names = itertools.count(1)
 class ApiNode:
     """One node: init + kubelet --api, in the test's own state directory."""
 
-    def __init__(self, state_dir: Path, api_env):
+    def __init__(self, state_dir: Path, api_env, extra_args: str = ""):
         self.api = api_env
         self.name = f"node-{next(_names)}"
         self.state = StateDir(state_dir)
@@ -33,7 +33,7 @@ class ApiNode:
             self.state, self.name, restart_sec=0.5, watchdog_sec=30,
             kubelet_args=f"--api {api_env.endpoint} --cpu 2 --memory 2Gi --node-labels tier=test "
                          "--backoff-initial 0.5 --backoff-max 2 --file-check-frequency 2 "
-                         "--node-status-update-frequency 0.3 --node-lease-duration-seconds 4")
+                         f"--node-status-update-frequency 0.3 --node-lease-duration-seconds 4 {extra_args}")
         self.init = spawn_marked([PY, "-m", "init", "--node-dir", str(self.dir)], state_dir)
 
     def get(self, resource: str, name: str, namespace: str | None = "default") -> dict | None:
@@ -190,3 +190,114 @@ def test_static_pods_run_on_while_the_apiserver_is_down(node, api):  # noqa: F81
         api.start_apiserver()
     wait_for(lambda: running_pid(node.get("pods", f"later-{node.name}")), message="the new mirror pod once the API is back")
     assert running_pid(node.get("pods", name)) == pid
+
+
+# --- the ConfigMaps and Secrets the node's pods read (in process, against the real apiserver) --
+
+def test_an_edit_of_what_a_pod_reads_reaches_the_agent_and_the_volume(api, tmp_path):  # noqa: F811
+    """ConfigMap edit -> the agent's watch -> on_objects -> the volume rewritten (what the
+    kubelet does on that callback)."""
+    import asyncio
+    import uuid
+
+    from kubelet import volumedirs
+    from kubelet.apiagent import ApiAgent
+    from kubelet.configsource import Unavailable
+    from kubelet.nodestatus import NodeConfig
+    from tests.conftest import DEADLINE
+
+    suffix = uuid.uuid4().hex[:8]
+    node_name, cm_name, pod_name = f"n-{suffix}", f"cfg-{suffix}", f"web-{suffix}"
+    ref = ("configmaps", "default", cm_name)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": pod_name},
+           "spec": {"nodeName": node_name, "containers": [{"name": "app", "command": ["true"],
+                    "envFrom": [{"configMapRef": {"name": cm_name}}]}],
+                    "volumes": [{"name": "cfg", "configMap": {"name": cm_name}}]}}
+    conf = tmp_path / "volumes" / "kubernetes.io~configmap" / "cfg" / "A"
+
+    async def until(condition, what):
+        deadline = asyncio.get_running_loop().time() + DEADLINE
+        while not condition():
+            assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+            await asyncio.sleep(0.02)
+
+    def cached():
+        try:
+            return agent.lookup(*ref)
+        except Unavailable:
+            return "unavailable"
+
+    async def scenario():
+        nonlocal agent
+        changed, bound = [], {}
+
+        def on_objects(refs):
+            changed.append(refs)
+            if bound:
+                assert volumedirs.set_up(str(tmp_path), bound["pod"], agent.lookup, [], []) == {}
+
+        agent = ApiAgent(api.endpoint, NodeConfig(node_name, "1", "1Gi"), lambda pods: None,
+                         on_objects=on_objects)
+        runner = asyncio.create_task(agent.run())
+        try:
+            await agent.api.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                                  "metadata": {"name": cm_name}, "data": {"A": "1"}},
+                                   namespace="default")
+            assert cached() == "unavailable"  # no pod of this node reads it
+            await agent.api.create("pods", pod, namespace="default")
+            created = await agent.api.get("pods", pod_name, namespace="default")
+            assert await agent.wait_for_objects(created, DEADLINE)
+            assert agent.objects_synced(created)
+            assert cached()["data"] == {"A": "1"}
+            bound["pod"] = created
+            assert volumedirs.set_up(str(tmp_path), created, agent.lookup, [], []) == {}
+            assert conf.read_text() == "1"
+            await agent.api.patch("configmaps", cm_name, {"data": {"A": "2"}}, namespace="default")
+            await until(lambda: {ref} in changed and conf.read_text() == "2", "the edit in the file")
+            await agent.api.delete("pods", pod_name, namespace="default", grace_period_seconds=0)
+            await until(lambda: cached() == "unavailable", "the watch to stop with the pod")
+        finally:
+            runner.cancel()
+            await asyncio.gather(runner, return_exceptions=True)
+            await agent.api.close()
+
+    agent = None
+    asyncio.run(scenario())
+    api.call("delete", resource="configmaps", name=cm_name, namespace="default")
+    api.call("delete", resource="nodes", name=node_name)
+
+
+def test_cni_node_is_not_ready_until_it_has_a_pod_cidr_and_its_network_config(state_dir, api):  # noqa: F811
+    # No fabric is needed for this: no pod runs. The podCIDR is what node IPAM would set.
+    n = ApiNode(state_dir, api, "--network-mode cni --cluster-cidr 10.244.0.0/16 --fabric-netns /nonexistent")
+    try:
+        node = wait_for(lambda: n.get("nodes", n.name, None), message=f"{n.name} to register")
+        ready = condition(node, "Ready")
+        assert (ready["status"], ready["reason"]) == ("False", "KubeletNotReady")
+        assert ready["message"] == ("container runtime network not ready: NetworkReady=false "
+                                    "reason:NetworkPluginNotReady message:Network plugin returns error: "
+                                    "cni plugin not initialized")
+        conflist = n.dir / "cni" / "net.d" / "10-kubemu.conflist"
+        assert not conflist.exists()
+        api.call("patch", resource="nodes", name=n.name,
+                 patch={"spec": {"podCIDR": "10.244.3.0/24", "podCIDRs": ["10.244.3.0/24"]}})
+        wait_for(lambda: condition(n.get("nodes", n.name, None), "Ready")["status"] == "True",
+                 message="Ready once the network config is written")
+        written = json.loads(conflist.read_text())
+        bridge = written["plugins"][0]
+        assert bridge["bridge"] == "kmbr3" and bridge["ipam"]["ranges"] == [[{"subnet": "10.244.3.0/24"}]]
+        assert bridge["ipam"]["dataDir"] == str(n.dir / "cni" / "networks")
+    finally:
+        n.stop()
+
+
+def test_host_network_node_says_why_in_a_condition(state_dir, api):  # noqa: F811
+    n = ApiNode(state_dir, api, "--network-mode host --network-mode-reason 'not root'")
+    try:
+        node = wait_for(lambda: n.get("nodes", n.name, None), message=f"{n.name} to register")
+        assert condition(node, "Ready")["status"] == "True"
+        unavailable = condition(node, "NetworkUnavailable")
+        assert (unavailable["status"], unavailable["reason"], unavailable["message"]) == \
+            ("False", "KubemuHostNetwork", "pods share the host's network: not root")
+    finally:
+        n.stop()

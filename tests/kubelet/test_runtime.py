@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -286,3 +287,17 @@ def test_watch_ends_with_its_stop_event(runtime):
         return [event async for event in runtime.watch(stop)]
 
     assert asyncio.run(asyncio.wait_for(watch_until_stopped(), DEADLINE)) == []
+
+
+def test_the_sandbox_cgroups_and_oom_counter_reach_the_shims_spec(runtime):
+    pod = runtime.pod_dir(POD)
+    given = {"sandbox": {"pid": 5, "start": 7, "id": "0123-1"}, "cgroups": ["/kmtest/cgroup.procs"],
+             "oom_counter": {"path": "/kmtest/memory.events"}}
+    runtime.start(spec(runtime, ["kubemu-no-such-program"], **given))
+    runtime.start(spec(runtime, ["kubemu-no-such-program"], name="plain"))
+    exited(runtime)
+    exited(runtime, "plain")
+    written = json.loads(Path(pod, "c", "0.spec.json").read_text())
+    assert {k: written[k] for k in given} == given
+    plain = json.loads(Path(pod, "plain", "0.spec.json").read_text())
+    assert (plain["sandbox"], plain["cgroups"], plain["oom_counter"]) == (None, [], None)

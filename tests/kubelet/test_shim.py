@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -13,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from kubelet.shim import instance_file, read_json
+from kubelet.shim import instance_file, oom_killed, oom_kills, read_json
+from kubemu import cgroups, prctl
 from kubemu.child import proc_stat
-from kubemu import prctl
 from tests.conftest import alive, marked_processes, wait_for
 
 # A container that reports how it was started, then waits for the test to open its FIFO.
@@ -71,6 +72,36 @@ def reap_zombies() -> None:
                 os.waitpid(child.pid, os.WNOHANG)
         except (psutil.Error, ChildProcessError):
             pass
+
+
+@pytest.fixture
+def make_cgroup():
+    """make_cgroup(hierarchy=None) -> a new cgroup directory kmtest-<random> at the root of
+    /sys/fs/cgroup/<hierarchy> (default: the first hierarchy kubemu would use); the test is
+    skipped, with the reason, where none can be made. At teardown every process left in them
+    is killed and they are removed."""
+    made: list[cgroups.Cgroup] = []
+
+    def make(hierarchy: str | None = None) -> Path:
+        found = cgroups.hierarchies()
+        if hierarchy is not None:
+            base = Path("/sys/fs/cgroup") / hierarchy
+        elif found:
+            base = found[0].mount
+        else:
+            pytest.skip("no cgroup hierarchy mounted")
+        path = base / f"kmtest-{secrets.token_hex(4)}"
+        try:
+            path.mkdir()
+        except OSError as exc:
+            pytest.skip(f"cannot make a cgroup in {base}: {exc.strerror}")
+        made.append(cgroups.Cgroup(path, 2 if (path / "cgroup.controllers").exists() else 1))
+        return path
+
+    yield make
+    for cg in made:
+        wait_for(lambda: cg.kill() or not cg.pids(), message=f"{cg.path} to empty")
+        wait_for(lambda: cg.remove() or not cg.path.exists(), message=f"{cg.path} removed")
 
 
 @pytest.fixture
@@ -300,3 +331,113 @@ def test_a_shim_whose_init_died_during_the_launch_does_not_start(node):
     wait_for(lambda: "died while the shim was launched" in (cdir / "shim.log").read_text())
     wait_for(lambda: not marked_processes(str(node.parent)), message="the shim to exit")
     assert not (cdir / "0.state.json").exists() and not (cdir / "0.exit.json").exists()
+
+
+# --- cgroups and the kernel's OOM killer
+
+def write_spec(cdir: Path, n: int = 0, **spec) -> list[str]:
+    """N.spec.json with the marker environment; the flags that launch a shim on it."""
+    spec.setdefault("env", marker_env(cdir.parents[2]))
+    spec.setdefault("grace", 5)
+    (cdir / f"{n}.spec.json").write_text(json.dumps(spec))
+    return ["--spec", str(cdir / f"{n}.spec.json")]
+
+
+def test_the_oom_kill_count_is_read_from_v1_and_v2_files(tmp_path):
+    v1, v2, other = tmp_path / "memory.oom_control", tmp_path / "memory.events", tmp_path / "other"
+    v1.write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n")
+    v2.write_text("low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0\n")
+    other.write_text("oom_kill_disable 1\n")
+    assert [oom_kills(str(p)) for p in (v1, v2, other, tmp_path / "missing")] == [3, 2, 0, None]
+
+
+@pytest.mark.parametrize("before, after, sig, killed", [
+    (0, 1, signal.SIGKILL, True),
+    (2, 2, signal.SIGKILL, False),      # killed by someone else (a stop's grace ran out)
+    (0, 1, None, False),                # a process of it was OOM-killed, the container exited itself
+    (0, 1, signal.SIGTERM, False),
+    (None, 1, signal.SIGKILL, False),   # unreadable at the start: no verdict
+    (0, None, signal.SIGKILL, False),
+])
+def test_an_oom_kill_is_a_sigkill_while_the_count_went_up(before, after, sig, killed):
+    assert oom_killed(before, after, sig) is killed
+
+
+def test_the_kernels_oom_kill_is_read_from_the_containers_memory_cgroup(node, make_cgroup):
+    """A v1 memory cgroup limited to 32 MiB and a container allocating far more: the kernel
+    kills it, and the shim says OOMKilled because the cgroup's counter went up (no RSS watch:
+    no --memory-limit)."""
+    memory = make_cgroup("memory")
+    (memory / "memory.limit_in_bytes").write_text(str(32 << 20))
+    cdir = container_dir(node)
+    launch(cdir, None, *write_spec(cdir, argv=py(HOG), cgroups=[str(memory / "cgroup.procs")],
+                                   oom_counter={"path": str(memory / "memory.oom_control")}))
+    ended = exit_of(cdir)
+    assert ended["exit_code"] == 137 and ended["signal"] == 9
+    assert ended["oom_killed"] is True and ended["reason"] == "OOMKilled"
+    assert oom_kills(str(memory / "memory.oom_control")) >= 1
+
+
+def test_a_sigkill_without_an_oom_kill_is_not_oomkilled(node, make_cgroup):
+    memory = make_cgroup("memory")
+    cdir = container_dir(node)
+    launch(cdir, None, *write_spec(cdir, argv=py(SLEEP), cgroups=[str(memory / "cgroup.procs")],
+                                   oom_counter={"path": str(memory / "memory.oom_control")}))
+    os.kill(state_of(cdir)["pid"], signal.SIGKILL)
+    ended = exit_of(cdir)
+    assert ended["signal"] == 9 and ended["oom_killed"] is False and ended["reason"] is None
+
+
+def join_cgroup(procs: Path):
+    return lambda: procs.write_text("0")
+
+
+def test_what_is_left_in_the_containers_cgroup_dies_with_it(node, make_cgroup):
+    """A process in the container's cgroup that is not the shim's descendant (what `kubectl
+    exec` starts) is killed when the container ends, as the container's cgroup is."""
+    cg = make_cgroup()
+    cdir = container_dir(node)
+    launch(cdir, None, *write_spec(cdir, argv=py(SLEEP), cgroups=[str(cg / "cgroup.procs")]))
+    state = state_of(cdir)
+    assert state["pid"] in [int(p) for p in (cg / "cgroup.procs").read_text().split()]
+    outsider = subprocess.Popen(py(SLEEP), env=marker_env(node), stdin=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=join_cgroup(cg / "cgroup.procs"))
+    try:
+        assert state["shim_pid"] not in [p.pid for p in psutil.Process(outsider.pid).parents()]
+        os.kill(state["pid"], signal.SIGKILL)
+        assert exit_of(cdir)["signal"] == 9
+        assert outsider.wait(60) == -signal.SIGKILL
+    finally:
+        outsider.kill()
+        outsider.wait()
+
+
+def test_a_cgroup_that_cannot_be_joined_is_a_start_error(node):
+    cdir = container_dir(node)
+    launch(cdir, None, *write_spec(cdir, argv=py(SLEEP), cgroups=["/nonexistent-kmtest/cgroup.procs"]))
+    ended = exit_of(cdir)
+    assert ended["reason"] == "StartError" and ended["exit_code"] == 128
+    assert ended["message"] == ("unable to apply cgroup configuration: failed to write 0 to "
+                                "/nonexistent-kmtest/cgroup.procs: no such file or directory")
+
+
+def test_a_cgroup_holding_the_shim_itself_is_refused(node, make_cgroup):
+    """Everything in a container's cgroups dies with it: a cgroup the shim is in (a node's, by
+    mistake) must not be one."""
+    cg = make_cgroup()
+    cdir = container_dir(node)
+    command = [sys.executable, "-m", "kubelet.shim", "--dir", str(cdir), "--restart-count", "0",
+               *write_spec(cdir, argv=py(SLEEP), cgroups=[str(cg / "cgroup.procs")])]
+    subprocess.run(command, env=marker_env(node), stdin=subprocess.DEVNULL, preexec_fn=join_cgroup(cg / "cgroup.procs"),
+                   check=True, timeout=60)
+    ended = exit_of(cdir)
+    assert ended["reason"] == "StartError" and "holds the container's shim" in ended["message"]
+
+
+@pytest.mark.parametrize("key, value", [("sandbox", {"pid": "1"}), ("sandbox", 5), ("cgroups", "x"),
+                                        ("cgroups", [""]), ("oom_counter", {"file": "x"})])
+def test_a_malformed_sandbox_cgroups_or_oom_counter_is_a_usage_error(node, key, value):
+    cdir = container_dir(node)
+    proc = launch(cdir, None, *write_spec(cdir, argv=py(SLEEP), **{key: value}))
+    assert proc.returncode == 2
+    assert f"{key}: expected" in (cdir / "shim.log").read_text()

@@ -11,13 +11,14 @@ from pathlib import Path
 import psutil
 import pytest
 
+from kubelet import holder
 from kubelet.runtime import Runtime
 from kubelet.streaming import CHUNK, HANGUP_GRACE, WINDOW, StreamingServer, exit_code
 from kubemu import _wire_auth, wire
-from tests.conftest import DEADLINE, alive
+from tests.conftest import DEADLINE, alive, wait_for
 from tests.kubelet.test_console import ECHO
 from tests.kubelet.test_runtime import POD, exited, running, runtime, spec  # noqa: F401 - fixtures
-from tests.kubelet.test_shim import SLEEP, node, py, subreaper  # noqa: F401 - fixtures
+from tests.kubelet.test_shim import SLEEP, make_cgroup, node, py, subreaper  # noqa: F401 - fixtures
 from tests.kubelet.test_shimwatch import until
 
 NAMESPACE, NAME, UID = POD.split("_")  # the pod directory test_runtime's containers live in
@@ -331,10 +332,9 @@ def test_a_cancelled_stream_hangs_up_the_group_its_command_left(runtime, sleeper
     serve(runtime, scenario, with_server=True)
 
 
-@pytest.mark.xfail(strict=True, reason="README's 'Not yet': an exec'd process is the kubelet's child, outside the "
-                                       "container's shim tree, so what it leaves running survives the container's "
-                                       "stop (in Kubernetes it is in the container's cgroup and dies with it)")
-def test_what_an_exec_leaves_running_dies_with_the_container(runtime, sleeper):  # noqa: F811
+def leaves_running_and_stops(rt: Runtime):
+    """Exec a command that leaves a process running, stop the container, and wait for that
+    process to end (the test kills it if it does not, before failing)."""
     script = "sleep 600 </dev/null >/dev/null 2>&1 & echo $!"
 
     async def scenario(client):
@@ -342,8 +342,8 @@ def test_what_an_exec_leaves_running_dies_with_the_container(runtime, sleeper): 
         left = int(out)
         try:
             assert code == 0 and alive(left)
-            runtime.stop(runtime.pod_dir(POD), "c", grace=5)
-            await until(lambda: (s := runtime.state(runtime.pod_dir(POD), "c")) and s.exited)
+            rt.stop(rt.pod_dir(POD), "c", grace=5)
+            await until(lambda: (s := rt.state(rt.pod_dir(POD), "c")) and s.exited)
             await asyncio.wait_for(until(lambda: not alive(left)), BOUND)
         finally:
             try:
@@ -351,7 +351,65 @@ def test_what_an_exec_leaves_running_dies_with_the_container(runtime, sleeper): 
             except ProcessLookupError:
                 pass
             await until(lambda: not alive(left))
+    serve(rt, scenario)
+
+
+def test_what_an_exec_leaves_running_dies_with_the_container(runtime, make_cgroup):  # noqa: F811
+    """The exec'd command joins the container's cgroup (as runc puts it in the container's), and
+    the container's shim kills what is left in its cgroup when the container ends."""
+    procs = make_cgroup() / "cgroup.procs"  # skipped, with the reason, where there are no cgroups
+    runtime.start(spec(runtime, py(SLEEP), cgroups=[str(procs)]))
+    running(runtime)
+    leaves_running_and_stops(runtime)
+
+
+@pytest.mark.xfail(strict=True, raises=TimeoutError,
+                   reason="README's 'Not yet': without cgroups an exec'd process is the kubelet's child, outside "
+                          "the container's shim tree, so what it leaves running survives the container's stop "
+                          "(with cgroups it dies with the container)")
+def test_without_cgroups_what_an_exec_leaves_running_outlives_the_container(runtime, sleeper):  # noqa: F811
+    leaves_running_and_stops(runtime)
+
+
+def test_an_exec_joins_the_containers_cgroups(runtime, make_cgroup):  # noqa: F811
+    procs = make_cgroup() / "cgroup.procs"
+    runtime.start(spec(runtime, py(SLEEP), cgroups=[str(procs)]))
+    running(runtime)
+
+    async def scenario(client):
+        out, _, code = await outcome(client.stream("exec", exec_params(["sh", "-c", "cat /proc/self/cgroup"])))
+        assert code == 0 and f":/{procs.parent.name}\n".encode() in out
     serve(runtime, scenario)
+    runtime.stop(runtime.pod_dir(POD), "c", grace=5)
+    exited(runtime)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a sandbox's namespaces need root (CAP_SYS_ADMIN)")
+def test_an_exec_runs_in_the_pods_sandbox_and_a_dead_one_is_the_runtimes_error(runtime, tmp_path):  # noqa: F811
+    info = holder.start(runtime.pod_dir(POD), "web-0", [], env=runtime.env_base)
+    try:
+        cwd = tmp_path / "work"
+        cwd.mkdir()
+        sandbox = {"pid": info.pid, "start": info.start_ticks, "id": "0123-1"}
+        runtime.start(spec(runtime, py(SLEEP), cwd=str(cwd), sandbox=sandbox))
+        running(runtime)
+
+        async def scenario(client):
+            command = ["sh", "-c", "hostname; pwd; readlink /proc/self/ns/net"]
+            out, _, code = await outcome(client.stream("exec", exec_params(command)))
+            assert (out, code) == (f"web-0\n{cwd}\nnet:[{info.netns_inode}]\n".encode(), 0)
+            holder.kill(info.pid, info.start_ticks)
+            await until(lambda: not alive(info.pid))
+            with pytest.raises(wire.Internal) as caught:
+                await outcome(client.stream("exec", exec_params(["true"])))
+            assert caught.value.message == ('OCI runtime exec failed: exec failed: unable to start container '
+                                            'process: sandbox container "0123-1" is not running: unknown')
+        serve(runtime, scenario)
+        runtime.stop(runtime.pod_dir(POD), "c", grace=5)
+        exited(runtime)
+    finally:
+        holder.kill(info.pid, info.start_ticks)
+        wait_for(lambda: not alive(info.pid), message="the holder to die")
 
 
 def test_a_session_id_in_use_is_a_conflict(runtime, sleeper):  # noqa: F811

@@ -117,3 +117,81 @@ def test_writable_base():
     assert cgroups.writable_base(mount, own, under(delegated)) == delegated  # systemd's delegation
     assert cgroups.writable_base(mount, own, lambda p: False) == mount  # nothing: mkdir will fail there
     assert cgroups.writable_base(mount, "/", lambda p: False) == mount
+
+
+HYBRID_CONTROLLERS = HYBRID + """\
+33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
+34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset
+"""
+
+
+def test_parse_v1_controllers():
+    """This machine: memory, cpu, cpuacct, pids each mounted apart; cpuset is not ours."""
+    assert cgroups.parse_v1_controllers(HYBRID_CONTROLLERS) == {
+        "cpu": cgroups.Hierarchy(Path("/sys/fs/cgroup/cpu"), 1),
+        "cpuacct": cgroups.Hierarchy(Path("/sys/fs/cgroup/cpuacct"), 1),
+        "memory": cgroups.Hierarchy(Path("/sys/fs/cgroup/memory"), 1),
+        "pids": cgroups.Hierarchy(Path("/sys/fs/cgroup/pids"), 1)}
+    joint = cgroups.Hierarchy(Path("/sys/fs/cgroup/cpu,cpuacct"), 1)
+    assert cgroups.parse_v1_controllers(V1_ONLY) == {
+        "cpu": joint, "cpuacct": joint, "pids": cgroups.Hierarchy(Path("/sys/fs/cgroup/pids"), 1)}
+    assert cgroups.parse_v1_controllers(PURE_V2) == {}
+
+
+def test_plan_controlled():
+    unified, v2 = Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup")
+
+    def plan(text, v2_controllers):
+        return [(c.hierarchy.mount.name or "/", c.hierarchy.version, sorted(c.controllers)) for c in
+                cgroups.plan_controlled(cgroups.parse_mountinfo(text), cgroups.parse_v1_controllers(text),
+                                        v2_controllers)]
+    # hybrid (this machine): v2 has only hugetlb; memory, cpu, cpuacct, pids are v1 hierarchies
+    assert plan(HYBRID_CONTROLLERS, {unified: "hugetlb\n"}) == [
+        ("unified", 2, []), ("memory", 1, ["memory"]), ("cpu", 1, ["cpu"]), ("cpuacct", 1, ["cpuacct"]),
+        ("pids", 1, ["pids"])]
+    # pure v2: one hierarchy carries everything there is of ours
+    assert plan(PURE_V2, {v2: "cpuset cpu io memory hugetlb pids rdma misc\n"}) == [
+        ("cgroup", 2, ["cpu", "memory", "pids"])]
+    # v1 only: the grouping hierarchy (pids) first, then cpu and cpuacct share one mount
+    assert plan(V1_ONLY, {}) == [("pids", 1, ["pids"]), ("cpu,cpuacct", 1, ["cpu", "cpuacct"])]
+    assert plan("", {}) == []
+
+
+def test_stat_fields_and_oom_kills():
+    v1 = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n"
+    v2 = "low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0\n"
+    assert cgroups.oom_kills(v1) == 3 and cgroups.oom_kills(v2) == 2
+    assert cgroups.oom_kills("oom_kill_disable 0\nunder_oom 0\n") == 0  # kernel < 4.13
+    assert cgroups.oom_kills("") == 0 and cgroups.oom_kills("oom_kill x\n") == 0
+    assert cgroups.stat_field("usage_usec 1500\nuser_usec 1000\n", "usage_usec") == 1500
+    assert cgroups.stat_field("usage_usec 1500\n", "user_usec") is None
+
+
+def test_usage_readers(tmp_path):
+    v1, v2 = cgroups.Cgroup(tmp_path / "v1", 1), cgroups.Cgroup(tmp_path / "v2", 2)
+    assert v1.cpu_seconds() is None and v1.memory_working_set() is None  # no such files
+    for cg, files in ((v1, {"cpuacct.usage": "2500000000\n", "memory.usage_in_bytes": "10485760\n",
+                            "memory.stat": "cache 4096\ninactive_file 0\ntotal_inactive_file 2097152\n"}),
+                      (v2, {"cpu.stat": "usage_usec 2500000\nuser_usec 2000000\n", "memory.current": "10485760\n",
+                            "memory.stat": "anon 8388608\ninactive_file 2097152\n"})):
+        cg.path.mkdir()
+        for name, text in files.items():
+            (cg.path / name).write_text(text)
+        assert cg.cpu_seconds() == 2.5
+        assert cg.memory_working_set() == 8 << 20  # usage minus inactive file pages, as the kubelet
+    (v1.path / "memory.stat").write_text("total_inactive_file 99999999\n")
+    assert v1.memory_working_set() == 0
+
+
+def test_delegate_enables_what_each_level_offers(tmp_path):
+    """cgroup v2 gives a cgroup a controller only through every ancestor's subtree_control:
+    each level from `below` down gets the wanted controllers its cgroup.controllers offers."""
+    levels = [tmp_path, tmp_path / "kubemu", tmp_path / "kubemu" / "node", tmp_path / "kubemu" / "node" / "kubepods"]
+    for level in levels:
+        level.mkdir(exist_ok=True)
+        (level / "cgroup.controllers").write_text("cpu memory hugetlb\n")
+        (level / "cgroup.subtree_control").write_text("")
+    (levels[1] / "cgroup.subtree_control").write_text("memory\n")  # already enabled there
+    cgroups.Cgroup(levels[-1], 2).delegate(["memory", "cpu", "pids"], tmp_path)
+    written = [(level / "cgroup.subtree_control").read_text() for level in levels]
+    assert written == ["+memory +cpu", "+cpu", "+memory +cpu", "+memory +cpu"]

@@ -9,9 +9,10 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 import yaml
 
-from kubemu import kubeconfig
+from kubemu import kubeconfig, netplan, network
 from tests.conftest import DEADLINE, alive, marked_processes, spawn_marked, terminate, wait_for
 
 
@@ -83,6 +84,10 @@ def test_up_kill_kubelet_down(state_dir):
                                        "current-context": "prod"})
     out = kubemu(state_dir, "up", "--nodes", "2", "--detach").stdout
     assert "node-0" in out and "node-1" in out and "kubelet.service" in out
+    net = network.load(state_dir)  # made before the nodes started, removed by `down` below
+    assert net.mode == network.probe(None).kind
+    if net.mode == netplan.CNI:
+        assert network.leftovers(net)
     # As kind does: a context merged into $KUBECONFIG, made current; `kubemu kubeconfig` is admin.conf.
     port = int((state_dir / "api-port").read_text())
     assert f'Set kubectl context to "kubemu" (https://127.0.0.1:{port}, in {user_kubeconfig})' in out
@@ -150,6 +155,7 @@ def test_up_kill_kubelet_down(state_dir):
     assert kubeconfig.load(user_kubeconfig)["clusters"] == [{"name": "prod", "cluster": {"server": "https://prod"}}]
     assert marked_processes(str(state_dir)) == []
     assert not any(alive(p) for p in pids)
+    assert network.leftovers(net) == []
     assert kubemu(state_dir, "ps", check=False).returncode != 0
 
 
@@ -342,3 +348,27 @@ def test_foreground_up_reports_each_node_death(state_dir):
                     "node-0: init was killed (SIGKILL); the control plane ran there: stopping the cluster",
                     f'Deleted kubectl context "kubemu" from {kubeconfig.user_path()}',
                     "cluster stopped"], out
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
+                    reason="needs root and setpriv to drop privileges")
+def test_network_cni_without_the_privileges_is_one_line_and_starts_nothing(state_dir):
+    done = subprocess.run(["setpriv", "--inh-caps=-net_admin,-sys_admin", "--bounding-set=-net_admin,-sys_admin",
+                           sys.executable, "-m", "kubemu.cli", "up", "--network", "cni", "--detach"],
+                          env=dict(os.environ, KUBEMU_STATE_DIR=str(state_dir)), capture_output=True, text=True,
+                          timeout=DEADLINE, stdin=subprocess.DEVNULL)
+    assert done.returncode == 1
+    assert done.stderr == "error: --network cni: CAP_NET_ADMIN and CAP_SYS_ADMIN are needed for pod networks\n"
+    assert not list(state_dir.glob("nodes/*/owner.json")) and not (state_dir / "network.json").exists()
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--pod-network-cidr", "10.244.0.1/16"], "Invalid value for '--pod-network-cidr': not an IPv4 CIDR "
+                                              "(10.244.0.1/16 has host bits set)"),
+    (["--service-cidr", "banana"], "Invalid value for '--service-cidr': not an IPv4 CIDR"),
+    (["--network", "bridge"], "Invalid value for '--network': 'bridge' is not one of 'cni', 'host'."),
+])
+def test_up_s_network_flags_are_checked_first(state_dir, args, said):
+    done = kubemu(state_dir, "up", *args, check=False)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert not (state_dir / "pki").exists()

@@ -14,7 +14,8 @@ import pytest
 import yaml
 from cryptography import x509
 
-from kubemu import cgroups, cluster, kubeconfig, ownership, pki
+from init.unitfile import load_unit
+from kubemu import cgroups, cluster, kubeconfig, netplan, network, ownership, pki
 from kubemu.statedir import StateDir
 from tests.conftest import alive, spawn_marked, terminate, wait_for
 
@@ -331,3 +332,66 @@ def test_up_again_renews_a_bad_certificate_and_says_so(state_dir, caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "kubemu: renewed certificate admin (kubernetes-admin): its key does not match"]
     assert (state_dir / "admin.conf").read_text() != before
+
+
+CNI_RECORD = netplan.cni_record("abcd1234", "10.244.0.0/16", "10.96.0.0/12", 24, "/run/netns")
+HOST_RECORD = netplan.Record(netplan.HOST, "not root: CAP_NET_ADMIN is needed for pod networks")
+
+
+def _kubelet_argv(state: StateDir, node: str, net) -> tuple[str, ...]:
+    """The kubelet's argv as init will run it: the unit written, then parsed as init parses it."""
+    cluster.write_node(state, node, kubelet_args=cluster.kubelet_args(state, node, cluster.DEFAULT_TIMINGS, net))
+    loaded = load_unit(str(state.node_dir(node) / "units" / "kubelet.service"))
+    assert loaded.error is None, loaded.error
+    return loaded.config.exec_start
+
+
+@pytest.mark.parametrize("switched_on", [False, True])
+def test_the_kubelet_s_network_flags(state_dir, monkeypatch, switched_on):
+    """Behind cluster.NETWORK_FLAGS until every kubelet parses them; a reason with blanks and
+    a colon reaches the kubelet as one word."""
+    monkeypatch.setattr(cluster, "NETWORK_FLAGS", switched_on)
+    state = StateDir(state_dir)
+    argv = _kubelet_argv(state, "node-1", CNI_RECORD)
+    flags = dict(zip(argv[argv.index("--api"):][::2], argv[argv.index("--api"):][1::2]))
+    expected = {"--network-mode": "cni", "--fabric-netns": "/run/netns/kubemu-abcd1234",
+                "--cni-conf-dir": f"{state_dir}/nodes/node-1/cni/net.d", "--cni-bin-dir": "/usr/lib/cni:/opt/cni/bin",
+                "--cluster-cidr": "10.244.0.0/16", "--cgroup-root": ownership.cgroup_name(state_dir, "node-1")}
+    assert {k: flags.get(k) for k in expected} == (expected if switched_on else dict.fromkeys(expected))
+    argv = _kubelet_argv(state, "node-1", HOST_RECORD)
+    if switched_on:
+        assert argv[argv.index("--network-mode"):argv.index("--network-mode") + 4] == (
+            "--network-mode", "host", "--network-mode-reason", "not root: CAP_NET_ADMIN is needed for pod networks")
+        assert "--fabric-netns" not in argv and "--cgroup-root" in argv
+    else:
+        assert "--network-mode" not in argv
+
+
+@pytest.mark.parametrize("switched_on", [False, True])
+def test_the_control_plane_runs_in_the_host_s_network_and_allocates_node_cidrs(state_dir, monkeypatch,
+                                                                                switched_on):
+    monkeypatch.setattr(cluster, "NETWORK_FLAGS", switched_on)
+    state = StateDir(state_dir)
+    cluster.write_node(state, "node-0")
+    for net, ipam in ((CNI_RECORD, switched_on), (HOST_RECORD, False)):
+        cluster.write_control_plane(state, api_port=7443, net=net)
+        manifests = sorted((state.node_dir("node-0") / "manifests").glob("*.yaml"))
+        assert len(manifests) == 6
+        for path in manifests:  # kubeadm's: they must not wait for a podCIDR the controller-manager hands out
+            assert yaml.safe_load(path.read_text())["spec"]["hostNetwork"] is True, path
+        argv = yaml.safe_load((state.node_dir("node-0") / "manifests" / "controller-manager.yaml").read_text())[
+            "spec"]["containers"][0]["command"]
+        tail = ["--allocate-node-cidrs", "--cluster-cidr", "10.244.0.0/16", "--service-cluster-ip-range",
+                "10.96.0.0/12", "--node-cidr-mask-size", "24"]
+        assert (argv[-len(tail):] == tail) == ipam
+        assert ("--allocate-node-cidrs" in argv) == ipam
+
+
+def test_a_failed_up_before_any_node_starts_removes_the_network(state_dir, monkeypatch):
+    made, removed = [], []
+    monkeypatch.setattr(network, "setup", lambda root, *a: made.append(root) or HOST_RECORD)
+    monkeypatch.setattr(network, "down", lambda root: removed.append(root))
+    monkeypatch.setattr(cluster, "start_init", lambda state, node: (_ for _ in ()).throw(OSError("no fork")))
+    with pytest.raises(OSError):
+        cluster.up(StateDir(state_dir), 1, api_port=0)
+    assert made == removed == [state_dir]

@@ -7,10 +7,11 @@ import subprocess
 import time
 
 import psutil
+import pytest
 
 from kubemu.child import proc_stat
 from kubemu import cgroups, ownership
-from tests.conftest import DEADLINE
+from tests.conftest import DEADLINE, remove_cluster_cgroups
 
 
 def test_the_record_round_trips_and_garbage_is_no_record(tmp_path):
@@ -97,3 +98,40 @@ def test_cgroup_names_are_per_state_dir_and_node(tmp_path):
     cluster = ownership.cluster_cgroup_name(tmp_path / "a")
     assert ownership.cgroup_name(tmp_path / "a", "node-10").startswith(cluster + "/")
     assert os.sep not in cluster.removeprefix("kubemu/")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not any("memory" in c for _, c in cgroups.everywhere("x")),
+                    reason="needs root and a memory controller: the kubelet makes no pod cgroups otherwise")
+def test_releasing_a_node_removes_its_pod_cgroups_in_every_hierarchy(tmp_path):
+    """The kubelet makes the node's pod cgroups below the node's name in every controller
+    hierarchy (v1 memory, cpu, cpuacct, pids on hybrid machines), not only in the one
+    owner.json records: `down` (release) removes them all, killing what is left in them."""
+    from kubelet.podcgroups import PodCgroups
+
+    node_dir = tmp_path / "nodes" / "node-1"
+    node_dir.mkdir(parents=True)
+    name = ownership.cgroup_name(tmp_path, "node-1")
+    node_cg = cgroups.create(name)
+    ownership.Owned(1, 1, node_cg).save(node_dir)
+    pods = PodCgroups(name)
+    the_pod = {"metadata": {"uid": "u-1"}, "spec": {"containers": [
+        {"name": "c", "resources": {"limits": {"cpu": "100m", "memory": "64Mi"}}}]}}
+    procs = pods.container(the_pod, "c").procs
+    fds = [os.open(p, os.O_WRONLY | os.O_CLOEXEC) for p in procs]
+    try:
+        left = subprocess.Popen(["sleep", "1000"], preexec_fn=lambda: [cgroups.join(fd) for fd in fds])
+    finally:
+        for fd in fds:
+            os.close(fd)
+    try:
+        assert len(procs) > 1
+        ownership.Owned.load(node_dir).release()
+        assert left.wait(DEADLINE) == -9
+        cluster = ownership.cluster_cgroup_name(tmp_path)
+        leftovers = [cg.path for cg in cgroups.candidates(cluster) + [c for c, _ in cgroups.everywhere(cluster)]
+                     if cg.path.exists()]
+        assert leftovers == []
+    finally:
+        left.kill()
+        left.wait()
+        remove_cluster_cgroups(tmp_path)

@@ -55,7 +55,7 @@ CONTROLLER_MANAGER_CALLS = [  # components/controller_manager/*.py
     call("patch", "pods", "default", name="web"),  # adopt / release (ownerReferences)
     # garbage collector: read owners, delete dependents
     *(call("get", p, "default", name="x") for p in ("pods", "replicasets", "deployments")),
-    # node lifecycle: taints and conditions, pod readiness, evictions
+    # node lifecycle: taints and conditions, pod readiness, evictions; node IPAM: podCIDRs
     call("patch", "nodes", name="node-1"), call("patch", "pods", "default", "status", "web"),
     # namespace controller: list and delete everything in a namespace, then finalize it
     *(call(v, r.plural, "doomed", name="x" if v == "delete" else "")

@@ -158,6 +158,14 @@ CASES = [
      '"ExternalDNS"'),
     ("Node", "status.addresses.0.address", DELETE, "status.addresses[0].address: Required value"),
     ("Node", "status.spare", 1, "status.spare: Unknown field"),
+    ("Node", "spec.podCIDR", "10.244.1.0", 'spec.podCIDR: Invalid value: "10.244.1.0": must be a '
+     "valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"),
+    ("Node", "spec.podCIDRs", ["10.244.1.0/24", "ten"], 'spec.podCIDRs[1]: Invalid value: "ten": '
+     "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"),
+    ("Node", "spec.podCIDRs", ["10.244.1.0/24", "10.244.2.0/24"], 'spec.podCIDRs: Invalid value: '
+     '["10.244.1.0/24","10.244.2.0/24"]: may specify no more than one CIDR for each IP family'),
+    ("Node", "spec.podCIDRs", ["10.244.2.0/24"], 'spec.podCIDRs[0]: Invalid value: '
+     '"10.244.2.0/24": must match spec.podCIDR'),
     # Lease
     ("Lease", "spec.leaseDurationSeconds", 0, "spec.leaseDurationSeconds: Invalid value: 0: must "
      "be greater than 0"),
@@ -368,6 +376,34 @@ def test_updates():
     renamed["metadata"]["name"] = "web2"
     assert [str(e) for e in validate_object_update(old, renamed)] == [
         'metadata.name: Invalid value: "web2": field is immutable']
+
+
+def test_node_pod_cidr_and_pod_cidrs_fill_in_from_each_other():
+    assert default_node(node())["spec"]["podCIDRs"] == ["10.244.1.0/24"]
+    n = node()
+    n["spec"] = {"podCIDRs": ["10.244.1.0/24", "fd00:1::/64"]}
+    assert validate_node(n) == []
+    assert default_node(n)["spec"]["podCIDR"] == "10.244.1.0/24"
+    n["spec"] = {}
+    assert default_node(n)["spec"] == {}
+
+
+def test_node_pod_cidrs_may_be_set_once_and_never_changed():
+    empty = default_node(node())
+    empty["spec"] = {}
+    empty["metadata"].update(uid="u1", resourceVersion="4")
+    assigned = default_node(dict(copy.deepcopy(empty), spec={"podCIDR": "10.244.3.0/24"}))
+    assert validate_object_update(empty, assigned) == []
+    assert validate_object_update(assigned, copy.deepcopy(assigned)) == []
+    changed = "spec.podCIDRs: Forbidden: node updates may not change podCIDR except from \"\" to valid"
+    for spec in ({"podCIDR": "10.244.4.0/24"}, {},
+                 {"podCIDRs": ["10.244.3.0/24", "fd00::/64"]}):
+        new = default_node(dict(copy.deepcopy(assigned), spec=spec))
+        assert changed in [str(e) for e in validate_object_update(assigned, new)], spec
+    # a node stored with podCIDR alone (before defaulting filled podCIDRs) keeps it too
+    legacy = dict(copy.deepcopy(empty), spec={"podCIDR": "10.244.3.0/24"})
+    assert validate_object_update(legacy, assigned) == []
+    assert [str(e) for e in validate_object_update(legacy, empty)] == [changed]
 
 
 # --- Scale -----------------------------------------------------------------------------------------

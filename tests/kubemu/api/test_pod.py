@@ -320,7 +320,7 @@ def test_generate_name_instead_of_name():
      "digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation "
      "is '[-._a-zA-Z][-._a-zA-Z0-9]*')"),
     ("spec.containers[0].env", [{"name": "A", "valueFrom": {"fieldRef": {}}}],
-     "spec.containers[0].env[0].valueFrom: Forbidden: kubemu does not support valueFrom: use value"),
+     "spec.containers[0].env[0].valueFrom.fieldRef.fieldPath: Required value"),
     ("spec.containers[0].ports", [{"containerPort": 70000}],
      "spec.containers[0].ports[0].containerPort: Invalid value: 70000: must be between 1 and "
      "65535, inclusive"),
@@ -469,6 +469,251 @@ def test_unknown_fields_in_strict_mode(path):
     set_path(p, path, 1)
     assert [str(e) for e in validate_pod(p)] == [f"{path}: Unknown field"]
     assert validate_pod(p, strict=False) == []
+
+
+# --- env sources and volumes (validateEnvVarValueFrom, ValidateEnvFrom, ValidateVolumes) -------
+
+def env_pod(env=None, env_from=None, volumes=None, mounts=None):
+    p = pod()
+    ctr = p["spec"]["containers"][0]
+    for field, value in (("env", env), ("envFrom", env_from), ("volumeMounts", mounts)):
+        if value is not None:
+            ctr[field] = value
+    if volumes is not None:
+        p["spec"]["volumes"] = volumes
+    return p
+
+
+def test_every_env_source_and_volume_kind_kubemu_runs_is_valid_raw_and_defaulted():
+    p = env_pod(
+        env=[{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "a.b",
+                                                             "optional": True}}},
+             {"name": "B", "valueFrom": {"secretKeyRef": {"name": "sec", "key": "pw"}}},
+             {"name": "C", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+             {"name": "D", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+             {"name": "E", "valueFrom": {"resourceFieldRef": {"resource": "limits.memory",
+                                                              "divisor": "1Mi"}}}],
+        env_from=[{"configMapRef": {"name": "cfg"}, "prefix": "CFG_"},
+                  {"secretRef": {"name": "sec", "optional": False}}],
+        volumes=[{"name": "scratch", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
+                 {"name": "bare"},
+                 {"name": "host", "hostPath": {"path": "/tmp", "type": "Directory"}},
+                 {"name": "cfg", "configMap": {"name": "cfg", "items": [
+                     {"key": "a.b", "path": "conf/a", "mode": 0o600}]}},
+                 {"name": "sec", "secret": {"secretName": "sec", "defaultMode": 0o400}},
+                 {"name": "info", "downwardAPI": {"items": [
+                     {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}},
+                     {"path": "mem", "resourceFieldRef": {"containerName": "app",
+                                                          "resource": "requests.memory"}}]}},
+                 {"name": "all", "projected": {"sources": [
+                     {"configMap": {"name": "cfg"}}, {"secret": {"name": "sec"}},
+                     {"downwardAPI": {"items": [{"path": "name", "fieldRef": {
+                         "fieldPath": "metadata.name"}}]}},
+                     {"serviceAccountToken": {"path": "token", "audience": "api"}}]}}],
+        mounts=[{"name": "cfg", "mountPath": "/etc/cfg", "readOnly": True},
+                {"name": "scratch", "mountPath": "/scratch", "subPath": "a/b"}])
+    assert validate_pod(p) == []
+    defaulted = default_pod(p)
+    assert validate_pod(defaulted) == []
+    vols = {v["name"]: v for v in defaulted["spec"]["volumes"]}
+    assert vols["bare"] == {"name": "bare", "emptyDir": {}}  # SetDefaults_Volume
+    assert vols["cfg"]["configMap"]["defaultMode"] == 0o644
+    assert vols["sec"]["secret"]["defaultMode"] == 0o400
+    assert vols["host"]["hostPath"]["type"] == "Directory"
+    assert vols["info"]["downwardAPI"]["items"][0]["fieldRef"]["apiVersion"] == "v1"
+    token = vols["all"]["projected"]["sources"][3]["serviceAccountToken"]
+    assert token["expirationSeconds"] == 3600
+    env = defaulted["spec"]["containers"][0]["env"]
+    assert env[2]["valueFrom"]["fieldRef"] == {"fieldPath": "status.podIP", "apiVersion": "v1"}
+
+
+FILE_MODE = "must be a number between 0 and 0777 (octal), both inclusive"
+ENV_FIELDS = ('"metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", '
+              '"spec.serviceAccountName", "status.hostIP", "status.hostIPs", "status.podIP", '
+              '"status.podIPs"')
+E0 = "spec.containers[0].env[0].valueFrom"
+
+
+@pytest.mark.parametrize("env, expected", [
+    ([{"name": "A", "valueFrom": {}}],
+     [f'{E0}: Invalid value: "": must specify one of: `fieldRef`, `resourceFieldRef`, '
+      "`configMapKeyRef` or `secretKeyRef`"]),
+    ([{"name": "A", "value": "x", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+     [f'{E0}: Invalid value: "": may not be specified when `value` is not empty']),
+    ([{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"},
+                                  "configMapKeyRef": {"name": "c", "key": "k"}}}],
+     [f'{E0}: Invalid value: "": may not have more than one field specified at a time']),
+    ([{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "c"}}}],
+     [f"{E0}.configMapKeyRef.key: Required value"]),
+    ([{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "a/b"}}}],
+     [f'{E0}.configMapKeyRef.key: Invalid value: "a/b": a valid config key must consist of '
+      "alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or "
+      "'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"]),
+    ([{"name": "A", "valueFrom": {"secretKeyRef": {"name": "Bad", "key": "k"}}}],
+     [f'{E0}.secretKeyRef.name: Invalid value: "Bad": ' + SUBDOMAIN_MSG]),
+    ([{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels"}}}],
+     [f'{E0}.fieldRef.fieldPath: Unsupported value: "metadata.labels": supported values: '
+      + ENV_FIELDS]),
+    ([{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "spec.containers"}}}],
+     [f'{E0}.fieldRef.fieldPath: Invalid value: "spec.containers": error converting '
+      "fieldPath: field label not supported: spec.containers"]),
+    ([{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name['x']"}}}],
+     [f"{E0}.fieldRef.fieldPath: Invalid value: \"metadata.name['x']\": error converting "
+      "fieldPath: field label does not support subscript: metadata.name['x']"]),
+    ([{"name": "A", "valueFrom": {"fieldRef": {"apiVersion": "v2", "fieldPath": "metadata.name"}}}],
+     [f'{E0}.fieldRef.fieldPath: Invalid value: "metadata.name": error converting fieldPath: '
+      "unsupported pod version: v2"]),
+    ([{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['a b']"}}}],
+     [f'{E0}.fieldRef: Invalid value: "a b": name part must consist of alphanumeric '
+      "characters, '-', '_' or '.', and must start and end with an alphanumeric character "
+      "(e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is "
+      "'([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"]),
+    ([{"name": "A", "valueFrom": {"resourceFieldRef": {"resource": "limits.gpu"}}}],
+     [f'{E0}.resourceFieldRef.resource: Unsupported value: "limits.gpu": supported values: '
+      '"limits.cpu", "limits.ephemeral-storage", "limits.memory", "requests.cpu", '
+      '"requests.ephemeral-storage", "requests.memory"']),
+    ([{"name": "A", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu",
+                                                       "divisor": "2"}}}],
+     [f'{E0}.resourceFieldRef.divisor: Invalid value: "limits.cpu": only divisor\'s values 1m '
+      "and 1 are supported with the cpu resource"]),
+    ([{"name": "A", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu",
+                                                       "divisor": "1000m"}}}], []),
+    ([{"name": "A", "valueFrom": {"resourceFieldRef": {}}}],
+     [f"{E0}.resourceFieldRef.resource: Required value"]),
+])
+def test_env_value_from(env, expected):
+    assert [str(e) for e in validate_pod(env_pod(env=env))] == expected
+
+
+@pytest.mark.parametrize("env_from, expected", [
+    ([{"prefix": "P_"}],
+     ['spec.containers[0].envFrom: Invalid value: "": must specify one of: `configMapRef` or '
+      "`secretRef`"]),
+    ([{"configMapRef": {"name": "c"}, "secretRef": {"name": "s"}}],
+     ['spec.containers[0].envFrom: Invalid value: "": may not have more than one field '
+      "specified at a time"]),
+    ([{"configMapRef": {}}], ["spec.containers[0].envFrom[0].configMapRef.name: Required value"]),
+    ([{"secretRef": {"name": "s"}, "prefix": "1X"}],
+     ['spec.containers[0].envFrom[0].prefix: Invalid value: "1X": a valid environment variable '
+      "name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start "
+      "with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex used for "
+      "validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')"]),
+    ([{"configMapRef": {"name": "c", "color": "red"}}],
+     ["spec.containers[0].envFrom[0].configMapRef.color: Unknown field"]),
+])
+def test_env_from(env_from, expected):
+    assert [str(e) for e in validate_pod(env_pod(env_from=env_from))] == expected
+
+
+V0 = "spec.volumes[0]"
+
+
+@pytest.mark.parametrize("volume, expected", [
+    ({"name": "v", "emptyDir": {}, "hostPath": {"path": "/tmp"}},
+     [f"{V0}.hostPath: Forbidden: may not specify more than 1 volume type"]),
+    ({"name": "v", "persistentVolumeClaim": {"claimName": "c"}},
+     [f"{V0}.persistentVolumeClaim: Forbidden: kubemu runs emptyDir, hostPath, configMap, "
+      "secret, downwardAPI and projected volumes only"]),
+    ({"emptyDir": {}}, [f"{V0}.name: Required value"]),
+    ({"name": "V_1", "emptyDir": {}},
+     [f'{V0}.name: Invalid value: "V_1": ' + LABEL_MSG]),
+    ({"name": "v", "emptyDir": {"sizeLimit": "-1Mi"}},
+     [f"{V0}.emptyDir.sizeLimit: Forbidden: SizeLimit field must be a valid resource quantity"]),
+    ({"name": "v", "hostPath": {}}, [f"{V0}.hostPath.path: Required value"]),
+    ({"name": "v", "hostPath": {"path": "/a/../etc"}},
+     [f"{V0}.hostPath.path: Invalid value: \"/a/../etc\": must not contain '..'"]),
+    ({"name": "v", "hostPath": {"path": "/x", "type": "Dir"}},
+     [f'{V0}.hostPath.type: Unsupported value: "Dir": supported values: "", "BlockDevice", '
+      '"CharDevice", "Directory", "DirectoryOrCreate", "File", "FileOrCreate", "Socket"']),
+    ({"name": "v", "configMap": {}}, [f"{V0}.configMap.name: Required value"]),
+    ({"name": "v", "configMap": {"name": "c", "defaultMode": 0o1000}},
+     [f"{V0}.configMap.defaultMode: Invalid value: 512: {FILE_MODE}"]),
+    ({"name": "v", "secret": {"secretName": "s", "items": [{"key": "k", "path": "/abs"}]}},
+     [f'{V0}.secret.items[0].path: Invalid value: "/abs": must be a relative path']),
+    ({"name": "v", "secret": {"secretName": "s", "items": [{"path": "..b/c", "mode": -1}]}},
+     [f"{V0}.secret.items[0].key: Required value",
+      f"{V0}.secret.items[0].path: Invalid value: \"..b/c\": must not start with '..'",
+      f"{V0}.secret.items[0].mode: Invalid value: -1: {FILE_MODE}"]),
+    ({"name": "v", "secret": {"secretName": "s", "items": [{"key": "k", "path": "a/..b"}]}}, []),
+    ({"name": "v", "emptyDir": {}, "downwardAPI": {}},
+     [f"{V0}.downwarAPI: Forbidden: may not specify more than 1 volume type"]),  # sic
+    ({"name": "v", "secret": {}}, [f"{V0}.secret.secretName: Required value"]),
+    ({"name": "v", "downwardAPI": {"items": [{"path": "x"}]}},
+     [f"{V0}.downwardAPI: Required value: one of fieldRef and resourceFieldRef is required"]),
+    ({"name": "v", "downwardAPI": {"items": [{"path": "x", "fieldRef": {
+        "fieldPath": "status.podIP"}}]}},
+     [f'{V0}.downwardAPI.fieldRef.fieldPath: Unsupported value: "status.podIP": supported '
+      'values: "metadata.annotations", "metadata.labels", "metadata.name", '
+      '"metadata.namespace", "metadata.uid"']),
+    ({"name": "v", "downwardAPI": {"items": [{"path": "x", "resourceFieldRef": {
+        "resource": "limits.cpu"}}]}},
+     [f"{V0}.downwardAPI.resourceFieldRef.containerName: Required value"]),
+    ({"name": "v", "projected": {"sources": [{"configMap": {"name": "a"},
+                                              "secret": {"name": "b"}}]}},
+     [f"{V0}.projected.sources[0]: Forbidden: may not specify more than 1 volume type"]),
+    ({"name": "v", "projected": {"sources": [{"serviceAccountToken": {"path": "/token"}}]}},
+     [f'{V0}.projected.path: Invalid value: "/token": must be a relative path']),
+    ({"name": "v", "projected": {"sources": [
+        {"configMap": {"name": "a", "items": [{"key": "k", "path": "p"}]}},
+        {"secret": {"name": "b", "items": [{"key": "k", "path": "p"}]}}]}},
+     [f'{V0}.projected: Invalid value: "b": conflicting duplicate paths']),
+    ({"name": "v", "projected": {"sources": [{"serviceAccountToken": {
+        "path": "t", "expirationSeconds": 60}}]}},
+     [f"{V0}.projected.sources[0].serviceAccountToken.expirationSeconds: Invalid value: 60: "
+      "may not specify a duration less than 10 minutes"]),
+    ({"name": "v", "projected": {"sources": [{"serviceAccountToken": {}}]}},
+     [f"{V0}.projected.path: Required value"]),
+])
+def test_volumes(volume, expected):
+    assert [str(e) for e in validate_pod(env_pod(volumes=[volume]))] == expected
+
+
+def test_volume_names_are_unique_and_mounts_name_a_valid_volume():
+    p = env_pod(volumes=[{"name": "a", "emptyDir": {}}, {"name": "a", "emptyDir": {}},
+                         {"name": "bad", "configMap": {}}],
+                mounts=[{"name": "a", "mountPath": "/a"}, {"name": "bad", "mountPath": "/a"},
+                        {"mountPath": "/c", "subPath": "../x"}, {"name": "a"}])
+    M = "spec.containers[0].volumeMounts"
+    assert [str(e) for e in validate_pod(p)] == [
+        'spec.volumes[1].name: Duplicate value: "a"',
+        "spec.volumes[2].configMap.name: Required value",
+        # a mount of a volume that is not valid names no volume, as in Kubernetes
+        f'{M}[1].name: Not found: "bad"',
+        f'{M}[1].mountPath: Invalid value: "/a": must be unique',
+        f"{M}[2].name: Required value",
+        f'{M}[2].name: Not found: ""',
+        f"{M}.subPath: Invalid value: \"../x\": must not contain '..'",
+        f"{M}[3].mountPath: Required value",
+    ]
+
+
+@pytest.mark.parametrize("mount, expected", [
+    ({"mountPropagation": "Sideways"},
+     'spec.containers[0].volumeMounts.mountPropagation: Unsupported value: "Sideways": '
+     'supported values: "Bidirectional", "HostToContainer", "None"'),
+    ({"mountPropagation": "Bidirectional"},
+     "spec.containers[0].volumeMounts.mountPropagation: Forbidden: Bidirectional mount "
+     "propagation is available only to privileged containers"),
+    ({"recursiveReadOnly": "Enabled"},
+     "spec.containers[0].volumeMounts.recursiveReadOnly: Forbidden: may only be specified when "
+     "readOnly is true"),
+    ({"recursiveReadOnly": "Always", "readOnly": True},
+     'spec.containers[0].volumeMounts.recursiveReadOnly: Unsupported value: "Always": '
+     'supported values: "Disabled", "Enabled", "IfPossible"'),
+])
+def test_mount_propagation_and_recursive_read_only(mount, expected):
+    p = env_pod(volumes=[{"name": "a", "emptyDir": {}}],
+                mounts=[{"name": "a", "mountPath": "/a", **mount}])
+    assert [str(e) for e in validate_pod(p)] == [expected]
+    p["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    if mount == {"mountPropagation": "Bidirectional"}:
+        assert validate_pod(p) == []
+
+
+def test_a_mount_without_a_volumes_list_is_only_reported_once():
+    p = env_pod(volumes={"a": {}}, mounts=[{"name": "a", "mountPath": "/a"}])
+    assert [str(e) for e in validate_pod(p)] == [
+        'spec.volumes: Invalid value: {"a":{}}: must be a list']
 
 
 def test_kubernetes_fields_kubemu_ignores_are_known():

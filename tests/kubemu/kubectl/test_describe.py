@@ -153,6 +153,19 @@ def test_node_describe_shows_pods_and_allocation():
     assert "  cpu       500m (25%)  1 (50%)\n" in text
 
 
+def test_node_describe_shows_pod_cidrs_after_system_info():
+    node = {"kind": "Node", "metadata": {"name": "n1", "uid": "n"},
+            "spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24", "fd00:1::/64"]},
+            "status": {"nodeInfo": {"kubeletVersion": "v1.30.0"}}}
+    lines = describe(node, Related(events=[], pods=[]), NOW).splitlines()
+    at = lines.index("PodCIDR:                      10.244.1.0/24")
+    assert lines[at - 1].startswith("  Kube-Proxy Version:")
+    assert lines[at + 1] == "PodCIDRs:                     10.244.1.0/24,fd00:1::/64"
+    assert lines[at + 2].startswith("Non-terminated Pods:")
+    node["spec"] = {}
+    assert "PodCIDR" not in describe(node, Related(events=[], pods=[]), NOW)
+
+
 def test_requests_default_to_limits_and_init_containers_take_the_max():
     p = {"spec": {"containers": [{"resources": {"limits": {"cpu": "1", "memory": "1Gi"}}},
                                  {"resources": {"requests": {"cpu": "100m"}}}],

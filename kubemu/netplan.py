@@ -1,0 +1,388 @@
+"""The pod network, decided without touching the machine: whether pods get networks of their
+own, which CIDRs they use, and the `ip` steps that build and remove a cluster's fabric.
+
+One network namespace per cluster, the *fabric* `kubemu-<h8>`, plays the network between the
+nodes: one bridge per node (made by the CNI bridge plugin), forwarding on, `unreachable` routes
+for the pod and service CIDRs and no default route, so nothing a pod sends leaves the cluster.
+The host reaches the pods through one veth (`km-<h8>` ↔ `host0`) and two routes bound to it;
+the host's own forwarding is never touched. The host link takes the cluster CIDR's last
+node-sized block, which node IPAM therefore never hands out. kubemu/network.py runs the steps.
+"""
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+CNI = "cni"
+HOST = "host"
+DEFAULT_CLUSTER_CIDR = "10.244.0.0/16"  # kubeadm's --pod-network-cidr as flannel's docs use it
+DEFAULT_SERVICE_CIDR = "10.96.0.0/12"   # kubeadm's --service-cidr default
+CLUSTER_RANGE = ipaddress.IPv4Network("10.244.0.0/14")  # 10.244-10.255: where a taken default moves
+DEFAULT_NODE_MASK = 24                  # kube-controller-manager's --node-cidr-mask-size for IPv4
+SMALLEST_NODE_BLOCK = 29                # a gateway and 5 pods: enough for hollow nodes, which run none
+CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")  # Debian's plugins, then upstream's place
+CNI_PLUGINS = ("bridge", "host-local", "loopback")
+TOOLS = ("ip", "nsenter", "sysctl")     # iproute2, util-linux, procps
+FABRIC_PEER = "host0"                   # the fabric's end of the host link
+CAP_NET_ADMIN, CAP_SYS_ADMIN = 12, 21   # linux/capability.h
+README_HINT = 'see README "Pod networking"'
+
+
+class NetplanError(RuntimeError):
+    """The pod network cannot be had as asked (one line, for the user)."""
+
+
+# --- the mode -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Mode:
+    kind: str          # CNI or HOST
+    reason: str | None  # why HOST (None for CNI)
+
+
+def network_mode(euid: int, cap_eff: int, missing_tools: Sequence[str], plugins_found: Collection[str],
+                 requested: str | None, cni_bin_dirs: Sequence[str] = CNI_BIN_DIRS) -> Mode:
+    """Pod networks (CNI) when asked for or possible, else the host's network with the first
+    reason it is not possible. `cap_eff`: the effective capability set (CapEff of
+    /proc/self/status). An explicit `--network cni` that cannot be had is an error."""
+    if requested == HOST:
+        return Mode(HOST, "kubemu up --network host")
+    missing_caps = [name for name, bit in (("CAP_NET_ADMIN", CAP_NET_ADMIN), ("CAP_SYS_ADMIN", CAP_SYS_ADMIN))
+                    if not cap_eff >> bit & 1]
+    missing_plugins = [p for p in CNI_PLUGINS if p not in plugins_found]
+    if missing_caps:
+        reason = (("not root: " if euid != 0 else "") + " and ".join(missing_caps)
+                  + (" is" if len(missing_caps) == 1 else " are") + " needed for pod networks")
+    elif missing_tools:
+        reason = f"{', '.join(missing_tools)} not found: pod networks need them (iproute2, util-linux, procps)"
+    elif missing_plugins:
+        reason = (f"no CNI plugin {', '.join(missing_plugins)} in {':'.join(cni_bin_dirs)} "
+                  "(Debian's containernetworking-plugins)")
+    else:
+        return Mode(CNI, None)
+    if requested == CNI:
+        raise NetplanError(f"--network cni: {reason}")
+    return Mode(HOST, reason)
+
+
+def host_network_line(reason: str) -> str:
+    """What `kubemu up` says, once, when pods share the host's network."""
+    return f"kubemu: pods share the host's network ({reason}); {README_HINT}"
+
+
+# --- CIDRs ----------------------------------------------------------------------------------
+
+def parse_cidr(text: str, flag: str) -> ipaddress.IPv4Network:
+    """An IPv4 network as a flag gives it (host bits zero, as kubeadm requires)."""
+    try:
+        net = ipaddress.IPv4Network(text)
+    except ValueError as exc:
+        raise NetplanError(f"{flag} {text}: not an IPv4 CIDR ({exc})") from None
+    if net.prefixlen > 28:
+        raise NetplanError(f"{flag} {text}: too small for a cluster (at most /28)")
+    return net
+
+
+@dataclass(frozen=True)
+class CidrChoice:
+    cidr: str
+    note: str | None  # said when the default was taken and another chosen
+
+
+def _routes(routes: Iterable[str]) -> list[ipaddress.IPv4Network]:
+    """Route destinations as `ip -j route` prints them ("default", "10.0.0.0/8", "192.0.2.2"),
+    the default route left out: every address overlaps it."""
+    nets = []
+    for dst in routes:
+        if dst == "default":
+            continue
+        try:
+            nets.append(ipaddress.IPv4Network(dst, strict=False))
+        except ValueError:
+            continue
+    return nets
+
+
+def _clash(net: ipaddress.IPv4Network, taken: list[ipaddress.IPv4Network]) -> ipaddress.IPv4Network | None:
+    return next((t for t in taken if t.prefixlen > 0 and t.overlaps(net)), None)
+
+
+def _choose(flag: str, what: str, routes: Iterable[str], requested: str | None, kept: str | None,
+            candidates: list[ipaddress.IPv4Network], avoid: Sequence[str] = ()) -> CidrChoice:
+    taken = _routes(routes) + [ipaddress.IPv4Network(a) for a in avoid]
+    if requested or kept:
+        net = parse_cidr(requested or kept, flag)
+        clash = _clash(net, taken)
+        if clash is not None:
+            whose = f"{flag} {net}" if requested else f"{what} {net} (this cluster's, kept from its last `up`)"
+            raise NetplanError(f"{whose} overlaps the host's route to {clash}")
+        return CidrChoice(str(net), None)
+    default = candidates[0]
+    for net in candidates:
+        if _clash(net, taken) is None:
+            note = None if net == default else (
+                f"kubemu: {default} overlaps the host's route to {_clash(default, taken)}: "
+                f"the {what} is {net} (choose with {flag})")
+            return CidrChoice(str(net), note)
+    raise NetplanError(f"no free {what} from {default} on: every candidate overlaps a host route "
+                       f"(choose one with {flag})")
+
+
+def choose_cluster_cidr(routes: Iterable[str], requested: str | None, kept: str | None = None) -> CidrChoice:
+    """The pod network: `requested` (--pod-network-cidr) or `kept` (the cluster's from its last
+    `up`: its nodes' podCIDRs are in it) if free, else 10.244.0.0/16 or the next free /16 up to
+    10.255 (another kubemu cluster, or the user's LAN, may hold one). Overlapping a host route
+    is an error for a requested or kept CIDR."""
+    return _choose("--pod-network-cidr", "pod network", routes, requested, kept,
+                   list(CLUSTER_RANGE.subnets(new_prefix=16)))
+
+
+def choose_service_cidr(routes: Iterable[str], requested: str | None, cluster_cidr: str,
+                        kept: str | None = None) -> CidrChoice:
+    """The service network, as choose_cluster_cidr: 10.96.0.0/12, else the next free /12 of
+    10.0.0.0/8 (wrapping round), never overlapping the cluster CIDR."""
+    blocks = list(ipaddress.IPv4Network("10.0.0.0/8").subnets(new_prefix=12))
+    first = blocks.index(ipaddress.IPv4Network(DEFAULT_SERVICE_CIDR))
+    return _choose("--service-cidr", "service network", routes, requested, kept,
+                   blocks[first:] + blocks[:first], avoid=[cluster_cidr])
+
+
+def node_mask_for(node_count: int, cluster_cidr: str) -> tuple[int, str | None]:
+    """--node-cidr-mask-size: /24 per node unless the cluster CIDR holds fewer /24 blocks than
+    nodes (hollow ones included: node IPAM gives every Node a block), then the largest block
+    that fits them all, said in one line. One block is the host link's."""
+    net = ipaddress.IPv4Network(cluster_cidr)
+    for mask in range(max(DEFAULT_NODE_MASK, net.prefixlen + 1), SMALLEST_NODE_BLOCK + 1):
+        if (1 << (mask - net.prefixlen)) - 1 >= node_count:
+            if mask == DEFAULT_NODE_MASK:
+                return mask, None
+            return mask, (f"kubemu: {node_count} nodes do not fit {net} in /{DEFAULT_NODE_MASK} blocks: "
+                          f"each node gets a /{mask} (up to {(1 << (32 - mask)) - 3} pods)")
+    raise NetplanError(f"{node_count} nodes do not fit {net}, even in /{SMALLEST_NODE_BLOCK} blocks "
+                       "(choose a larger --pod-network-cidr)")
+
+
+@dataclass(frozen=True)
+class HostLink:
+    block: ipaddress.IPv4Network       # reserved: never a node's podCIDR
+    host_addr: ipaddress.IPv4Address   # on the host's end of the veth
+    fabric_addr: ipaddress.IPv4Address  # on the fabric's end
+
+
+def host_link(cluster_cidr: str, node_mask: int) -> HostLink:
+    """The host link of a cluster CIDR cut into /node_mask node blocks: its last block, the
+    host at the block's last usable address and the fabric just below it."""
+    net = ipaddress.IPv4Network(cluster_cidr)
+    size = 1 << (32 - max(node_mask, net.prefixlen))
+    block = ipaddress.IPv4Network((int(net.broadcast_address) + 1 - size, 32 - size.bit_length() + 1))
+    return HostLink(block, block.broadcast_address - 1, block.broadcast_address - 2)
+
+
+# --- what `up` records ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Record:
+    """<state>/network.json: what `up` chose and made, what `down` removes. In host mode the
+    CIDRs of an earlier pod network are kept (the nodes' podCIDRs in the store are in them)."""
+    mode: str
+    reason: str | None = None
+    netns: str | None = None
+    netns_path: str | None = None
+    cluster_cidr: str | None = None
+    service_cidr: str | None = None
+    node_mask: int | None = None
+    host_link: str | None = None
+    host_addr: str | None = None
+    fabric_addr: str | None = None
+    made_run_netns: bool = False      # `ip netns add` mounted /run/netns for us
+    made_run_netns_dir: bool = False  # ... and created the directory
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: object) -> Record | None:
+        """None for anything `up` did not write."""
+        if not isinstance(data, dict) or data.get("mode") not in (CNI, HOST):
+            return None
+        try:
+            rec = cls(**{k: data.get(k, f.default) for k, f in cls.__dataclass_fields__.items()})
+        except TypeError:
+            return None
+        if rec.mode == CNI:
+            names = (rec.netns, rec.host_link, rec.netns_path)
+            if not all(isinstance(n, str) and n for n in names) or not rec.netns.startswith("kubemu-") \
+                    or not rec.host_link.startswith("km-"):
+                return None  # never delete by a record naming what kubemu does not make
+        return rec
+
+
+def fabric_names(h8: str) -> tuple[str, str]:
+    """The fabric namespace's and host link's names for a state directory's hash (IFNAMSIZ: 15)."""
+    return f"kubemu-{h8}", f"km-{h8}"
+
+
+def cni_record(h8: str, cluster_cidr: str, service_cidr: str, node_mask: int, run_netns: str) -> Record:
+    netns, link = fabric_names(h8)
+    hl = host_link(cluster_cidr, node_mask)
+    return Record(CNI, None, netns, f"{run_netns}/{netns}", cluster_cidr, service_cidr, node_mask, link,
+                  str(hl.host_addr), str(hl.fabric_addr))
+
+
+def host_record(reason: str, kept: Record | None) -> Record:
+    if kept is None:
+        return Record(HOST, reason)
+    return Record(HOST, reason, cluster_cidr=kept.cluster_cidr, service_cidr=kept.service_cidr,
+                  node_mask=kept.node_mask)
+
+
+# --- the steps ------------------------------------------------------------------------------
+
+def _ip(netns: str | None, *args: str) -> list[str]:
+    return ["ip", *(("-n", netns) if netns else ()), *args]
+
+
+@dataclass(frozen=True)
+class AddNetns:
+    name: str
+
+    def argv(self) -> list[str]:
+        return ["ip", "netns", "add", self.name]
+
+
+@dataclass(frozen=True)
+class SetSysctl:
+    netns: str
+    key: str
+    value: str
+
+    def argv(self) -> list[str]:  # never run in the host: the key is the fabric's
+        return ["ip", "netns", "exec", self.netns, "sysctl", "-qw", f"{self.key}={self.value}"]
+
+
+@dataclass(frozen=True)
+class AddVeth:
+    name: str
+    peer: str
+    peer_netns: str
+
+    def argv(self) -> list[str]:
+        return ["ip", "link", "add", self.name, "type", "veth", "peer", "name", self.peer, "netns", self.peer_netns]
+
+
+@dataclass(frozen=True)
+class AddAddr:
+    netns: str | None
+    dev: str
+    addr: str
+
+    def argv(self) -> list[str]:
+        return _ip(self.netns, "addr", "add", self.addr, "dev", self.dev)
+
+
+@dataclass(frozen=True)
+class LinkUp:
+    netns: str | None
+    dev: str
+
+    def argv(self) -> list[str]:
+        return _ip(self.netns, "link", "set", self.dev, "up")
+
+
+@dataclass(frozen=True)
+class AddRoute:
+    netns: str | None
+    dst: str
+    dev: str | None = None
+    via: str | None = None
+    src: str | None = None
+    unreachable: bool = False
+
+    def argv(self) -> list[str]:
+        args = ["route", "add"] + (["unreachable"] if self.unreachable else []) + [self.dst]
+        if self.via:
+            args += ["via", self.via]
+        if self.dev:
+            args += ["dev", self.dev]
+        if self.via:
+            args += ["onlink"]  # the fabric's address is on no subnet of the link: a /32 each end
+        if self.src:
+            args += ["src", self.src]
+        return _ip(self.netns, *args)
+
+
+@dataclass(frozen=True)
+class DelLink:
+    """The host's end of the veth; the fabric's end and every route through it go with it."""
+    dev: str
+
+    def argv(self) -> list[str]:
+        return ["ip", "link", "del", self.dev]
+
+
+@dataclass(frozen=True)
+class DelNetns:
+    name: str
+
+    def argv(self) -> list[str]:
+        return ["ip", "netns", "del", self.name]
+
+
+@dataclass(frozen=True)
+class ReleaseRunNetns:
+    """Unmount /run/netns (and remove it) as `ip netns add` made it: only when no namespace
+    is left in it, which the shell checks at the time."""
+    remove_dir: bool
+
+
+Step = AddNetns | SetSysctl | AddVeth | AddAddr | LinkUp | AddRoute | DelLink | DelNetns | ReleaseRunNetns
+
+
+def fabric_plan(rec: Record) -> list[Step]:
+    """The steps that build a cluster's fabric; the host's routes last, once the fabric behind
+    them is complete."""
+    ns, link, host, fabric = rec.netns, rec.host_link, rec.host_addr, rec.fabric_addr
+    return [AddNetns(ns), LinkUp(ns, "lo"), SetSysctl(ns, "net.ipv4.ip_forward", "1"),
+            AddVeth(link, FABRIC_PEER, ns),
+            AddAddr(None, link, f"{host}/32"), LinkUp(None, link),
+            AddAddr(ns, FABRIC_PEER, f"{fabric}/32"), LinkUp(ns, FABRIC_PEER),
+            AddRoute(ns, f"{host}/32", dev=FABRIC_PEER),
+            AddRoute(ns, rec.cluster_cidr, unreachable=True), AddRoute(ns, rec.service_cidr, unreachable=True),
+            AddRoute(None, rec.cluster_cidr, dev=link, via=fabric, src=host),
+            AddRoute(None, rec.service_cidr, dev=link, via=fabric, src=host)]
+
+
+def teardown_plan(rec: Record) -> list[Step]:
+    """The steps that remove what fabric_plan made (each one skipped when its object is gone)."""
+    if rec.mode != CNI:
+        return []
+    steps: list[Step] = [DelLink(rec.host_link), DelNetns(rec.netns)]
+    if rec.made_run_netns:
+        steps.append(ReleaseRunNetns(rec.made_run_netns_dir))
+    return steps
+
+
+def undoes(step: Step) -> type:
+    """The building step whose object a teardown step removes: a failed build removes only
+    what it made itself."""
+    return AddVeth if isinstance(step, DelLink) else AddNetns
+
+
+# --- what the components are told -----------------------------------------------------------
+
+def kubelet_flags(rec: Record, node_dir: str) -> list[str]:
+    """The kubelet's network flags (kubelet/__main__.py parses them)."""
+    if rec.mode != CNI:
+        return ["--network-mode", HOST, "--network-mode-reason", rec.reason or ""]
+    return ["--network-mode", CNI, "--fabric-netns", rec.netns_path,
+            "--cni-conf-dir", f"{node_dir}/cni/net.d", "--cni-bin-dir", ":".join(CNI_BIN_DIRS),
+            "--cluster-cidr", rec.cluster_cidr]
+
+
+def controller_manager_flags(rec: Record) -> list[str]:
+    """kube-controller-manager's node IPAM flags: only when pods get networks."""
+    if rec.mode != CNI:
+        return []
+    return ["--allocate-node-cidrs", "--cluster-cidr", rec.cluster_cidr,
+            "--service-cluster-ip-range", rec.service_cidr, "--node-cidr-mask-size", str(rec.node_mask)]

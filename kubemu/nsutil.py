@@ -1,0 +1,90 @@
+"""Linux namespaces and mounts through libc (ctypes): the one place kubemu declares these calls.
+
+Python 3.11 has no os.unshare/os.setns, and mount(2) never was in the os module. Each call
+has its argtypes declared (mount's flags are an unsigned long) and raises OSError with the
+errno (and the path, for a mount). Lean on purpose: a container's process uses it between
+fork() and exec() (kubelet/shim.py enter_container).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWNET = 0x40000000
+MS_REC = 0x4000
+MS_SLAVE = 0x80000
+MNT_DETACH = 2
+
+# What a pod's sandbox holds, in the order a container joins them: the mount namespace last,
+# since entering it moves the caller's root and working directory (runc's order).
+SANDBOX = (("ipc", CLONE_NEWIPC), ("uts", CLONE_NEWUTS), ("net", CLONE_NEWNET), ("mnt", CLONE_NEWNS))
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.unshare.argtypes = [ctypes.c_int]
+_libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+_libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+
+
+def _check(result: int, path: str | None = None) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), path)
+
+
+def unshare(flags: int) -> None:
+    _check(_libc.unshare(flags))
+
+
+def setns(fd: int, nstype: int) -> None:
+    _check(_libc.setns(fd, nstype))
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    def raw(value: str | None) -> bytes | None:
+        return None if value is None else os.fsencode(value)
+    _check(_libc.mount(raw(source), raw(target), raw(fstype), flags, raw(data)), target)
+
+
+def umount2(target: str, flags: int) -> None:
+    _check(_libc.umount2(os.fsencode(target), flags), target)
+
+
+def sethostname(name: str) -> None:
+    encoded = name.encode()
+    _check(_libc.sethostname(encoded, len(encoded)))
+
+
+def ns_inode(pid: int, kind: str) -> int:
+    """The inode of a process's namespace of `kind` ("net", "mnt", ...): two processes share
+    the namespace exactly when these are equal. OSError if the process is gone."""
+    return os.stat(f"/proc/{pid}/ns/{kind}").st_ino
+
+
+def nsfs_mounts(mountinfo: str) -> list[str]:
+    """The mount points of every namespace file bind-mounted somewhere (`ip netns add` makes
+    them), from /proc/<pid>/mountinfo text. A copy of such a mount keeps its namespace alive."""
+    points = []
+    for line in mountinfo.splitlines():
+        fields, sep, tail = line.partition(" - ")
+        parts, after = fields.split(), tail.split()
+        if sep and len(parts) >= 5 and after and after[0] == "nsfs":
+            points.append(_unescape(parts[4]))
+    return points
+
+
+def _unescape(field: str) -> str:
+    """mountinfo writes space, tab, newline and backslash in octal (\\040 ...)."""
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and field[i + 1:i + 4].isdigit() and len(field[i + 1:i + 4]) == 3:
+            out.append(chr(int(field[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)

@@ -1,0 +1,89 @@
+"""A pod's volume directories on disk: where each volume lives, what it holds, updates, and
+one error per broken volume (the others set up all the same)."""
+import os
+import stat
+
+from kubelet import volumedirs
+from kubelet.volumes import VolumeError
+
+CM = {"data": {"k": "v1"}}
+
+
+def pod_with(*volumes):
+    return {"metadata": {"name": "web", "namespace": "ns", "uid": "u1"},
+            "spec": {"volumes": list(volumes), "containers": [{"name": "app"}]}}
+
+
+def test_each_kind_in_its_plugin_dir_and_updates_reach_the_files(tmp_path):
+    objects = {("configmaps", "ns", "cfg"): CM}
+    pod = pod_with({"name": "cfg", "configMap": {"name": "cfg", "defaultMode": 0o644}},
+                   {"name": "scratch", "emptyDir": {}},
+                   {"name": "info", "downwardAPI": {"items": [
+                       {"path": "name", "fieldRef": {"fieldPath": "metadata.name"}}]}})
+    lookup = lambda r, ns, n: objects.get((r, ns, n))  # noqa: E731
+    assert volumedirs.set_up(str(tmp_path), pod, lookup, [], []) == {}
+    cfg = tmp_path / "volumes" / "kubernetes.io~configmap" / "cfg"
+    assert (cfg / "k").read_text() == "v1"
+    scratch = tmp_path / "volumes" / "kubernetes.io~empty-dir" / "scratch"
+    assert stat.S_IMODE(os.stat(scratch).st_mode) == 0o777
+    assert (tmp_path / "volumes" / "kubernetes.io~downward-api" / "info" / "name").read_text() == "web"
+    (scratch / "mine").write_text("kept")
+    objects[("configmaps", "ns", "cfg")] = {"data": {"k": "v2"}}
+    assert volumedirs.set_up(str(tmp_path), pod, lookup, [], []) == {}
+    assert (cfg / "k").read_text() == "v2"
+    assert (scratch / "mine").read_text() == "kept"  # an emptyDir is never emptied by a sync
+    assert volumedirs.volume_path(str(tmp_path), pod["spec"]["volumes"][0]) == str(cfg)
+
+
+def test_host_path_types_are_checked_and_made(tmp_path):
+    missing_dir, missing_file = tmp_path / "a" / "b", tmp_path / "f"
+    pod = pod_with({"name": "strict", "hostPath": {"path": str(tmp_path / "nope"), "type": "Directory"}},
+                   {"name": "mkdir", "hostPath": {"path": str(missing_dir), "type": "DirectoryOrCreate"}},
+                   {"name": "touch", "hostPath": {"path": str(missing_file), "type": "FileOrCreate"}},
+                   {"name": "any", "hostPath": {"path": str(tmp_path / "whatever"), "type": ""}})
+    errors = volumedirs.set_up(str(tmp_path / "pod"), pod, lambda *_a: None, [], [])
+    assert errors == {"strict": VolumeError(
+        f"hostPath type check failed: {tmp_path / 'nope'} is not a directory")}
+    assert missing_dir.is_dir() and missing_file.is_file() and missing_file.read_bytes() == b""
+    assert volumedirs.volume_path("/x", pod["spec"]["volumes"][1]) == str(missing_dir)
+
+
+def test_a_broken_volume_does_not_stop_the_others(tmp_path):
+    pod = pod_with({"name": "gone", "secret": {"secretName": "gone"}},
+                   {"name": "odd", "emptyDir": {"medium": "HugePages"}},
+                   {"name": "ok", "emptyDir": {}})
+    errors = volumedirs.set_up(str(tmp_path), pod, lambda *_a: None, [], [])
+    assert errors == {"gone": VolumeError('secret "gone" not found'),
+                      "odd": VolumeError('unknown storage medium "HugePages"')}
+    assert (tmp_path / "volumes" / "kubernetes.io~empty-dir" / "ok").is_dir()
+    assert not (tmp_path / "volumes" / "kubernetes.io~secret").exists()
+
+
+def test_a_write_failure_is_the_volumes_error_not_a_crash(tmp_path):
+    pod = pod_with({"name": "cfg", "configMap": {"name": "cfg", "items": [
+        {"key": "k", "path": "a"}, {"key": "k", "path": "a/b"}]}})
+    errors = volumedirs.set_up(str(tmp_path), pod, lambda *_a: CM, [], [])
+    assert list(errors) == ["cfg"] and errors["cfg"].message.startswith("File exists: ")
+
+
+def test_mounts_say_what_each_volume_mount_binds():
+    pod = pod_with({"name": "cfg", "configMap": {"name": "cfg"}},
+                   {"name": "scratch", "emptyDir": {}},
+                   {"name": "host", "hostPath": {"path": "/srv/data"}})
+    ctr = {"name": "app", "volumeMounts": [
+        {"name": "cfg", "mountPath": "/etc/app"},
+        {"name": "scratch", "mountPath": "/tmp/work", "subPath": "a/b"},
+        {"name": "host", "mountPath": "/data", "readOnly": True},
+        {"name": "scratch", "mountPath": "/cache"}]}
+    assert volumedirs.mounts("/p", pod, ctr) == [
+        volumedirs.Mount("/etc/app", "/p/volumes/kubernetes.io~configmap/cfg", True),
+        volumedirs.Mount("/tmp/work", "/p/volumes/kubernetes.io~empty-dir/scratch/a/b", False),
+        volumedirs.Mount("/data", "/srv/data", True),
+        volumedirs.Mount("/cache", "/p/volumes/kubernetes.io~empty-dir/scratch", False)]
+
+
+def test_without_mounts_the_env_says_where_each_mount_is():
+    mounts = [volumedirs.Mount("/etc/app", "/p/v/cfg", True),
+              volumedirs.Mount("/var/lib/my-data/", "/srv/data", False)]
+    assert volumedirs.mount_env(mounts) == {"KUBEMU_MOUNT_ETC_APP": "/p/v/cfg",
+                                            "KUBEMU_MOUNT_VAR_LIB_MY_DATA": "/srv/data"}

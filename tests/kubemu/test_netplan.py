@@ -1,0 +1,210 @@
+"""kubemu/netplan.py: the pod network's decisions, without the machine: the mode, the CIDRs
+against the host's routes, node block sizes, the host link, the fabric's steps."""
+from __future__ import annotations
+
+import pytest
+
+from kubemu import netplan
+from kubemu.netplan import CNI, HOST, NetplanError, Record
+
+ALL_CAPS = (1 << netplan.CAP_NET_ADMIN) | (1 << netplan.CAP_SYS_ADMIN)
+PLUGINS = set(netplan.CNI_PLUGINS)
+
+
+@pytest.mark.parametrize("euid, caps, tools, plugins, requested, kind, reason", [
+    (0, ALL_CAPS, [], PLUGINS, None, CNI, None),
+    (0, ALL_CAPS, [], PLUGINS, CNI, CNI, None),
+    (0, ALL_CAPS, [], PLUGINS, HOST, HOST, "kubemu up --network host"),
+    (1000, 0, [], PLUGINS, None, HOST, "not root: CAP_NET_ADMIN and CAP_SYS_ADMIN are needed for pod networks"),
+    (1000, 1 << netplan.CAP_SYS_ADMIN, [], PLUGINS, None, HOST,
+     "not root: CAP_NET_ADMIN is needed for pod networks"),
+    (1000, ALL_CAPS, [], PLUGINS, None, CNI, None),  # capabilities, not the uid, are what counts
+    (0, 1 << netplan.CAP_NET_ADMIN, [], PLUGINS, None, HOST, "CAP_SYS_ADMIN is needed for pod networks"),
+    (0, ALL_CAPS, ["ip", "nsenter"], PLUGINS, None, HOST,
+     "ip, nsenter not found: pod networks need them (iproute2, util-linux, procps)"),
+    (0, ALL_CAPS, [], {"loopback"}, None, HOST,
+     "no CNI plugin bridge, host-local in /usr/lib/cni:/opt/cni/bin (Debian's containernetworking-plugins)"),
+    (1000, 0, ["ip"], set(), HOST, HOST, "kubemu up --network host"),  # asked for: no other reason
+])
+def test_network_mode(euid, caps, tools, plugins, requested, kind, reason):
+    assert netplan.network_mode(euid, caps, tools, plugins, requested) == netplan.Mode(kind, reason)
+
+
+def test_network_cni_asked_for_but_impossible_is_an_error():
+    with pytest.raises(NetplanError, match=r"^--network cni: not root: CAP_NET_ADMIN and CAP_SYS_ADMIN are needed"):
+        netplan.network_mode(1000, 0, [], PLUGINS, CNI)
+
+
+def test_the_host_network_line():
+    assert netplan.host_network_line("not root: CAP_NET_ADMIN is needed for pod networks") == (
+        "kubemu: pods share the host's network (not root: CAP_NET_ADMIN is needed for pod networks); "
+        'see README "Pod networking"')
+
+
+HOST_ROUTES = ["default", "192.0.2.0/24", "192.0.2.2", "127.0.0.0/8", "127.0.0.1"]
+
+
+@pytest.mark.parametrize("routes, cidr, moved", [
+    (HOST_ROUTES, "10.244.0.0/16", False),
+    (HOST_ROUTES + ["10.244.0.0/16"], "10.245.0.0/16", True),               # another kubemu cluster's
+    (HOST_ROUTES + ["10.244.0.0/16", "10.245.0.0/16"], "10.246.0.0/16", True),
+    (HOST_ROUTES + ["10.0.0.0/8"], None, True),                              # a LAN holding all of 10/8
+    (HOST_ROUTES + ["10.244.7.9"], "10.245.0.0/16", True),                   # a host address (local table)
+    (HOST_ROUTES + ["10.240.0.0/12"], None, True),                          # 10.244-10.255 all taken
+])
+def test_choose_cluster_cidr(routes, cidr, moved):
+    if cidr is None:
+        with pytest.raises(NetplanError, match=r"^no free pod network from 10\.244\.0\.0/16 on: .*--pod-network-cidr"):
+            netplan.choose_cluster_cidr(routes, None)
+        return
+    choice = netplan.choose_cluster_cidr(routes, None)
+    assert choice.cidr == cidr
+    if moved:
+        assert choice.note.startswith("kubemu: 10.244.0.0/16 overlaps the host's route to ")
+        assert choice.note.endswith(f": the pod network is {cidr} (choose with --pod-network-cidr)")
+    else:
+        assert choice.note is None
+
+
+def test_a_requested_or_kept_cidr_is_taken_as_is_or_refused():
+    routes = HOST_ROUTES + ["10.244.0.0/16"]
+    assert netplan.choose_cluster_cidr(routes, "10.200.0.0/16") == netplan.CidrChoice("10.200.0.0/16", None)
+    with pytest.raises(NetplanError, match=r"^--pod-network-cidr 10\.244\.0\.0/20 overlaps the host's route to "
+                                           r"10\.244\.0\.0/16$"):
+        netplan.choose_cluster_cidr(routes, "10.244.0.0/20")
+    with pytest.raises(NetplanError, match=r"^pod network 10\.244\.0\.0/16 \(this cluster's, kept from its last "
+                                           r"`up`\) overlaps"):
+        netplan.choose_cluster_cidr(routes, None, kept="10.244.0.0/16")
+    assert netplan.choose_cluster_cidr(HOST_ROUTES, None, kept="10.250.0.0/16").cidr == "10.250.0.0/16"
+    assert netplan.choose_cluster_cidr(HOST_ROUTES, "10.9.0.0/16", kept="10.250.0.0/16").cidr == "10.9.0.0/16"
+
+
+@pytest.mark.parametrize("text, error", [
+    ("10.244.0.1/16", "has host bits set"), ("fd00::/64", "not an IPv4 CIDR"), ("banana", "not an IPv4 CIDR"),
+    ("10.0.0.0/30", "too small for a cluster"),
+])
+def test_parse_cidr_refuses(text, error):
+    with pytest.raises(NetplanError, match=rf"^--pod-network-cidr {text}: .*{error}"):
+        netplan.parse_cidr(text, "--pod-network-cidr")
+
+
+def test_choose_service_cidr():
+    assert netplan.choose_service_cidr(HOST_ROUTES, None, "10.244.0.0/16") == netplan.CidrChoice("10.96.0.0/12", None)
+    taken = netplan.choose_service_cidr(HOST_ROUTES + ["10.100.0.0/16"], None, "10.244.0.0/16")
+    assert taken.cidr == "10.112.0.0/12" and "the service network is 10.112.0.0/12 (choose with --service-cidr)" \
+        in taken.note
+    # never the cluster CIDR: a pod network inside 10.96/12 moves the services on
+    assert netplan.choose_service_cidr(HOST_ROUTES, None, "10.97.0.0/16").cidr == "10.112.0.0/12"
+    # wrapping round 10/8: everything from 10.96 up is taken
+    routes = HOST_ROUTES + [f"10.{i}.0.0/12" for i in range(96, 256, 16)]
+    assert netplan.choose_service_cidr(routes, None, "10.244.0.0/16").cidr == "10.0.0.0/12"
+    with pytest.raises(NetplanError, match=r"^--service-cidr 10\.96\.0\.0/12 overlaps the host's route to 10\.100"):
+        netplan.choose_service_cidr(HOST_ROUTES + ["10.100.0.0/16"], "10.96.0.0/12", "10.244.0.0/16")
+
+
+@pytest.mark.parametrize("nodes, cidr, mask, said", [
+    (1, "10.244.0.0/16", 24, False),
+    (255, "10.244.0.0/16", 24, False),   # 256 blocks, the last the host link's
+    (256, "10.244.0.0/16", 25, True),
+    (1001, "10.244.0.0/16", 26, True),   # bench reconcile: 1000 hollow nodes and node-0
+    (5064, "10.244.0.0/16", 29, True),   # the CLI's most: 64 nodes and 5000 hollow ones
+    (3, "10.9.0.0/24", 26, True),        # a small requested CIDR: blocks under /24 at once
+    (15, "10.9.0.0/20", 24, False),
+])
+def test_node_mask_for(nodes, cidr, mask, said):
+    got, note = netplan.node_mask_for(nodes, cidr)
+    assert got == mask
+    assert (note is not None) == said
+    if said:
+        assert note == (f"kubemu: {nodes} nodes do not fit {cidr} in /24 blocks: each node gets a /{mask} "
+                        f"(up to {2 ** (32 - mask) - 3} pods)")
+
+
+def test_too_many_nodes_is_an_error():
+    with pytest.raises(NetplanError, match=r"^40 nodes do not fit 10\.9\.0\.0/24, even in /29 blocks"):
+        netplan.node_mask_for(40, "10.9.0.0/24")
+
+
+@pytest.mark.parametrize("cidr, mask, block, host, fabric", [
+    ("10.244.0.0/16", 24, "10.244.255.0/24", "10.244.255.254", "10.244.255.253"),
+    ("10.244.0.0/16", 26, "10.244.255.192/26", "10.244.255.254", "10.244.255.253"),
+    ("10.9.0.0/20", 24, "10.9.15.0/24", "10.9.15.254", "10.9.15.253"),
+])
+def test_host_link(cidr, mask, block, host, fabric):
+    hl = netplan.host_link(cidr, mask)
+    assert (str(hl.block), str(hl.host_addr), str(hl.fabric_addr)) == (block, host, fabric)
+
+
+def record() -> Record:
+    return netplan.cni_record("abcd1234", "10.244.0.0/16", "10.96.0.0/12", 24, "/run/netns")
+
+
+def test_fabric_plan_is_the_ip_commands_in_order():
+    rec = record()
+    assert [" ".join(s.argv()) for s in netplan.fabric_plan(rec)] == [
+        "ip netns add kubemu-abcd1234",
+        "ip -n kubemu-abcd1234 link set lo up",
+        "ip netns exec kubemu-abcd1234 sysctl -qw net.ipv4.ip_forward=1",
+        "ip link add km-abcd1234 type veth peer name host0 netns kubemu-abcd1234",
+        "ip addr add 10.244.255.254/32 dev km-abcd1234",
+        "ip link set km-abcd1234 up",
+        "ip -n kubemu-abcd1234 addr add 10.244.255.253/32 dev host0",
+        "ip -n kubemu-abcd1234 link set host0 up",
+        "ip -n kubemu-abcd1234 route add 10.244.255.254/32 dev host0",
+        "ip -n kubemu-abcd1234 route add unreachable 10.244.0.0/16",
+        "ip -n kubemu-abcd1234 route add unreachable 10.96.0.0/12",
+        "ip route add 10.244.0.0/16 via 10.244.255.253 dev km-abcd1234 onlink src 10.244.255.254",
+        "ip route add 10.96.0.0/12 via 10.244.255.253 dev km-abcd1234 onlink src 10.244.255.254",
+    ]
+
+
+def test_no_step_touches_the_host_s_forwarding_or_adds_a_default_route():
+    for step in netplan.fabric_plan(record()):
+        argv = step.argv()
+        if isinstance(step, netplan.SetSysctl):
+            assert argv[:4] == ["ip", "netns", "exec", "kubemu-abcd1234"]
+        assert "default" not in argv and "0.0.0.0/0" not in argv
+
+
+def test_teardown_plan():
+    rec = record()
+    assert netplan.teardown_plan(rec) == [netplan.DelLink("km-abcd1234"), netplan.DelNetns("kubemu-abcd1234")]
+    made = Record(**{**rec.to_json(), "made_run_netns": True, "made_run_netns_dir": True})
+    assert netplan.teardown_plan(made)[-1] == netplan.ReleaseRunNetns(remove_dir=True)
+    assert netplan.teardown_plan(Record(HOST, "kubemu up --network host")) == []
+    assert [netplan.undoes(s) for s in netplan.teardown_plan(made)] == [
+        netplan.AddVeth, netplan.AddNetns, netplan.AddNetns]
+
+
+@pytest.mark.parametrize("data", [
+    None, [], {"mode": "bridge"},
+    {"mode": "cni", "netns": "docker0", "netns_path": "/run/netns/docker0", "host_link": "km-x"},
+    {"mode": "cni", "netns": "kubemu-x", "netns_path": "/run/netns/kubemu-x", "host_link": "eth0"},
+    {"mode": "cni", "netns": "kubemu-x", "host_link": "km-x"},
+    {"mode": "cni", "unknown": 1},
+])
+def test_a_record_kubemu_did_not_write_is_no_record(data):
+    assert Record.from_json(data) is None
+
+
+def test_a_record_round_trips():
+    rec = record()
+    assert Record.from_json(rec.to_json()) == rec
+    kept = netplan.host_record("not root", rec)
+    assert Record.from_json(kept.to_json()) == kept
+    assert (kept.mode, kept.cluster_cidr, kept.node_mask, kept.netns) == (HOST, "10.244.0.0/16", 24, None)
+
+
+def test_the_components_flags():
+    rec = record()
+    assert netplan.kubelet_flags(rec, "/s/nodes/node-1") == [
+        "--network-mode", "cni", "--fabric-netns", "/run/netns/kubemu-abcd1234",
+        "--cni-conf-dir", "/s/nodes/node-1/cni/net.d", "--cni-bin-dir", "/usr/lib/cni:/opt/cni/bin",
+        "--cluster-cidr", "10.244.0.0/16"]
+    assert netplan.controller_manager_flags(rec) == [
+        "--allocate-node-cidrs", "--cluster-cidr", "10.244.0.0/16", "--service-cluster-ip-range", "10.96.0.0/12",
+        "--node-cidr-mask-size", "24"]
+    host = Record(HOST, "not root: CAP_NET_ADMIN is needed for pod networks")
+    assert netplan.kubelet_flags(host, "/s/nodes/node-1") == [
+        "--network-mode", "host", "--network-mode-reason", "not root: CAP_NET_ADMIN is needed for pod networks"]
+    assert netplan.controller_manager_flags(host) == []
