@@ -136,11 +136,6 @@ spec:
 """
 
 
-# The network flags of the kubelet and the controller-manager (`--network-mode`, `--fabric-netns`,
-# ..., `--allocate-node-cidrs`, ...): written into the units only once both parse them.
-NETWORK_FLAGS = False
-
-
 # The REST door: kube-apiserver's --secure-port default, on loopback only.
 DEFAULT_API_PORT = 6443
 BIND_ADDRESS = "127.0.0.1"
@@ -183,7 +178,7 @@ def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings, a
                                "--node-eviction-rate", f"{t.eviction_rate:g}",
                                "--default-toleration-seconds", f"{t.toleration_seconds:g}",
                                "--root-ca-file", str(state.pki_dir / f"{pki.CA_NAME}.crt")]
-                              + (netplan.controller_manager_flags(net) if NETWORK_FLAGS and net else []),
+                              + (netplan.controller_manager_flags(net) if net else []),
     }
 
 
@@ -374,9 +369,9 @@ def kubelet_args(state: StateDir, node: str, t: Timings, net: netplan.Record | N
     if node == CONTROL_PLANE_NODE:  # kubeadm's control-plane label and taint
         args += ["--node-labels", f"{CONTROL_PLANE_ROLE}=",
                  "--register-with-taints", f"{CONTROL_PLANE_ROLE}:NoSchedule"]
-    if NETWORK_FLAGS and net is not None:
+    if net is not None:
         args += netplan.kubelet_flags(net, str(state.node_dir(node)))
-        args += ["--cgroup-root", ownership.cgroup_name(state.root, node)]
+    args += ["--cgroup-root", ownership.cgroup_name(state.root, node)]
     return " ".join(shlex.quote(a) for a in args)
 
 

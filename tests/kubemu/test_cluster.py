@@ -346,34 +346,25 @@ def _kubelet_argv(state: StateDir, node: str, net) -> tuple[str, ...]:
     return loaded.config.exec_start
 
 
-@pytest.mark.parametrize("switched_on", [False, True])
-def test_the_kubelet_s_network_flags(state_dir, monkeypatch, switched_on):
-    """Behind cluster.NETWORK_FLAGS until every kubelet parses them; a reason with blanks and
-    a colon reaches the kubelet as one word."""
-    monkeypatch.setattr(cluster, "NETWORK_FLAGS", switched_on)
+def test_the_kubelet_s_network_flags(state_dir):
+    """A reason with blanks and a colon reaches the kubelet as one word."""
     state = StateDir(state_dir)
     argv = _kubelet_argv(state, "node-1", CNI_RECORD)
     flags = dict(zip(argv[argv.index("--api"):][::2], argv[argv.index("--api"):][1::2]))
     expected = {"--network-mode": "cni", "--fabric-netns": "/run/netns/kubemu-abcd1234",
                 "--cni-conf-dir": f"{state_dir}/nodes/node-1/cni/net.d", "--cni-bin-dir": "/usr/lib/cni:/opt/cni/bin",
                 "--cluster-cidr": "10.244.0.0/16", "--cgroup-root": ownership.cgroup_name(state_dir, "node-1")}
-    assert {k: flags.get(k) for k in expected} == (expected if switched_on else dict.fromkeys(expected))
+    assert {k: flags.get(k) for k in expected} == expected
     argv = _kubelet_argv(state, "node-1", HOST_RECORD)
-    if switched_on:
-        assert argv[argv.index("--network-mode"):argv.index("--network-mode") + 4] == (
-            "--network-mode", "host", "--network-mode-reason", "not root: CAP_NET_ADMIN is needed for pod networks")
-        assert "--fabric-netns" not in argv and "--cgroup-root" in argv
-    else:
-        assert "--network-mode" not in argv
+    assert argv[argv.index("--network-mode"):argv.index("--network-mode") + 4] == (
+        "--network-mode", "host", "--network-mode-reason", "not root: CAP_NET_ADMIN is needed for pod networks")
+    assert "--fabric-netns" not in argv and "--cgroup-root" in argv
 
 
-@pytest.mark.parametrize("switched_on", [False, True])
-def test_the_control_plane_runs_in_the_host_s_network_and_allocates_node_cidrs(state_dir, monkeypatch,
-                                                                                switched_on):
-    monkeypatch.setattr(cluster, "NETWORK_FLAGS", switched_on)
+def test_the_control_plane_runs_in_the_host_s_network_and_allocates_node_cidrs(state_dir):
     state = StateDir(state_dir)
     cluster.write_node(state, "node-0")
-    for net, ipam in ((CNI_RECORD, switched_on), (HOST_RECORD, False)):
+    for net, ipam in ((CNI_RECORD, True), (HOST_RECORD, False)):
         cluster.write_control_plane(state, api_port=7443, net=net)
         manifests = sorted((state.node_dir("node-0") / "manifests").glob("*.yaml"))
         assert len(manifests) == 6
