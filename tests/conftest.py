@@ -12,7 +12,7 @@ import psutil
 import pytest
 from hypothesis import settings
 
-from kubemu import cgroups, ownership
+from kubemu import cgroups, network, ownership
 from kubemu.statedir import ENV
 
 # CI replays the same examples every run (a new random find must not fail an unrelated change);
@@ -86,8 +86,20 @@ def state_dir(tmp_path_factory) -> Path:
     yield path
     leaked = kill_marked(str(path))
     cgroups_left = remove_cluster_cgroups(path)
+    network_left = remove_cluster_network(path)
     assert not leaked, f"test leaked processes {leaked}"
     assert not cgroups_left, f"test left cgroups behind: {cgroups_left}"
+    assert not network_left, f"test left its pod network behind: {network_left}"
+
+
+def remove_cluster_network(state_dir: Path) -> list[str]:
+    """Remove what is left of the pod network `kubemu up` made for a state directory (its
+    fabric namespace, host link and routes); what there was."""
+    rec = network.load(state_dir)
+    left = network.leftovers(rec) if rec is not None else []
+    if left:
+        network.down(state_dir)
+    return left
 
 
 def remove_cluster_cgroups(state_dir: Path) -> list[str]:
