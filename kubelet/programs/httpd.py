@@ -1,12 +1,13 @@
-"""nginx/httpd in kubemu's image catalog: a static HTTP server on 127.0.0.1.
+"""nginx/httpd in kubemu's image catalog: a static HTTP server.
 
     httpd.py --port PORT [--root DIR]
 
-Serves DIR's files (GET/HEAD), or without --root a welcome page, as nginx's image does. Pods
-have no network namespace of their own yet, so it binds the loopback address only (never every
-interface), with SO_REUSEPORT: replicas of one Deployment on this machine all listen on the
-same port and the kernel spreads connections among them, much as a Service would. SIGTERM
-stops it at once with exit 0 (nginx's fast shutdown)."""
+Serves DIR's files (GET/HEAD), or without --root a welcome page, as nginx's image does. In a
+pod's own network namespace it listens on every address, as nginx does: the namespace holds only
+the pod's loopback and its eth0. In the host's network (a hostNetwork pod, or kubemu without pod
+networks) it binds the loopback address only, never every interface of the machine, with
+SO_REUSEPORT: replicas of one Deployment on this machine then share the port and the kernel
+spreads connections among them. SIGTERM stops it at once with exit 0 (nginx's fast shutdown)."""
 import argparse
 import functools
 import http.server
@@ -15,7 +16,16 @@ import signal
 import socket
 import sys
 
-ADDRESS = "127.0.0.1"
+
+def listen_address() -> str:
+    """Every address in a network namespace of the pod's own, that is one other than its
+    starter's (the container's shim, which stays in the machine's); loopback otherwise, and
+    wherever that cannot be told."""
+    try:
+        own = os.stat("/proc/self/ns/net").st_ino != os.stat(f"/proc/{os.getppid()}/ns/net").st_ino
+    except OSError:
+        own = False
+    return "0.0.0.0" if own else "127.0.0.1"
 
 WELCOME = b"""<!DOCTYPE html>
 <html><head><title>Welcome to kubemu!</title></head>
@@ -56,12 +66,13 @@ def main() -> int:
     args = p.parse_args()
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=args.root) if args.root else Welcome
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    address = listen_address()
     try:
-        server = Server((ADDRESS, args.port), handler)
+        server = Server((address, args.port), handler)
     except OSError as err:
-        print(f"httpd: cannot listen on {ADDRESS}:{args.port}: {err.strerror}", file=sys.stderr)
+        print(f"httpd: cannot listen on {address}:{args.port}: {err.strerror}", file=sys.stderr)
         return 1
-    print(f"httpd: serving {args.root or 'a welcome page'} on http://{ADDRESS}:{args.port}/", flush=True)
+    print(f"httpd: serving {args.root or 'a welcome page'} on http://{address}:{args.port}/", flush=True)
     try:
         server.serve_forever()
     finally:
