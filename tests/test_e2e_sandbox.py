@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -170,3 +171,26 @@ def test_every_pod_its_own_network(cluster, tmp_path):
     assert network.leftovers(rec) == []
     assert rec.netns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not [m for m in nsfs_mounts() if rec.netns in m]
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="no setpriv (util-linux) to drop capabilities with")
+def test_without_the_privileges_pods_share_the_host_network(cluster, tmp_path):
+    """`kubemu up` as root without CAP_NET_ADMIN and CAP_SYS_ADMIN (what a user without them
+    gets): one line says why, the nodes say so in a condition, pods run as before on 127.0.0.1."""
+    drop = ["setpriv", "--inh-caps=-net_admin,-sys_admin", "--bounding-set=-net_admin,-sys_admin"]
+    env = dict(os.environ, KUBEMU_STATE_DIR=str(cluster.dir), COLUMNS="200")
+    done = subprocess.run([*drop, PY, "-m", "kubemu.cli", "up", "--nodes", "2", "--fast", "--detach",
+                           "--no-kubeconfig", "--api-port", "0"], env=env, capture_output=True, text=True,
+                          timeout=LONG, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    why = "CAP_NET_ADMIN and CAP_SYS_ADMIN are needed for pod networks"
+    said = done.stdout + done.stderr
+    assert said.count("pods share the host's network") == 1 and why in said, said
+    assert "Traceback" not in said
+    described = cluster.cli("describe", "node", "node-1").stdout
+    assert "NetworkUnavailable" in described and f"pods share the host's network: {why}" in described
+    (tmp_path / "p.json").write_text(json.dumps(pod("plain", [container("sleep", "sleep", "3600")])))
+    cluster.cli("apply", "-f", str(tmp_path / "p.json"))
+    wait_for(lambda: (p := cluster.call("get", "pods", "plain", namespace="default"))
+             and ready(p) and pod_ip(p) == "127.0.0.1", timeout=LONG, interval=0.25, message="the pod on 127.0.0.1")
+    assert network.load(cluster.dir).mode == "host"
