@@ -18,7 +18,19 @@ in a thread), once the node's network config is written: the kubelet writes it
 (cni.kubemu_conflist) when it learns its Node's spec.podCIDR (or --pod-cidr). Until then the
 node is NotReady with the runtime's message, as a real one without a CNI config. With
 --network-mode host every pod shares the node's network, as before, and the node says why.
-Pod cgroups (--cgroup-root) apply in both modes.
+Pod cgroups (--cgroup-root) apply in both modes; the node's `kubepods` cgroup is limited to its
+allocatable, and the Node reports what the kernel enforces.
+
+Volumes, ConfigMaps and Secrets: before a pod's first container starts (after its sandbox is
+ready) the kubelet sets up its volumes under the pod directory (kubelet/volumedirs.py; an API
+pod first waits for the ConfigMaps and Secrets it reads to be known), a FailedMount Event for
+each that fails; it sets them up again when one of those objects changes and at every relist,
+so an edit reaches the volume's files. A container's environment is made as it starts
+(kubelet/envvars.py, through the pod worker). On a node with pod sandboxes, containers get their
+volume mounts and the kubelet's /etc/hosts (and for a sandboxed pod /etc/hostname and
+/etc/resolv.conf, kubelet/etcfiles.py) mounted in a mount namespace of their own (the
+runtime's `mounts`); on a node without, pods share the node's file system, and are told where
+their volumes are in KUBEMU_MOUNT_<path> variables instead (volumedirs.mount_env).
 
 A restarted kubelet adopts what it finds: containers keep running under their shims, sandboxes
 under their holders (sandbox.json), and
@@ -39,23 +51,26 @@ import os
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from kubemu.api.quantity import memory_bytes
+from kubemu.api.quantity import cpu_millis, format_memory, memory_bytes
 from kubemu.api.times import format_micro_time, format_time, parse_micro_time
 from kubemu.sdnotify import notify, watchdog_interval
 
-from . import cni, images, manifests
+from . import cni, envvars, etcfiles, images, manifests, volumedirs, volumes
 from .cnishell import CONF_FILE, CNI
-from .nodestatus import NETWORK_NOT_READY, NodeConfig, NodeNetwork
+from .configsource import Unavailable, references
+from .nodestatus import NETWORK_NOT_READY, NODE_IP, NodeConfig, NodeNetwork
 from .podcgroups import CgroupError, PodCgroups
-from .podworker import KillContainer, PodWorker, RecordEvent, RunProbe, Settings, StartContainer
+from .podworker import (KillContainer, PodWorker, RecordEvent, RunProbe, Settings, SetUpVolumes,
+                        StartContainer)
 from .prober import run_probe
 from .runtime import ContainerSpec, Runtime
 from .sandbox import CreateSandbox, RemoveSandbox, needs_sandbox
 from .sandboxes import HolderWatch, Record, SandboxFailed, Sandboxes, read_record
 from .shim import read_json, write_json
 from .shimwatch import ShimWatch
+from .stats import Stats
 
 log = logging.getLogger("kubelet")
 
@@ -63,6 +78,13 @@ SOURCE_API = "api"  # kubernetes.io/config.source of the pods the API binds to u
 POD_FILE = "pod.json"
 SANDBOX_THREADS = 4  # sandboxes made or removed at once (each a holder start and CNI plugin runs)
 STATUS_FILE = "status.json"
+# How long a pod waits for the ConfigMaps and Secrets it reads before its volumes are set up
+# anyway (and fail): the kubelet's WaitForAttachAndMount timeout, time-scaled.
+OBJECTS_WAIT = 120.0
+NODE_RESOLV_CONF, NODE_HOSTS = "/etc/resolv.conf", "/etc/hosts"
+# The kubelet's files a sandboxed pod's containers see: container path -> the file in the pod dir.
+ETC_FILES = {"/etc/hosts": etcfiles.HOSTS, "/etc/hostname": etcfiles.HOSTNAME,
+             "/etc/resolv.conf": etcfiles.RESOLV_CONF}
 
 
 def pod_dir_name(pod: dict) -> str:
@@ -130,12 +152,19 @@ class Kubelet:
         self.holders = None  # HolderWatch, with --network-mode cni
         self.sandbox_records: dict[str, Record] = {}  # pod dir -> its ready sandbox's
         self.network_ready = opts.network is None
+        self.container_envs: dict[tuple[str, str], dict[str, str]] = {}  # (pod dir, container) -> its env
+        self.mount_errors: dict[str, list[str]] = {}  # pod dir -> its volumes' failures, as last said
+        self._said_no_mounts = False
+        self.node_config = opts.node_config
         self._pod_cidr: str | None = None  # the one the network config was written for
         self._pod_cidr_failed: str | None = None  # one it could not be written for
         if opts.cgroup_root:
             self.cgroups = PodCgroups(opts.cgroup_root)
             if not self.cgroups.available:
                 log.warning("pod cgroups: %s", self.cgroups.why_not)
+            elif opts.node_config is not None:
+                self._enforce_allocatable(opts.node_config)
+        self.stats = Stats(opts.node, self.runtime, self.cgroups)
         if opts.network is not None:
             self.sandboxes = Sandboxes(CNI(opts.network.conf_dir, list(opts.network.bin_dirs),
                                            opts.network.fabric_netns), self.cgroups)
@@ -143,6 +172,23 @@ class Kubelet:
             self._sandbox_pool = concurrent.futures.ThreadPoolExecutor(SANDBOX_THREADS, "sandbox")
             # written by this node's kubelet before: the runtime has its config (a restart)
             self.network_ready = os.path.exists(os.path.join(opts.network.conf_dir, CONF_FILE))
+
+    def _enforce_allocatable(self, config: NodeConfig) -> None:
+        """Limit the node's pods to its allocatable; the Node shows the memory the kernel
+        enforces (it rounds to pages)."""
+        try:
+            enforced = self.cgroups.enforce_allocatable(memory_bytes(config.memory), cpu_millis(config.cpu))
+        except CgroupError as exc:
+            log.warning("node allocatable not enforced: %s", exc)
+            return
+        if enforced is not None:
+            self.node_config = replace(config, allocatable={"memory": format_memory(enforced)})
+
+    @property
+    def allocatable(self) -> dict | None:
+        """The node's allocatable, as the downward API reads it for a limit a container lacks."""
+        config = self.node_config
+        return None if config is None else {"cpu": config.cpu, "memory": config.memory, **config.allocatable}
 
     def now(self) -> float:
         return self.loop.time()
@@ -172,6 +218,8 @@ class Kubelet:
                  len(self.workers))
         self._spawn(self._watch_manifests())
         self._spawn(self._relist_periodically())
+        if self.stats.collecting:
+            self._spawn(self.stats.run())
         if self.opts.api:
             self._start_api_agent()
         if self.opts.listen:
@@ -212,11 +260,11 @@ class Kubelet:
     def _start_api_agent(self) -> None:
         from .apiagent import ApiAgent  # after READY=1: the wire is not in the start-up path
 
-        self.api = ApiAgent(self.opts.api, self.opts.node_config or NodeConfig(self.opts.node, "1", "1Gi"),
+        self.api = ApiAgent(self.opts.api, self.node_config or NodeConfig(self.opts.node, "1", "1Gi"),
                             self.set_api_pods, credentials=self.opts.api_credentials,
                             lease_duration=self.opts.lease_duration,
                             renew_interval=self.opts.renew_interval, status_interval=self.opts.status_interval,
-                            network=self.node_network)
+                            network=self.node_network, on_objects=self._objects_changed)
         self.api.set_static_pods(list(self.static.values()))
         for pod_dir, worker in self.workers.items():
             self.dirty.add(pod_dir)
@@ -229,7 +277,8 @@ class Kubelet:
         import zmq
 
         try:
-            streaming = StreamingServer(self.runtime, self.opts.listen, self.opts.wire_secrets)
+            streaming = StreamingServer(self.runtime, self.opts.listen, self.opts.wire_secrets,
+                                        stats=self.stats.summary)
             await streaming.start()
         except (OSError, ValueError, zmq.ZMQError) as exc:  # the pods run on; exec and attach are not served
             log.error("cannot serve exec/attach on %s: %s", self.opts.listen, exc)
@@ -307,7 +356,8 @@ class Kubelet:
             worker = PodWorker.adopt(pod, self.opts.settings, now, found, start_time=self._ours(_seen(pod)),
                                      wall_offset=self.wall_offset,
                                      images=self.resolve_image, sandboxed=sandboxed,
-                                     sandbox=None if record is None else (record.attempt, list(record.ips)))
+                                     sandbox=None if record is None else (record.attempt, list(record.ips)),
+                                     env=self._env, volumes=True)
             self.workers[pod_dir] = worker
             if sandboxed:
                 self._adopt_sandbox(pod_dir, worker, record, now)
@@ -361,6 +411,7 @@ class Kubelet:
         while True:
             await asyncio.sleep(self.opts.file_check_frequency)
             self.sync_manifests()
+            self._refresh_volumes(list(self.workers))
 
     def sync_manifests(self) -> None:
         """Level-based: the set of valid manifests is the set of static pods."""
@@ -411,7 +462,8 @@ class Kubelet:
             os.makedirs(pod_dir, exist_ok=True)
             write_json(os.path.join(pod_dir, POD_FILE), pod)
             worker = PodWorker(pod, self.opts.settings, now, wall_offset=self.wall_offset, images=self.resolve_image,
-                               sandboxed=self.sandboxes is not None and needs_sandbox(pod, True))
+                               sandboxed=self.sandboxes is not None and needs_sandbox(pod, True),
+                               env=self._env, volumes=True)
             self.workers[pod_dir] = worker
             log.info("pod %s/%s: started syncing (uid %s)", worker.namespace, worker.name, worker.uid)
             if worker.sandbox is not None and not self.network_ready:
@@ -439,6 +491,63 @@ class Kubelet:
                 self._spawn(self._create_sandbox(pod_dir, worker, action))
             elif isinstance(action, RemoveSandbox):
                 self._spawn(self._remove_sandbox(pod_dir, worker, action))
+            elif isinstance(action, SetUpVolumes):
+                self._spawn(self._set_up_volumes(pod_dir, worker, action))
+
+    # -- ConfigMaps, Secrets, volumes ---------------------------------------------------------
+
+    def _lookup(self, resource: str, namespace: str, name: str) -> dict | None:
+        """configsource.Lookup over the API agent's cache; a node without --api has no objects."""
+        if self.api is not None:
+            return self.api.lookup(resource, namespace, name)
+        if self.opts.api:
+            raise Unavailable("the kubelet has not reached the API yet")
+        return None
+
+    def _token(self, *args) -> str:
+        if self.api is None:
+            raise Unavailable("the kubelet has not reached the API yet")
+        return self.api.token(*args)
+
+    def _env(self, pod: dict, spec: dict, pod_ips: tuple[str, ...]) -> envvars.Env | envvars.EnvError:
+        """The pod worker's env resolver."""
+        return envvars.container_env(pod, spec, self._lookup, list(pod_ips), [NODE_IP], self.allocatable)
+
+    def _volume_errors(self, pod_dir: str, worker: PodWorker) -> list[str]:
+        """Set the pod's volumes up (again); the FailedMount messages of those that failed."""
+        errors = volumedirs.set_up(pod_dir, worker.pod, self._lookup, list(worker.pod_ips()), [NODE_IP],
+                                   self.allocatable, self._token if self.opts.api else None)
+        return [volumes.failed_mount(name, err) for name, err in errors.items()]
+
+    async def _set_up_volumes(self, pod_dir: str, worker: PodWorker, action: SetUpVolumes) -> None:
+        if self.api is not None and not self.api.objects_synced(worker.pod):
+            await self.api.wait_for_objects(worker.pod, self.opts.settings.scaled(OBJECTS_WAIT))
+        if self.workers.get(pod_dir) is not worker:
+            return
+        errors = self._volume_errors(pod_dir, worker)
+        self.mount_errors[pod_dir] = errors
+        self._execute(pod_dir, worker.volumes_set_up(action.attempt, errors, self.now()))
+        self._after_event()
+
+    def _objects_changed(self, refs: set) -> None:
+        """ConfigMaps or Secrets changed (none named: a token came): the volumes of the pods
+        that read them are set up again. Running containers' environments never change."""
+        self._refresh_volumes([d for d, w in self.workers.items() if not refs or references(w.pod) & refs])
+
+    def _refresh_volumes(self, pod_dirs: list[str]) -> None:
+        """The kubelet's remount at each pod sync: the atomic writer rewrites what changed; a
+        volume that fails now is a FailedMount Event once, while its failure stays the same."""
+        for pod_dir in pod_dirs:
+            worker = self.workers.get(pod_dir)
+            if worker is None or worker.stopping or not worker.volumes_ready:
+                continue
+            if worker.sandbox is not None and not worker.sandbox.ready:
+                continue  # its IPs are being replaced: the downward API would read none
+            errors = self._volume_errors(pod_dir, worker)
+            for message in errors:
+                if message not in self.mount_errors.get(pod_dir, []):
+                    self._event(worker, volumes.FAILED_MOUNT, message, "Warning")
+            self.mount_errors[pod_dir] = errors
 
     # -- sandboxes (kubelet/sandboxes.py, in a thread) ------------------------------------------
 
@@ -483,15 +592,17 @@ class Kubelet:
     def _start_container(self, pod_dir: str, worker: PodWorker, action: StartContainer) -> None:
         spec = _container_spec(worker.pod, action.container)
         self.launched[(pod_dir, action.container)] = action.restart_count
+        env = {**_base_env(worker.pod), **dict(action.env)}
+        self.container_envs[(pod_dir, action.container)] = env
         try:
             placement = self._placement(pod_dir, worker, action.container, _memory_limit(spec))
+            mounts = self._mounts(pod_dir, worker, spec, env)
             self.runtime.start(ContainerSpec(
                 pod_dir=pod_dir, name=action.container, restart_count=action.restart_count,
-                argv=list(action.argv),
-                env=_container_env(worker.pod, spec), cwd=spec.get("workingDir") or None,
+                argv=list(action.argv), env=env, cwd=spec.get("workingDir") or None,
                 grace=self.opts.settings.scaled(worker.grace_seconds),
                 stdin=spec.get("stdin") is True, stdin_once=spec.get("stdinOnce") is True, tty=spec.get("tty") is True,
-                **placement),
+                mounts=mounts, **placement),
                 on_shim=functools.partial(self._shim_launched, pod_dir, action.container, action.restart_count))
         except OSError as exc:
             self._execute(pod_dir, worker.container_start_failed(
@@ -499,6 +610,38 @@ class Kubelet:
         except CgroupError as exc:
             self._execute(pod_dir, worker.container_start_failed(
                 action.container, "CreateContainerError", f"failed to create container cgroup: {exc}", self.now()))
+
+    def _mounts(self, pod_dir: str, worker: PodWorker, spec: dict, env: dict[str, str]) -> list[dict]:
+        """What the runtime mounts in the container, in a mount namespace of the container's
+        own: its volume mounts and the kubelet's /etc files, written now (a sandboxed pod's
+        IPs are its sandbox's; a hostNetwork pod's /etc/hosts is the node's). On a node that
+        cannot make mount namespaces (--network-mode host: no privileges, or asked so) pods
+        share the node's file system: their volumes stay where they are, and `env` gets their
+        paths (volumedirs.mount_env). Raises OSError."""
+        bound = volumedirs.mounts(pod_dir, worker.pod, spec)
+        if self.sandboxes is None:
+            if bound and not self._said_no_mounts:
+                self._said_no_mounts = True
+                log.warning("volumes are not mounted in containers: pods share the node's mount namespace "
+                            "(no pod sandboxes on this node); each volume's path is in "
+                            "KUBEMU_MOUNT_<mountPath> instead")
+            env.update(volumedirs.mount_env(bound))
+            return []
+        pod = worker.pod
+        if worker.sandbox is None:  # hostNetwork: the node's hosts file, with the pod's aliases
+            etcfiles.write(pod_dir, etcfiles.HOSTS, etcfiles.hosts(pod, [], _read(NODE_HOSTS)))
+            return volumedirs.runtime_mounts(bound, {"/etc/hosts": os.path.join(pod_dir, etcfiles.HOSTS)})
+        # No cluster DNS yet: ClusterFirst falls back to the node's resolv.conf, without the
+        # MissingClusterDNS Event until there is one to miss.
+        resolv = etcfiles.resolv_conf(pod, _read(NODE_RESOLV_CONF), [])
+        for reason, message in resolv.warnings:
+            if reason != etcfiles.MISSING_CLUSTER_DNS:
+                self._event(worker, reason, message, "Warning")
+        etcfiles.write(pod_dir, etcfiles.HOSTS, etcfiles.hosts(pod, list(worker.pod_ips())))
+        etcfiles.write(pod_dir, etcfiles.HOSTNAME, etcfiles.hostname(pod))
+        etcfiles.write(pod_dir, etcfiles.RESOLV_CONF, resolv.text)
+        return volumedirs.runtime_mounts(bound, {target: os.path.join(pod_dir, name)
+                                                 for target, name in ETC_FILES.items()})
 
     def _placement(self, pod_dir: str, worker: PodWorker, name: str, memory_limit: int | None) -> dict:
         """Where the container runs: its sandbox's namespaces and its own cgroup (the kernel
@@ -553,7 +696,7 @@ class Kubelet:
 
     async def _probe(self, pod_dir: str, worker: PodWorker, action: RunProbe) -> None:
         spec = _container_spec(worker.pod, action.container)
-        env = dict(self.runtime.env_base, **_container_env(worker.pod, spec))
+        env = dict(self.runtime.env_base, **self._probe_env(pod_dir, worker, spec))
         restart_count = self.launched.get((pod_dir, action.container))
         record = self.sandbox_records.get(pod_dir) if worker.sandbox is not None else None
         ips = worker.pod_ips()
@@ -563,6 +706,17 @@ class Kubelet:
             return  # the result is about a container instance that is gone
         self._execute(pod_dir, worker.probe_result(action.container, action.kind, ok, message, self.now()))
         self._after_event()
+
+    def _probe_env(self, pod_dir: str, worker: PodWorker, spec: dict) -> dict[str, str]:
+        """The environment the container started with (made anew for one this kubelet adopted)."""
+        env = self.container_envs.get((pod_dir, spec["name"]))
+        if env is None:
+            made = self._env(worker.pod, spec, worker.pod_ips())
+            env = {**_base_env(worker.pod), **(made.vars if isinstance(made, envvars.Env) else {})}
+            if self.sandboxes is None:
+                env.update(volumedirs.mount_env(volumedirs.mounts(pod_dir, worker.pod, spec)))
+            self.container_envs[(pod_dir, spec["name"])] = env
+        return env
 
     # -- container starts and exits (the runtime's watch) ---------------------------------------
 
@@ -635,6 +789,9 @@ class Kubelet:
         del self.workers[pod_dir]
         for key in [k for k in self.launched if k[0] == pod_dir]:
             del self.launched[key]
+        for key in [k for k in self.container_envs if k[0] == pod_dir]:
+            del self.container_envs[key]
+        self.mount_errors.pop(pod_dir, None)
         self.dirty.discard(pod_dir)
         log.info("pod %s/%s: terminated and removed", worker.namespace, worker.name)
         if self.api is not None:
@@ -673,11 +830,19 @@ def _container_spec(pod: dict, name: str) -> dict:
     raise KeyError(name)
 
 
-def _container_env(pod: dict, spec: dict) -> dict[str, str]:
-    env = {"HOSTNAME": pod["metadata"]["name"], "KUBERNETES_POD_NAME": pod["metadata"]["name"],
-           "KUBERNETES_NAMESPACE": pod["metadata"]["namespace"]}
-    env.update({e["name"]: str(e.get("value", "")) for e in spec.get("env") or []})
-    return env
+def _read(path: str) -> str:
+    """A node file the pods' files are made from ("" when there is none)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def _base_env(pod: dict) -> dict[str, str]:
+    """What every container gets under its own variables (kubelet/envvars.py)."""
+    return {"HOSTNAME": pod["metadata"]["name"], "KUBERNETES_POD_NAME": pod["metadata"]["name"],
+            "KUBERNETES_NAMESPACE": pod["metadata"]["namespace"]}
 
 
 def _memory_limit(spec: dict) -> int | None:

@@ -1,6 +1,7 @@
 """A pod's sandbox holder: the pause container's role. It owns the pod's network, mount, UTS
 and IPC namespaces, and every container of the pod joins them (kubelet/shim.py
-enter_container), so the containers of one pod share `localhost`, IPC and the hostname.
+enter_container), so the containers of one pod share `localhost`, IPC and the hostname. Each
+container then makes a mount namespace of its own from the pod's, for its volumes.
 
     python -m kubelet.holder --hostname NAME [--cgroup PROCS]... [--init-pid PID:START_TICKS]
 
@@ -38,7 +39,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from kubemu.child import default_signals, proc_stat
+from kubemu.child import RESET_SIGNALS, default_signals, high_fd, proc_stat, same_process
 from kubemu.nsutil import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUTS, MNT_DETACH, MS_REC, MS_SLAVE,
                            mount, ns_inode, nsfs_mounts, sethostname, umount2, unshare)
 
@@ -85,10 +86,10 @@ def start(pod_dir: str, hostname: str, cgroup_procs: list[str], *, env: dict[str
     off the event loop). SandboxError, with the holder's reason, if it cannot; no holder is
     left running then. `env`: the launcher's environment (default: ours, without what init
     gave us for ourselves)."""
-    from .runtime import RESET_SIGNALS, SUPERVISOR_VARS, _high_fd  # the kubelet's, loaded already
+    from .runtime import supervised_env  # the kubelet's, loaded already
 
     if env is None:
-        env = {k: v for k, v in os.environ.items() if k not in SUPERVISOR_VARS}
+        env = supervised_env()
     argv = [sys.executable, "-m", "kubelet.holder", "--hostname", hostname]
     for procs in cgroup_procs:
         argv += ["--cgroup", procs]
@@ -102,9 +103,9 @@ def start(pod_dir: str, hostname: str, cgroup_procs: list[str], *, env: dict[str
         for _ in range(2):  # the ready pipe, then the PID pipe
             r, w = os.pipe2(os.O_CLOEXEC)
             readers.append(r)
-            writers.append(_high_fd(w))
-        writers.append(_high_fd(os.open(os.path.join(pod_dir, LOG),
-                                        os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)))
+            writers.append(high_fd(w))
+        writers.append(high_fd(os.open(os.path.join(pod_dir, LOG),
+                                       os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)))
         ready_w, pid_w, log_fd = writers
         actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0), (os.POSIX_SPAWN_DUP2, log_fd, 1),
                    (os.POSIX_SPAWN_DUP2, log_fd, 2), (os.POSIX_SPAWN_DUP2, ready_w, READY_FD),
@@ -166,8 +167,7 @@ def _check_ready(pid: int, ready_r: int, deadline: float, log_path: str, timeout
         holder_net, own_net = ns_inode(pid, "net"), ns_inode(os.getpid(), "net")
     except OSError:
         holder_net = own_net = None
-    stat = proc_stat(pid)
-    if holder_net is None or stat is None or stat[0] in "ZX" or stat[1] != start_ticks:
+    if holder_net is None or not same_process(pid, start_ticks):
         raise SandboxError(f"the sandbox holder (pid {pid}) exited right after it was ready")
     if holder_net == own_net:  # CNI would configure our own network: never
         raise SandboxError(f"the sandbox holder (pid {pid}) is in the kubelet's own network namespace: refusing it")
@@ -245,8 +245,7 @@ def _close(fds: list[int]) -> None:
 
 def alive(pid: int, start_ticks: int) -> bool:
     """Whether the holder runs: not a zombie, and not a later process given its PID."""
-    stat = proc_stat(pid)
-    return stat is not None and stat[0] not in "ZX" and stat[1] == start_ticks
+    return same_process(pid, start_ticks)
 
 
 def kill(pid: int, start_ticks: int) -> None:

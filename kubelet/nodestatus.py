@@ -59,6 +59,7 @@ class NodeConfig:
     os_image: str = "kubemu"
     kernel_version: str = ""
     runtime: str = "kubemu://shim"
+    allocatable: dict = field(default_factory=dict)  # what differs from capacity (the enforced memory)
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def node_status(config: NodeConfig, now: float, previous: dict | None = None,
     capacity = {"cpu": config.cpu, "memory": config.memory, "pods": str(config.pods)}
     return {
         "capacity": capacity,
-        "allocatable": dict(capacity),
+        "allocatable": {**capacity, **config.allocatable},
         "conditions": conditions,
         "addresses": [{"type": "InternalIP", "address": NODE_IP},
                       {"type": "Hostname", "address": config.name}],

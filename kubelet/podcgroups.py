@@ -187,15 +187,6 @@ def usage_of(cgroups: list[tuple[Cgroup, frozenset[str]]]) -> Usage | None:
     return Usage(cpu, memory) if found else None
 
 
-def pod_usage(cgroup_root: str, uid: str) -> Usage | None:
-    """A pod's usage read from its cgroups under node cgroup `cgroup_root`, whatever its QoS."""
-    for qos in QOS_DIRS:
-        found = usage_of(everywhere(f"{cgroup_root}/{pod_path(qos, uid)}"))
-        if found is not None:
-            return found
-    return None
-
-
 def node_usage(cgroup_root: str) -> Usage | None:
     """A node's pods' usage (its `kubepods`): what the node's allocatable bounds."""
     return usage_of(everywhere(f"{cgroup_root}/{KUBEPODS}"))
@@ -340,9 +331,11 @@ class PodCgroups:
                             raise
                     time.sleep(0.02)
 
-    def usage(self, uid: str) -> Usage | None:
+    def usage(self, uid: str, container: str | None = None) -> Usage | None:
+        """The pod's usage, or its container's (the container's leaf)."""
         for qos in QOS_DIRS:
-            found = usage_of([(r.at(pod_relative(qos, uid)), r.controllers) for r in self.roots])
+            relative = pod_relative(qos, uid) + (f"/{container}" if container else "")
+            found = usage_of([(r.at(relative), r.controllers) for r in self.roots])
             if found is not None:
                 return found
         return None

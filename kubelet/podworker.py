@@ -18,6 +18,12 @@ Containers", "Configure Liveness, Readiness and Startup Probes"):
   * what a container runs is its command/args over its image's entrypoint and cmd (the
     `images` resolver, kubelet/images.py); an image that cannot be had waits in ErrImagePull,
     then ImagePullBackOff (the kubelet's image backoff), and creates no container;
+  * a container's environment (the `env` resolver, kubelet/envvars.py) is made as it starts;
+    one that cannot be made (a missing ConfigMap, Secret or key) waits in
+    CreateContainerConfigError, creates no container, and is tried again ERROR_RESYNC later;
+  * a pod whose volumes the shell sets up (`volumes=True`) starts no container until they
+    are (`SetUpVolumes`, after its sandbox is ready); each failed volume is a FailedMount
+    Event, and the set-up is retried with the volume manager's backoff;
   * a pod that needs a sandbox (kubelet/sandbox.py: its own namespaces and network) starts
     containers only once its sandbox is ready; a sandbox death kills its containers, and a new
     sandbox is made and the containers restarted in it (restartCount + 1), Kubernetes'
@@ -44,9 +50,12 @@ from kubemu.api.times import format_time
 
 from . import probes as pr
 from .backoff import Backoff, go_duration
+from .configsource import NO_OBJECTS
+from .envvars import CONFIG_ERROR, INVALID_NAMES, Env, EnvError, container_env, expand_argv
 from .images import NO_CATALOG, PullError, Run, resolve
 from .holder import pod_hostname
 from .sandbox import CreateSandbox, RemoveSandbox, Sandbox
+from .volumes import FAILED_MOUNT
 
 NODE_IP = "127.0.0.1"  # the node's address, and every hostNetwork pod's
 
@@ -59,6 +68,10 @@ START_ERROR_EXIT = 128
 IMAGE_BACKOFF_INITIAL = 10.0
 IMAGE_BACKOFF_MAX = 300.0
 ERROR_RESYNC = 10.0
+# The volume manager's retry of a failed mount (exponentialbackoff: initialDurationBeforeRetry,
+# maxDurationBeforeRetry): seconds, time-scaled.
+MOUNT_BACKOFF_INITIAL = 0.5
+MOUNT_BACKOFF_MAX = 122.0
 # The event the kubelet records when it does not even try to pull (events.FailedToInspectImage,
 # events.ErrImageNeverPullPolicy).
 NOT_PULLED_EVENTS = {"InvalidImageName": "InspectFailed", "ErrImageNeverPull": "ErrImageNeverPull"}
@@ -104,6 +117,7 @@ class StartContainer:
     init: bool
     restart_count: int  # the restartCount of the instance being started
     argv: tuple[str, ...] = ()  # what to run: command/args over the image's (kubelet/images.py)
+    env: tuple[tuple[str, str], ...] = ()  # the container's variables (kubelet/envvars.py), in order
 
 
 @dataclass(frozen=True)
@@ -137,7 +151,13 @@ class RecordEvent:
     container: str | None = None
 
 
-Action = StartContainer | KillContainer | RunProbe | RecordEvent | CreateSandbox | RemoveSandbox
+@dataclass(frozen=True)
+class SetUpVolumes:
+    """Set up the pod's volumes (kubelet/volumedirs.py); answer with volumes_set_up."""
+    attempt: int
+
+
+Action = StartContainer | KillContainer | RunProbe | RecordEvent | CreateSandbox | RemoveSandbox | SetUpVolumes
 
 
 # --- decision tables ------------------------------------------------------------------------
@@ -237,7 +257,7 @@ class _Container:
     prev: Termination | None = None  # the one before: lastState while `last` is the state
     restart_at: float | None = None  # EXITED: when it may start again; None: never
     waiting: tuple[str, str] | None = None  # reason, message shown while not running
-    pull_retry_at: float | None = None  # its image could not be had: not to be started before
+    retry_at: float | None = None  # no container could be made (image, config): not to be started before
     killing_for: str | None = None  # "stop" | "liveness" | "startup" | "sandbox"
     kill_deadline: float | None = None
     kill_message: str | None = None
@@ -273,15 +293,27 @@ class _Container:
 # --- the pod worker --------------------------------------------------------------------------
 
 Resolver = Callable[[dict], Run | PullError]  # a container spec -> what to run (kubelet/images.py)
+# (pod, container spec, pod IPs) -> the container's environment (kubelet/envvars.py)
+EnvResolver = Callable[[dict, dict, tuple[str, ...]], Env | EnvError]
+
+
+def env_without_objects(pod: dict, spec: dict, pod_ips: tuple[str, ...]) -> Env | EnvError:
+    """A container's environment on a node without API objects (every ConfigMap and Secret
+    missing)."""
+    return container_env(pod, spec, NO_OBJECTS, list(pod_ips), [NODE_IP])
 
 
 class PodWorker:
     def __init__(self, pod: dict, settings: Settings, now: float, *, wall_offset: float = 0.0,
-                 images: Resolver | None = None, sandboxed: bool = False):
+                 images: Resolver | None = None, sandboxed: bool = False,
+                 env: EnvResolver = env_without_objects, volumes: bool = False):
         """`images` resolves a container's argv from its image (the shell's current catalog);
-        by default only command/args run. `sandboxed`: the pod gets a sandbox of its own
-        (kubelet/sandbox.py needs_sandbox); otherwise it shares the node's network."""
+        by default only command/args run. `env` makes a container's environment. `sandboxed`:
+        the pod gets a sandbox of its own (kubelet/sandbox.py needs_sandbox); otherwise it
+        shares the node's network. `volumes`: the shell sets up the pod's volumes before its
+        first container starts."""
         self.pod = pod
+        self._env = env
         self.settings = settings
         self.wall_offset = wall_offset
         self._images = images or functools.partial(resolve, catalog=NO_CATALOG)
@@ -308,6 +340,11 @@ class PodWorker:
         self._network_warned = False
         self._no_new_sandbox = False  # restartPolicy Never: a dead sandbox is not replaced
         self._last_ips: tuple[str, ...] = ()  # the latest sandbox's, shown once the pod is done
+        self._volumes_ready = not volumes
+        self._volumes_attempt = 0
+        self._volumes_pending = False  # a SetUpVolumes not answered yet
+        self._volumes_retry_at: float | None = None
+        self._volumes_delay = 0.0
         self._refresh_conditions(now)
 
     @staticmethod
@@ -328,6 +365,8 @@ class PodWorker:
         actions: list[Action] = self._sandbox_step(now)
         if not self.stopping:
             if self._sandbox_ready():
+                actions += self._volumes_step(now)
+            if self._sandbox_ready() and self._volumes_ready:
                 for c in self._startable():
                     due = self._start_due_at(c)
                     if due is not None and due <= now:
@@ -342,11 +381,45 @@ class PodWorker:
         if self.sandbox is not None:
             times.append(self.sandbox.next_deadline(wanted=self._wants_sandbox(), network_ready=self._network[0]))
         if not self.stopping:
-            if self._sandbox_ready():
+            if self._sandbox_ready() and self._volumes_ready:
                 times += [self._start_due_at(c) for c in self._startable()]
+            elif self._sandbox_ready() and not self._volumes_pending and self._wants_start():
+                times.append(self._volumes_retry_at)
             times += [c.probes[k].due for c in self._apps if c.state is CState.RUNNING
                       for k in pr.runnable(c.probes, c.started) if not c.probes[k].in_flight]
         return min((t for t in times if t is not None), default=None)
+
+    # -- volumes ----------------------------------------------------------------------------
+
+    @property
+    def volumes_ready(self) -> bool:
+        return self._volumes_ready
+
+    def _wants_start(self) -> bool:
+        return any(not c.finished for c in self._startable())
+
+    def _volumes_step(self, now: float) -> list[Action]:
+        if self._volumes_ready or self._volumes_pending or not self._wants_start():
+            return []
+        if self._volumes_retry_at is not None and now < self._volumes_retry_at:
+            return []
+        self._volumes_pending = True
+        self._volumes_attempt += 1
+        return [SetUpVolumes(self._volumes_attempt)]
+
+    def volumes_set_up(self, attempt: int, errors: list[str], now: float) -> list[Action]:
+        """The shell's answer to SetUpVolumes: `errors`, the FailedMount messages (none: every
+        volume is ready, and containers may start)."""
+        if attempt != self._volumes_attempt or not self._volumes_pending:
+            return []
+        self._volumes_pending = False
+        if not errors:
+            self._volumes_ready, self._volumes_retry_at, self._volumes_delay = True, None, 0.0
+            return self.sync(now)
+        initial, cap = self.settings.scaled(MOUNT_BACKOFF_INITIAL), self.settings.scaled(MOUNT_BACKOFF_MAX)
+        self._volumes_delay = initial if not self._volumes_delay else min(2 * self._volumes_delay, cap)
+        self._volumes_retry_at = now + self._volumes_delay
+        return [RecordEvent(FAILED_MOUNT, message, "Warning") for message in errors] + self.sync(now)
 
     # -- the sandbox --------------------------------------------------------------------------
 
@@ -356,8 +429,7 @@ class PodWorker:
     def _wants_sandbox(self) -> bool:
         """A container is to run, now or after a backoff (the kubelet makes no sandbox for a
         pod with nothing left to start)."""
-        return (not self.stopping and not self._no_new_sandbox
-                and any(not c.finished for c in self._startable()))
+        return not self.stopping and not self._no_new_sandbox and self._wants_start()
 
     def _sandbox_step(self, now: float) -> list[Action]:
         if self.sandbox is None:
@@ -447,14 +519,17 @@ class PodWorker:
             due = c.restart_at
         else:
             return None
-        return due if due is None or c.pull_retry_at is None else max(due, c.pull_retry_at)
+        return due if due is None or c.retry_at is None else max(due, c.retry_at)
 
     def _start(self, c: _Container, now: float) -> list[Action]:
         run = self._images(c.spec)
         if isinstance(run, PullError):
             return self._pull_failed(c, run, now)
-        if c.pull_retry_at is not None:
-            c.pull_retry_at, c.waiting = None, None
+        env = self._env(self.pod, c.spec, self.pod_ips())
+        if isinstance(env, EnvError):
+            return self._config_failed(c, env.message, now)
+        if c.retry_at is not None:
+            c.retry_at, c.waiting = None, None
         if c.attempted:
             c.restart_count += 1
         c.attempted = True
@@ -463,7 +538,16 @@ class PodWorker:
         self._backoff.record_start(c.name, now)
         pulled = ([RecordEvent("Pulled", f'Container image "{run.image}" already present on machine', "Normal", c.name)]
                   if run.image else [])
-        return pulled + [StartContainer(c.name, c.init, c.restart_count, run.argv)]
+        warned = [RecordEvent(INVALID_NAMES, w, "Warning") for w in env.warnings]
+        return pulled + warned + [StartContainer(c.name, c.init, c.restart_count,
+                                                 tuple(expand_argv(list(run.argv), env.vars)),
+                                                 tuple(env.vars.items()))]
+
+    def _config_failed(self, c: _Container, message: str, now: float) -> list[Action]:
+        """The kubelet's generateContainerConfig failed: no container was made, so neither
+        restartCount nor lastState moves; the pod is synced again ERROR_RESYNC later."""
+        c.waiting, c.retry_at = (CONFIG_ERROR, message), now + self.settings.scaled(ERROR_RESYNC)
+        return [RecordEvent("Failed", f"Error: {message}", "Warning", c.name)]
 
     def _pull_failed(self, c: _Container, err: PullError, now: float) -> list[Action]:
         """The kubelet's EnsureImageExists: a failed pull (ErrImagePull) starts or grows the
@@ -472,20 +556,20 @@ class PodWorker:
         again ERROR_RESYNC after a failed pull (at most), and when the backoff ends. No
         container was created: restartCount does not move."""
         if err.reason != "ErrImagePull":  # nothing was pulled: nothing to back off
-            c.waiting, c.pull_retry_at = (err.reason, err.message), now + self.settings.scaled(ERROR_RESYNC)
+            c.waiting, c.retry_at = (err.reason, err.message), now + self.settings.scaled(ERROR_RESYNC)
             return [RecordEvent(NOT_PULLED_EVENTS.get(err.reason, "Failed"), err.message, "Warning", c.name),
                     RecordEvent("Failed", f"Error: {err.reason}", "Warning", c.name)]
         delay, failed_at = self._pulls.get(err.image, (0.0, None))
         if failed_at is not None and now < failed_at + delay:
             message = f'Back-off pulling image "{err.image}"'
-            c.waiting, c.pull_retry_at = ("ImagePullBackOff", message), failed_at + delay
+            c.waiting, c.retry_at = ("ImagePullBackOff", message), failed_at + delay
             return [RecordEvent("BackOff", message, "Normal", c.name),
                     RecordEvent("Failed", "Error: ImagePullBackOff", "Warning", c.name)]
         initial, cap = self.settings.scaled(IMAGE_BACKOFF_INITIAL), self.settings.scaled(IMAGE_BACKOFF_MAX)
         delay = initial if failed_at is None or now - failed_at >= 2 * cap else min(2 * delay, cap)
         self._pulls[err.image] = (delay, now)
         c.waiting = ("ErrImagePull", err.message)
-        c.pull_retry_at = now + min(delay, self.settings.scaled(ERROR_RESYNC))
+        c.retry_at = now + min(delay, self.settings.scaled(ERROR_RESYNC))
         return [RecordEvent("Pulling", f'Pulling image "{err.image}"', "Normal", c.name),
                 RecordEvent("Failed", f'Failed to pull image "{err.image}": {err.message}', "Warning", c.name),
                 RecordEvent("Failed", "Error: ErrImagePull", "Warning", c.name)]
@@ -653,7 +737,8 @@ class PodWorker:
     def adopt(cls, pod: dict, settings: Settings, now: float, containers: dict[str, dict],
               *, wall_offset: float = 0.0, images: Resolver | None = None,
               start_time: float | None = None, sandboxed: bool = False,
-              sandbox: tuple[int, list[str]] | None = None) -> "PodWorker":
+              sandbox: tuple[int, list[str]] | None = None, env: EnvResolver = env_without_objects,
+              volumes: bool = False) -> "PodWorker":
         """A worker for a pod whose containers the shell found already there (via their shims):
         running ones are taken over as they are, exited ones are restarted per restartPolicy
         (the backoff history died with the old kubelet, as in Kubernetes), restart counts
@@ -668,7 +753,8 @@ class PodWorker:
         `sandbox`: (attempt, ips) of the sandbox the shell found (its sandbox.json), taken over
         as ready; the shell reports `sandbox_died` next if its holder is gone. A sandboxed pod
         with containers but no sandbox gets a stand-in the shell must report dead the same way."""
-        worker = cls(pod, settings, now, wall_offset=wall_offset, images=images, sandboxed=sandboxed)
+        worker = cls(pod, settings, now, wall_offset=wall_offset, images=images, sandboxed=sandboxed,
+                     env=env, volumes=volumes)
         for name, found in containers.items():
             c = worker._by_name.get(name)
             if c is not None:
@@ -679,6 +765,8 @@ class PodWorker:
             for c in worker._inits:
                 if c.state is CState.WAITING:
                     c.state, c.attempted, c.last = CState.EXITED, True, Termination(0, "Completed")
+        if any(c.attempted for c in worker._by_name.values()):
+            worker._volumes_ready = True  # they were set up for the containers it found
         if worker.sandbox is not None:
             if sandbox is not None:
                 worker.sandbox.adopt(*sandbox)

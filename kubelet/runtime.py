@@ -12,11 +12,13 @@ each start of it (restartCount N) has its own shim and its own files there:
 
     N.spec.json   written by the kubelet before launching the shim: {argv, env, cwd,
                   memory_limit, grace, stdin, stdin_once, tty, sandbox, cgroups,
-                  oom_counter}; env is the Runtime's env_base updated with the spec's
-                  (env_base is also the shims' own environment); sandbox {pid, start}
-                  names the pod's sandbox holder whose namespaces the container joins
-                  (kubelet/holder.py), cgroups the container's cgroup.procs files, and
-                  oom_counter {path} the file where the kernel counts its OOM kills.
+                  oom_counter, mounts}; env is the Runtime's env_base updated with the
+                  spec's (env_base is also the shims' own environment); sandbox {pid,
+                  start} names the pod's sandbox holder whose namespaces the container
+                  joins (kubelet/holder.py), cgroups the container's cgroup.procs files,
+                  oom_counter {path} the file where the kernel counts its OOM kills, and
+                  mounts the volumes mounted in the container's own mount namespace
+                  (kubelet/mounts.py).
                   The kubelet takes an exclusive flock(2) on it and passes that open
                   file to the shim (fd 3), which holds it until it dies: "the lock can
                   be taken" means "no shim is alive for this start", with no window
@@ -38,6 +40,8 @@ each start of it (restartCount N) has its own shim and its own files there:
     N.attach      with stdin or tty: the shim's unix socket that hands out the container's
                   stdin pipe or terminal to an attacher (kubelet/console.py).
     shim.log      the shims' own messages, every start of the container.
+    rootfs/       made empty by a start whose mounts need an overlay (kubelet/mounts.py): its
+                  writable layer's tmpfs is mounted there in the container's namespace only.
 
 Memory limits are the kernel's when the container has cgroups: its memory cgroup's limit,
 and an OOM kill is what the cgroup's oom_kill counter says (`oom_counter`). Without them
@@ -90,7 +94,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kubemu.child import RESET_SIGNALS, proc_stat
+from kubemu.child import RESET_SIGNALS, high_fd, proc_stat, same_process
 
 from .shim import (EXIT, LOG, SHIM_LOG, SPEC, START_ERROR_EXIT, STATE, STOP, instance_file, read_json,
                    write_json)
@@ -104,6 +108,14 @@ if TYPE_CHECKING:
 # container or a shim that inherited it could speak to init in the kubelet's name.
 SUPERVISOR_VARS = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID",
                    "LISTEN_FDNAMES")
+
+
+def supervised_env() -> dict[str, str]:
+    """Our environment without what init gave us for ourselves: what the processes the kubelet
+    launches (shims, sandbox holders) start from."""
+    return {k: v for k, v in os.environ.items() if k not in SUPERVISOR_VARS}
+
+
 LOCK_FD = 3  # where the shim finds the spec's locked file
 PID_FD = 4  # where the launcher reports the shim's PID
 _SEEN_LIMIT = 10_000
@@ -129,6 +141,9 @@ class ContainerSpec:
     sandbox: dict | None = None  # {"pid", "start"[, "id"]}: the pod's sandbox holder, joined before exec
     cgroups: list[str] = field(default_factory=list)  # the container's cgroup.procs files, joined before exec
     oom_counter: dict | None = None  # {"path"}: where the kernel counts the container's OOM kills
+    # The container's own mounts, in order: {target, source, type "bind"|"tmpfs", read_only,
+    # size, file} (kubelet/mounts.py); performed in a mount namespace of its own before exec.
+    mounts: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -174,7 +189,7 @@ class Runtime:
         self.pods_dir = os.path.join(self.node_dir, "pods")
         os.makedirs(self.pods_dir, exist_ok=True)
         if env_base is None:
-            env_base = {k: v for k, v in os.environ.items() if k not in SUPERVISOR_VARS}
+            env_base = supervised_env()
         self.env_base = dict(env_base)  # the shims' environment, and each container's base
 
     # -- paths ---------------------------------------------------------------------------
@@ -201,7 +216,7 @@ class Runtime:
         os.makedirs(cdir, exist_ok=True)
         report_r, report_w = os.pipe2(os.O_CLOEXEC)  # first: a failure here leaves nothing locked
         try:
-            report_w = _high_fd(report_w)  # closes its argument if it fails
+            report_w = high_fd(report_w)  # closes its argument if it fails
         except OSError:
             os.close(report_r)
             raise
@@ -228,7 +243,7 @@ class Runtime:
         unlocked would take the shim for dead); the open, locked file."""
         path = instance_file(cdir, spec.restart_count, SPEC)
         tmp = os.path.join(cdir, f".{spec.restart_count}.{SPEC}.{os.getpid()}.tmp")
-        fd = _high_fd(os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600))
+        fd = high_fd(os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             os.write(fd, _spec_json(spec, self.env_base).encode())
@@ -251,7 +266,7 @@ class Runtime:
         stat = proc_stat(init)
         if stat is not None:
             argv += ["--init-pid", f"{init}:{stat[1]}"]  # a power cut mid-launch: see kubelet/shim.py
-        out = _high_fd(os.open(os.path.join(cdir, SHIM_LOG),
+        out = high_fd(os.open(os.path.join(cdir, SHIM_LOG),
                                os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644))
         actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0), (os.POSIX_SPAWN_DUP2, out, 1),
                    (os.POSIX_SPAWN_DUP2, out, 2), (os.POSIX_SPAWN_DUP2, lock_fd, LOCK_FD),
@@ -308,7 +323,7 @@ class Runtime:
     def is_running(self, state: ContainerState) -> bool:
         """Whether the container's process is alive: not a zombie, and not a newer process
         that was given the same PID."""
-        return not state.exited and _process_alive(state.pid, state.pid_start)
+        return not state.exited and same_process(state.pid, state.pid_start)
 
     # -- stopping ------------------------------------------------------------------------
 
@@ -455,7 +470,8 @@ def _spec_json(spec: ContainerSpec, env_base: dict[str, str]) -> str:
     return json.dumps({"argv": list(spec.argv), "env": {**env_base, **spec.env}, "cwd": spec.cwd,
                        "memory_limit": spec.memory_limit, "grace": spec.grace,
                        "stdin": spec.stdin, "stdin_once": spec.stdin_once, "tty": spec.tty,
-                       "sandbox": spec.sandbox, "cgroups": list(spec.cgroups), "oom_counter": spec.oom_counter})
+                       "sandbox": spec.sandbox, "cgroups": list(spec.cgroups), "oom_counter": spec.oom_counter,
+                       "mounts": list(spec.mounts)})
 
 
 def _read_state(cdir: str, name: str, n: int) -> ContainerState:
@@ -464,7 +480,7 @@ def _read_state(cdir: str, name: str, n: int) -> ContainerState:
     shim_alive = ended is None and _shim_alive(cdir, n)
     if ended is None and not shim_alive:
         ended = read_json(instance_file(cdir, n, EXIT))  # written just before it exited?
-        if ended is None and not _process_alive(started.get("pid"), started.get("pid_start")):
+        if ended is None and not same_process(started.get("pid"), started.get("pid_start")):
             ended = _lost_record(started, n, None)  # until record_lost writes it down
     stop = read_json(instance_file(cdir, n, STOP)) or {}
     return _container_state(name, n, started, ended, stop.get("message"), shim_alive)
@@ -494,16 +510,6 @@ def _container_state(name: str, n: int, started: dict, ended: dict | None, stop_
         finished_at=end.get("finished_at"), reason=end.get("reason"),
         message=end.get("message") or (stop_message if ended is not None else None),
         pid_start=started.get("pid_start"), shim_alive=shim_alive)
-
-
-def _process_alive(pid: int | None, pid_start: int | None) -> bool:
-    """Whether the process runs: not a zombie, and not a newer process given the same PID."""
-    if not pid:
-        return False
-    stat = proc_stat(pid)
-    if stat is None or stat[0] in "ZX":
-        return False
-    return pid_start is None or stat[1] == pid_start
 
 
 def _shim_alive(cdir: str, n: int) -> bool:
@@ -580,17 +586,6 @@ def _reap_launcher(pid: int, report_fd: int, on_shim: Callable[[int | None], Non
         pass  # someone reaped every child (a waitpid(-1) elsewhere in the kubelet)
     if on_shim is not None:
         on_shim(int(text) if text.isdigit() else None)
-
-
-def _high_fd(fd: int) -> int:
-    """Move a descriptor above 10: posix_spawn's dup2 onto the same number would keep its
-    close-on-exec flag and the shim would not receive it."""
-    if fd >= 10:
-        return fd
-    try:
-        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
-    finally:
-        os.close(fd)
 
 
 def _signal(pid: int | None, sig: int, group: bool = False) -> None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from kubemu.nsutil import ns_inode
 
-from . import cni, holder
+from . import cni, holder, volumedirs
 from .cnishell import CNI
 from .podcgroups import CgroupError, PodCgroups
 from .sandbox import CreateSandbox
@@ -100,6 +100,9 @@ class Sandboxes:
         if info.netns_inode == ns_inode(os.getpid(), "net"):  # never let a plugin loose on ours
             holder.kill(info.pid, info.start_ticks)
             raise SandboxFailed(f"failed to start sandbox {_quote(action.id)}: its network namespace is the kubelet's")
+        for name, err in volumedirs.mount_memory_volumes(pod_dir, pod, info.pid).items():
+            holder.kill(info.pid, info.start_ticks)
+            raise SandboxFailed(f"failed to start sandbox {_quote(action.id)}: Memory emptyDir {_quote(name)}: {err}")
         path = os.path.join(pod_dir, SANDBOX_FILE)
         record = Record(action.attempt, action.id, info.pid, info.start_ticks, info.netns_inode, None, ())
         try:

@@ -5,7 +5,7 @@
                            [--init-pid PID:START_TICKS] [--pid-fd FD] [-- ARGV...]
 
 `--spec FILE` is a JSON object with any of argv, env, cwd, memory_limit, grace, stdin,
-stdin_once, tty, sandbox, cgroups, oom_counter (kubelet/runtime.py); its keys win over the
+stdin_once, tty, sandbox, cgroups, oom_counter, mounts (kubelet/runtime.py); its keys win over the
 flags. Without a spec `env` is the shim's own environment. `--lock-fd FD` is an open file
 holding an exclusive flock(2) that the shim keeps for its whole life: the kubelet takes the
 lock before launching us, so "lock free" means "no shim alive" with no window at all.
@@ -31,10 +31,12 @@ What the shim does, in order (the files are described in kubelet/runtime.py):
      `tty`: a pseudo-terminal for all three, kubelet/console.py), stdout+stderr appended to
      <N>.log; then, in the child (`enter_container`), it writes itself into the container's
      cgroups, setns()es into the namespaces of the pod's sandbox holder (kubelet/holder.py)
-     once it has checked the holder is the same process, takes the spec's cwd, and execs
-     argv directly (never a shell) with the spec's env. A missing executable, a cgroup that
-     cannot be joined or a holder that is gone writes <N>.exit.json with reason StartError
-     and containerd's message.
+     once it has checked the holder is the same process, makes a mount namespace of its own
+     (in a sandbox, or with mounts) with the spec's mounts in it (ContainerMounts,
+     kubelet/mounts.py), takes the spec's cwd, and execs argv directly (never a shell) with
+     the spec's env. A missing executable, a cgroup that cannot be joined, a holder that is
+     gone or a mount that fails writes <N>.exit.json with reason StartError and containerd's
+     (runc's) message.
   4. write <N>.state.json, then wait in sigwaitinfo() for SIGCHLD/SIGTERM/SIGINT: nothing is
      polled, except the memory watch of the fallback without cgroups (a --memory-limit
      samples the RSS of all our descendants every MEMORY_INTERVAL seconds). With cgroups the
@@ -61,13 +63,18 @@ import fcntl
 import json
 import os
 import signal
+import stat
 import sys
 import termios
 import time
 
-from kubemu.child import become_child, proc_stat
-from kubemu.nsutil import SANDBOX, setns
+from kubemu.child import become_child, proc_stat, same_process
+from kubemu.nsutil import (CLONE_NEWNS, MNT_DETACH, MS_BIND, MS_MOVE, MS_RDONLY, MS_REC, MS_REMOUNT, MS_SLAVE,
+                           MS_PRIVATE, SANDBOX, mount, mount_flags, mount_points, nsfs_mounts, setns, umount2,
+                           unshare)
 from kubemu.prctl import set_child_subreaper, set_pdeathsig
+
+from . import mounts as plan
 
 MEMORY_INTERVAL = 0.1  # seconds between RSS samples of a container with a memory limit
 DRAIN_TIMEOUT = 10.0  # how long to wait for the container's last processes to die
@@ -84,6 +91,7 @@ WAITED = (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT)
 LOG, SPEC, STATE, EXIT, STOP = "log", "spec.json", "state.json", "exit.json", "stop.json"
 ATTACH = "attach"  # the unix socket that hands out a container's stdin or terminal (kubelet/console.py)
 SHIM_LOG = "shim.log"
+ROOTFS = "rootfs"  # in the container's directory: where its writable layer's tmpfs is mounted (in its namespace)
 CONSOLE_DRAIN = 1.0  # after the container's exit, how long its terminal's last output may take
 
 
@@ -149,6 +157,7 @@ class Config:
         self.sandbox: dict | None = None  # {"pid", "start"[, "id"]}: the pod's sandbox holder to join
         self.cgroups: list[str] = []  # the container's cgroup.procs files, one per hierarchy
         self.oom_counter: dict | None = None  # {"path"}: its memory.oom_control or memory.events
+        self.mounts: list = []  # kubelet/mounts.py: made in the container's own mount namespace
 
     @classmethod
     def parse(cls, args: list[str]) -> "Config":
@@ -179,7 +188,7 @@ class Config:
         if spec is None:
             raise UsageError(f"cannot read the spec file {path}")
         for key in ("argv", "env", "cwd", "memory_limit", "grace", "stdin", "stdin_once", "tty", "sandbox",
-                    "cgroups", "oom_counter"):
+                    "cgroups", "oom_counter", "mounts"):
             if spec.get(key) is not None:
                 setattr(self, key, spec[key])
 
@@ -197,6 +206,8 @@ class Config:
         counter = self.oom_counter
         if counter is not None and not (isinstance(counter, dict) and isinstance(counter.get("path"), str)):
             raise UsageError(f'oom_counter: expected {{"path": str}}, got {counter!r}')
+        if not isinstance(self.mounts, list):
+            raise UsageError(f"mounts: expected a list, got {self.mounts!r}")
         self.dir = os.path.abspath(self.dir)  # before anything could change our cwd
 
     def file(self, kind: str) -> str:
@@ -233,7 +244,7 @@ def detach(pid_fd: int | None, init: str | None) -> bool:
     set_pdeathsig(signal.SIGKILL)
     if os.getppid() != parent:  # that parent (init) died before the prctl: a power cut
         return False
-    return not init or _same_process(init)
+    return not init or _names_live_process(init)
 
 
 def _report_pid(fd: int, pid: int) -> None:
@@ -243,11 +254,12 @@ def _report_pid(fd: int, pid: int) -> None:
         pass  # nobody reads it any more: the kubelet finds the shim in N.state.json
 
 
-def _same_process(pid_start: str) -> bool:
-    """Whether PID:START_TICKS names a live process (not a later one with its PID)."""
+def _names_live_process(pid_start: str) -> bool:
+    """Whether PID[:START_TICKS] names a live process (not a later one with its PID)."""
     pid, _, start = pid_start.partition(":")
-    stat = proc_stat(int(pid)) if pid.isdigit() else None
-    return stat is not None and stat[0] not in "ZX" and (not start or str(stat[1]) == start)
+    if not pid.isdigit() or not (start.isdigit() or not start):
+        return False
+    return same_process(int(pid), int(start) if start else None)
 
 
 # --- 3. starting the container ------------------------------------------------------------
@@ -280,14 +292,17 @@ def _executable(path: str) -> bool:
 def spawn_container(config: Config, log_fd: int, console=None) -> int:
     """Fork and exec the container; its PID, or StartError with the reason exec failed. With a
     `console` (kubelet/console.py) its stdin, or all of its stdio, are the console's."""
-    executable = look_path(config.argv[0], config.env, config.cwd)
+    try:
+        mounts = plan.parse(config.mounts)
+    except plan.MountError as exc:
+        raise StartError(str(exc)) from None
     rd, wr = os.pipe2(os.O_CLOEXEC)
     shim = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: plain system calls until exec, and never unwind into the shim
         os.close(rd)
         try:
-            _become_container(config, executable, log_fd, shim, console)
+            _become_container(config, log_fd, shim, console, mounts)
         except BaseException as exc:  # noqa: BLE001 - the error goes to the shim, always
             os.write(wr, str(exc).encode(errors="replace")[:2000])
         finally:
@@ -310,24 +325,36 @@ def _console(config: Config, log_fd: int):
                          f"{exc.strerror or exc}") from None
 
 
-def _become_container(config: Config, executable: str, log_fd: int, shim: int, console) -> None:
+def _become_container(config: Config, log_fd: int, shim: int, console, mounts: list[plan.Mount]) -> None:
     stdin, output = console.container_fds() if console is not None else (None, None)
     output = log_fd if output is None else output
     become_child(shim, output, output, stdin)  # if the shim dies, nobody would stop us: die with it
     if config.tty:  # the new session's controlling terminal, as runc gives a tty container
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-    enter_container(config.sandbox, config.cgroups, config.cwd)
+    own = own_mount_namespace(config.sandbox, mounts)
+    enter_container(config.sandbox, config.cgroups, config.cwd,
+                    mounts=ContainerMounts(mounts, os.path.join(config.dir, ROOTFS)) if own else None)
+    executable = look_path(config.argv[0], config.env, config.cwd)  # in the container's view: its volumes too
     try:
         os.execve(executable, config.argv, config.env)
     except OSError as exc:
         raise StartError(f'exec: "{config.argv[0]}": {exc.strerror.lower()}') from None
 
 
-def enter_container(sandbox: dict | None, cgroups: list[str], cwd: str | None) -> None:
+def own_mount_namespace(sandbox: dict | None, mounts: list) -> bool:
+    """Whether a container gets a mount namespace of its own: always in a pod's sandbox (runc
+    gives every container one), and whenever it has mounts."""
+    return sandbox is not None or bool(mounts)
+
+
+def enter_container(sandbox: dict | None, cgroups: list[str], cwd: str | None, *,
+                    mounts: "ContainerMounts | None" = None, mount_ns_of: dict | None = None) -> None:
     """What a process of a container does between fork() and exec() (the container itself, or
     a command `kubectl exec` runs in it: kubelet/streaming.py): join the container's cgroups,
     so that nothing it ever starts is outside them; join the namespaces of the pod's sandbox
-    holder (kubelet/holder.py), checked to be the same process by its start time; then its
+    holder (kubelet/holder.py), checked to be the same process by its start time; then the
+    container's own mount namespace: a new one with its `mounts` made in it (the container),
+    or the one of the running container `mount_ns_of` {pid, start} (an exec'd command); then its
     working directory (entering a mount namespace moves the working directory to its root).
     StartError with the runtime's words if any step fails. System calls only."""
     for path in cgroups:
@@ -342,12 +369,172 @@ def enter_container(sandbox: dict | None, cgroups: list[str], cwd: str | None) -
                              f"{(exc.strerror or str(exc)).lower()}") from None
     if sandbox is not None:
         _enter_sandbox(sandbox)
+    if mount_ns_of is not None:
+        _join_mount_namespace(mount_ns_of)
+    elif mounts is not None:
+        mounts.make()
     if cwd:
         try:
             os.chdir(cwd)
         except OSError as exc:
             raise StartError(f'chdir to cwd ("{cwd}") set in config.json failed: '
                              f"{exc.strerror.lower()}") from None
+
+
+def _join_mount_namespace(container: dict) -> None:
+    """setns() into the mount namespace of the running container {pid, start}, opened before
+    its identity is checked (as _enter_sandbox does)."""
+    pid, start = container.get("pid"), container.get("start")
+    try:
+        fd = os.open(f"/proc/{pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        raise StartError(f"container process {pid} is not running") from None
+    try:
+        if not same_process(pid, start):
+            raise StartError(f"container process {pid} is not running")
+        setns(fd, CLONE_NEWNS)
+    except OSError as exc:
+        raise StartError(f"failed to setns into the container's mnt namespace: "
+                         f"{os.strerror(exc.errno).lower()}") from None
+    finally:
+        os.close(fd)
+
+
+class ContainerMounts:
+    """Performs a container's `mounts` in a new mount namespace of its own (the steps are
+    kubelet/mounts.py's, which says why a missing target is made in an overlay). `scratch`:
+    a directory of the container's (in the kubelet's, made if missing), where a tmpfs holding
+    the overlays' upper layers is mounted, in the new namespace only, the first time one is
+    needed. `make` runs in the container's process between fork and exec."""
+
+    def __init__(self, mounts: list[plan.Mount], scratch: str):
+        self.mounts = mounts
+        self.scratch = scratch
+        self.scratch_fd: int | None = None  # the tmpfs, reachable whatever is mounted over it
+        self.overlays: set[str] = set()  # the directories covered by an overlay of ours
+        self.layers = 0
+
+    def make(self) -> None:
+        mounts = self.mounts
+        sources: list[int] = []
+        try:
+            try:
+                unshare(CLONE_NEWNS)
+                mount(None, "/", None, MS_REC | MS_SLAVE)  # nothing mounted here reaches the pod or host
+            except OSError as exc:
+                raise StartError(f"cannot create the container's mount namespace: "
+                                 f"{exc.strerror.lower()}") from None
+            for point in nsfs_mounts(_mountinfo()):  # copies would keep other namespaces alive
+                _detach(point)
+            # Opened in this namespace (a bind takes its source from the caller's own), before
+            # any overlay: one on `/` would show them copy-on-write.
+            for m in mounts:
+                sources.append(_open_source(m) if m.type == "bind" else -1)
+            for m, source in zip(mounts, sources):
+                self._perform(m, source)
+        except plan.MountError as exc:
+            raise StartError(str(exc)) from None
+        finally:
+            for fd in sources + ([self.scratch_fd] if self.scratch_fd is not None else []):
+                if fd >= 0:
+                    os.close(fd)
+
+    def _perform(self, m: plan.Mount, source: int) -> None:
+        # Symlinks in the target's existing part are resolved here, in the container's view: an
+        # overlay then covers the real directory, never a path that leads elsewhere.
+        ancestor = plan.nearest_existing(m.target, os.path.lexists)
+        target = os.path.join(os.path.realpath(ancestor), plan.relative(m.target, ancestor)).rstrip("/") or "/"
+        resolved = plan.Mount(target, f"/proc/self/fd/{source}" if source >= 0 else None, m.type, m.read_only,
+                              m.size, m.file)
+        try:
+            for step in plan.steps(resolved, os.path.lexists, self._overlaid):
+                self._do(step)
+        except OSError as exc:
+            raise m.error((exc.strerror or str(exc)).lower()) from None
+
+    def _overlaid(self, path: str) -> bool:
+        return plan.mount_point_of(path, mount_points(_mountinfo())) in self.overlays
+
+    def _do(self, step: plan.Step) -> None:
+        if isinstance(step, plan.Overlay):
+            self._overlay(step.lower)
+        elif isinstance(step, plan.Create):
+            os.makedirs(os.path.dirname(step.path), mode=0o755, exist_ok=True)
+            if step.file:
+                os.close(os.open(step.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644))
+            else:
+                os.mkdir(step.path, 0o755)
+        elif isinstance(step, plan.Bind):
+            mount(step.source, step.target, None, MS_BIND | MS_REC)
+        elif isinstance(step, plan.ReadOnly):
+            mount(None, step.target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | mount_flags(step.target))
+        else:
+            mount("tmpfs", step.target, "tmpfs", MS_RDONLY if step.read_only else 0,
+                  f"size={step.size}" if step.size else None)
+
+    def _scratch(self) -> str:
+        if self.scratch_fd is None:
+            os.makedirs(self.scratch, mode=0o700, exist_ok=True)
+            mount("tmpfs", self.scratch, "tmpfs", 0, "mode=700")
+            mount(None, self.scratch, None, MS_PRIVATE)  # the root overlay moves off it (switch_root)
+            self.scratch_fd = os.open(self.scratch, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return f"/proc/self/fd/{self.scratch_fd}"
+
+    def _overlay(self, lower: str) -> None:
+        """Cover `lower` with an overlay and bind back the mounts below it (or, for `/`, build
+        the overlay elsewhere and make it the root, as switch_root does)."""
+        points = mount_points(_mountinfo())
+        scratch = self._scratch()
+        n, self.layers = self.layers, self.layers + 1
+        layer = {name: f"{scratch}/{name}{n}" for name in ("upper", "work", "orig") + ("root",) * (lower == "/")}
+        for path in layer.values():
+            os.mkdir(path, 0o755)
+        below = plan.submounts(lower, points, os.path.realpath(self.scratch))
+        mount(lower, layer["orig"], None, MS_BIND | MS_REC)  # what the overlay will hide, still reachable
+        on = layer["root"] if lower == "/" else lower
+        lower_fd = os.open(lower, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:  # the lower layer by descriptor: no path characters to escape in the options
+            mount("overlay", on, "overlay", 0,
+                  f"lowerdir=/proc/self/fd/{lower_fd},upperdir={layer['upper']},workdir={layer['work']}")
+        finally:
+            os.close(lower_fd)
+        for point in below:
+            rel = plan.relative(point, lower)
+            mount(f"{layer['orig']}/{rel}", f"{on}/{rel}", None, MS_BIND | MS_REC)
+        umount2(layer["orig"], MNT_DETACH)
+        if lower == "/":
+            os.chdir(on)
+            mount(".", "/", None, MS_MOVE)
+            os.chroot(".")
+            os.chdir("/")
+        self.overlays.add(lower)
+
+
+def _open_source(m: plan.Mount) -> int:
+    """The bind mount's source, opened (O_PATH) and checked to be a file or a directory as
+    the mount says; MountError with runc's words if it is missing or the other kind."""
+    try:
+        fd = os.open(m.source, os.O_PATH | os.O_CLOEXEC)
+    except OSError as exc:
+        raise m.error(f"stat {m.source}: {(exc.strerror or str(exc)).lower()}") from None
+    is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+    if is_dir == m.file:
+        os.close(fd)
+        raise m.error(f"{m.source} is {'a directory' if is_dir else 'not a directory'}, "
+                      f"the mount is of a {'file' if m.file else 'directory'}")
+    return fd
+
+
+def _mountinfo() -> str:
+    with open("/proc/self/mountinfo") as f:
+        return f.read()
+
+
+def _detach(point: str) -> None:
+    try:
+        umount2(point, MNT_DETACH)
+    except OSError:
+        pass  # gone with an earlier one: what matters is that none is left
 
 
 def _enter_sandbox(sandbox: dict) -> None:
@@ -363,8 +550,7 @@ def _enter_sandbox(sandbox: dict) -> None:
                 fds.append((kind, os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC), flag))
             except OSError:
                 raise gone from None
-        stat = proc_stat(pid)
-        if stat is None or stat[0] in "ZX" or stat[1] != start:
+        if not same_process(pid, start):
             raise gone
         for kind, fd, flag in fds:
             try:

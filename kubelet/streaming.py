@@ -15,6 +15,14 @@ to the apiserver alone: the caller must present the identity kube-apiserver-kube
                                       attach's goes to the container's stdin or terminal
     resize {session, width, height}   the terminal's size, for a session with a tty
     ack    {session, size}            the caller has passed on `size` bytes of output (flow control)
+    stats  {}                         the node's, its pods' and containers' CPU and memory
+                                      (kubelet/stats.py); the cluster admin may ask too, as
+                                      the kubelet lets cluster-admin read nodes/stats
+    portforward {namespace, pod, uid, port, session}   a stream: {"started": true} once connected
+           to localhost:<port> in the pod's network namespace (kubelet/portforward.py), then
+           {"data": bytes} ... until the pod closes its side; what cannot be connected fails
+           the call with the line kubelet writes on kubectl's error stream
+    portforward_input {session, data, close}   bytes for a forward (close: the client sends no more)
 
 The command runs in the container's context as its shim started it: the environment and working
 directory of the running instance's N.spec.json, its PATH to find the program (runc's rules and
@@ -50,21 +58,23 @@ import signal
 import struct
 import subprocess
 import termios
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from kubemu import wire
-from kubemu._wire_auth import KUBELET_CLIENT, ServerAuth
+from kubemu._wire_auth import ADMIN, KUBELET_CLIENT, ServerAuth
 from kubemu.child import default_signals, proc_stat
 from kubemu.prctl import set_pdeathsig
 
-from . import console
+from . import console, portforward
 from .runtime import Runtime
-from .shim import ATTACH, LOG, SPEC, StartError, enter_container, instance_file, look_path, read_json
+from .shim import (ATTACH, LOG, SPEC, StartError, enter_container, instance_file, look_path, own_mount_namespace,
+                   read_json)
 
 log = logging.getLogger("kubelet.streaming")
 
 MAX_SESSIONS = 64          # exec and attach sessions at once; more are TooManyRequests
+MAX_FORWARDS = 256         # port-forwarded connections at once (a browser opens several per page)
 CHUNK = 32 * 1024          # bytes of output per stream item
 QUEUED_CHUNKS = 8          # output read ahead of the wire per session (then the process blocks)
 WINDOW = 1024 * 1024       # output bytes a session may have unacknowledged
@@ -84,6 +94,7 @@ class Target:
     cwd: str | None
     sandbox: dict | None = None  # the pod's sandbox holder, whose namespaces the command joins
     cgroups: tuple[str, ...] = ()  # the container's cgroup.procs files: the command joins them too
+    mount_ns_of: dict | None = None  # {pid, start} of the container whose own mount namespace it joins
 
     @property
     def instance(self) -> Instance:
@@ -102,8 +113,10 @@ def find_target(runtime: Runtime, namespace: str, pod: str, uid: str, container:
     if not runtime.is_running(state):
         raise wire.BadRequest(f'container "{container}" is not running')
     spec = read_json(instance_file(runtime.container_dir(pod_dir, container), state.restart_count, SPEC)) or {}
+    own = own_mount_namespace(spec.get("sandbox"), spec.get("mounts") or [])
     return Target(pod_dir, container, state.restart_count, dict(spec.get("env") or {}), spec.get("cwd"),
-                  spec.get("sandbox"), tuple(spec.get("cgroups") or ()))
+                  spec.get("sandbox"), tuple(spec.get("cgroups") or ()),
+                  {"pid": state.pid, "start": state.pid_start} if own else None)
 
 
 def exit_code(returncode: int) -> int:
@@ -240,7 +253,8 @@ def _child_setup(tty: bool, target: Target, report_fd: int):
     Its signals start at their defaults, as runc starts a process (a kubelet run under nohup
     would otherwise hand on SIGHUP ignored, and a hang-up would not reach the command). Then it
     enters the container as the container's own process did (kubelet/shim.py enter_container:
-    its cgroups, so it dies with the container, its pod's namespaces, its cwd); a failure's
+    its cgroups, so it dies with the container, its pod's namespaces, the container's own mount
+    namespace, its cwd); a failure's
     message goes to `report_fd` (subprocess only says that preexec_fn raised)."""
     def setup() -> None:
         set_pdeathsig(signal.SIGKILL)
@@ -248,7 +262,7 @@ def _child_setup(tty: bool, target: Target, report_fd: int):
         if tty:  # the session leader (start_new_session) takes its terminal as controlling tty
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
         try:
-            enter_container(target.sandbox, list(target.cgroups), target.cwd)
+            enter_container(target.sandbox, list(target.cgroups), target.cwd, mount_ns_of=target.mount_ns_of)
         except StartError as exc:
             os.write(report_fd, str(exc).encode(errors="replace")[:2000])
             raise
@@ -346,14 +360,20 @@ def _ask_shim(path: str) -> tuple[bytes, int | None]:
 class StreamingServer:
     """The wire methods above, over a Runtime."""
 
-    def __init__(self, runtime: Runtime, endpoint: str, secrets_dir: str | None):
+    def __init__(self, runtime: Runtime, endpoint: str, secrets_dir: str | None,
+                 stats: Callable[[], dict] | None = None):
         self.runtime = runtime
         self.sessions: dict[str, Session] = {}
+        self.forwards: dict[str, portforward.Forward] = {}
         if secrets_dir is None:
             log.warning("exec/attach on %s take anyone who can reach the socket: no --wire-secrets", endpoint)
         auth = ServerAuth(secrets_dir, _only_the_apiserver) if secrets_dir else None
         self.server = wire.Server(endpoint, {"exec": self.exec, "attach": self.attach, "stdin": self.stdin,
-                                             "resize": self.resize, "ack": self.ack}, name="kubelet", auth=auth)
+                                             "resize": self.resize, "ack": self.ack,
+                                             "portforward": self.portforward,
+                                             "portforward_input": self.portforward_input,
+                                             **({"stats": stats} if stats is not None else {})},
+                                  name="kubelet", auth=auth)
 
     async def start(self) -> None:
         await self.server.start()
@@ -464,7 +484,49 @@ class StreamingServer:
     def ack(self, session: str, size: int) -> None:
         if size <= 0:
             raise wire.BadRequest("size: expected a positive count of bytes")
-        self._session(session).credit.give(size)
+        s = self.forwards.get(session) or self._session(session)
+        s.credit.give(size)
+
+    async def portforward(self, namespace: str, pod: str, uid: str, port: int, session: str) -> AsyncIterator[dict]:
+        if not session or len(session) > 128:
+            raise wire.BadRequest("session: expected a non-empty id of at most 128 characters")
+        if session in self.forwards:
+            raise wire.Conflict(f"session {session!r} is already open")
+        if len(self.forwards) >= MAX_FORWARDS:
+            raise wire.Unavailable(f"this kubelet already serves {MAX_FORWARDS} forwarded connections",
+                                   {"reason": "TooManyRequests"})
+        if not 0 < port < 65536:
+            raise wire.BadRequest(f"port {port!r} must be > 0 and < 65536")
+        for part in (namespace, pod, uid):
+            if not part or "/" in part or part in (".", "..") or "\0" in part:
+                raise wire.BadRequest(f"invalid pod name {part!r}")
+        pod_dir = self.runtime.pod_dir(f"{namespace}_{pod}_{uid}")
+        if not os.path.isdir(pod_dir):
+            raise wire.NotFound(f'pod not found ("{pod}_{namespace}")')
+        sandbox = os.path.basename(pod_dir)
+        try:
+            sandbox, netns, inode = portforward.sandbox_netns(pod_dir)
+            sock = await portforward.connect(netns, sandbox, port, inode)
+        except portforward.ForwardError as err:
+            raise wire.Internal(portforward.forward_error(port, sandbox, err)) from None
+        f = self.forwards[session] = portforward.Forward(sock, Credit())
+        try:
+            yield {"started": True}
+            async for data in f.output():
+                yield {"data": data}
+        finally:
+            if self.forwards.get(session) is f:
+                del self.forwards[session]
+            f.close()
+
+    async def portforward_input(self, session: str, data: bytes = b"", close: bool = False) -> None:
+        f = self.forwards.get(session)
+        if f is None:
+            raise wire.NotFound(f"no port-forward session {session!r}")
+        if data:
+            await f.write(data)
+        if close:
+            f.close_input()
 
     def _session(self, session: str) -> Session:
         s = self.sessions.get(session)
@@ -474,6 +536,6 @@ class StreamingServer:
 
 
 def _only_the_apiserver(identity: str, method: str, params: dict) -> None:
-    if identity != KUBELET_CLIENT:
+    if identity != KUBELET_CLIENT and not (method == "stats" and identity == ADMIN):
         raise wire.Forbidden(f'User "{identity}" cannot use the kubelet\'s {method!r}: only the apiserver '
                              f"({KUBELET_CLIENT}) may")

@@ -6,6 +6,10 @@ shell over volumes.py and atomicwriter.py).
     volume_path(pod_dir, volume) -> the directory (or, for hostPath, the path) a mount binds
     mounts(pod_dir, pod, container) -> [Mount(container_path, host_path, read_only), ...]
     mount_env(mounts) -> {"KUBEMU_MOUNT_ETC_CONFIG": host path, ...}   without mount namespaces
+    runtime_mounts(mounts, files) -> [{target, source, type, read_only, size, file}, ...]
+        what the runtime mounts in the container (runtime.ContainerSpec.mounts), parents first
+    mount_memory_volumes(pod_dir, pod, holder_pid) -> {volume name: VolumeError}
+        the tmpfs of each `medium: Memory` emptyDir, in the pod's mount namespace
 
 Each volume lives in `<pod dir>/volumes/<plugin>/<name>/` (plugin: kubernetes.io~configmap,
 ~secret, ~downward-api, ~projected, ~empty-dir, as the kubelet names them); a hostPath volume
@@ -19,10 +23,14 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from dataclasses import dataclass
+
+from kubemu import nsutil
 
 from kubemu.api.fielderrors import go_quote
 from kubemu.api.pod import volume_type
+from kubemu.api.quantity import memory_bytes
 
 from . import atomicwriter, volumes
 from .configsource import Lookup
@@ -30,7 +38,7 @@ from .volumes import HostPathAction, VolumeError
 
 VOLUMES_DIR = "volumes"
 EMPTY_DIR_MODE = 0o777  # the kubelet's emptyDir: world-writable, as containers may run as anyone
-MEDIA = ("", "Memory")  # Memory: a tmpfs once mounted in the pod's namespace; a directory until
+MEDIA = ("", "Memory")  # Memory: a tmpfs on the directory, in the pod's mount namespace (mount_memory_volumes)
 
 
 def volume_path(pod_dir: str, volume: dict) -> str:
@@ -60,6 +68,62 @@ def mounts(pod_dir: str, pod: dict, container: dict) -> list[Mount]:
         out.append(Mount(m["mountPath"], source, m.get("readOnly") is True
                          or volume_type(volume) in volumes.PAYLOAD_KINDS))
     return out
+
+
+def runtime_mounts(bound: list[Mount], files: dict[str, str]) -> list[dict]:
+    """The runtime's mount list: the volume mounts, then the kubelet's files (`files`:
+    container path -> host file, /etc/hosts and the like, bound unless a volume mount covers
+    the same path), sorted by the depth of their target (stable), so a parent is mounted
+    before what is mounted inside it, as the runtime requires. A Memory emptyDir is bound like
+    any directory: its tmpfs is mounted on that directory in the pod's mount namespace
+    (mount_memory_volumes), which every container's namespace is made from, so the pod's
+    containers share it as they share any emptyDir."""
+    out = [{"target": m.container_path, "source": m.host_path, "type": "bind", "read_only": m.read_only,
+            "size": None, "file": os.path.exists(m.host_path) and not os.path.isdir(m.host_path)}
+           for m in bound]
+    taken = {m.container_path.rstrip("/") for m in bound}
+    out += [{"target": target, "source": source, "type": "bind", "read_only": False, "size": None,
+             "file": True} for target, source in files.items() if target not in taken]
+    return sorted(out, key=lambda m: len([p for p in m["target"].split("/") if p]))
+
+
+def memory_volumes(pod_dir: str, pod: dict) -> dict[str, tuple[str, int]]:
+    """The pod's emptyDirs of medium Memory: name -> (its directory, tmpfs size in bytes, 0 for
+    the kernel's default)."""
+    out = {}
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        empty_dir = volume.get("emptyDir")
+        if empty_dir is not None and empty_dir.get("medium") == "Memory":
+            limit = empty_dir.get("sizeLimit")
+            out[volume["name"]] = (volume_path(pod_dir, volume), memory_bytes(limit) if limit else 0)
+    return out
+
+
+def mount_memory_volumes(pod_dir: str, pod: dict, holder_pid: int) -> dict[str, VolumeError]:
+    """Mount each Memory emptyDir's tmpfs on its directory inside the pod's mount namespace
+    (the sandbox holder's, as the sandbox is made: the machine never sees it, and it goes with
+    the sandbox), unless it is mounted there already. The errors, by volume name."""
+    try:
+        with open(f"/proc/{holder_pid}/mountinfo") as f:
+            mounted = set(nsutil.mount_points(f.read()))
+    except OSError as err:
+        return {name: VolumeError(f"mount failed: the pod's sandbox is gone: {err.strerror}")
+                for name in memory_volumes(pod_dir, pod)}
+    errors = {}
+    for name, (path, size) in memory_volumes(pod_dir, pod).items():
+        if path in mounted:
+            continue
+        try:
+            _make_dir(path, EMPTY_DIR_MODE)
+        except OSError as err:
+            errors[name] = VolumeError(f"{err.strerror}: {path}")
+            continue
+        options = f"mode=1777,size={size}" if size else "mode=1777"
+        done = subprocess.run(["nsenter", f"--target={holder_pid}", "--mount", "--", "mount", "-t", "tmpfs",
+                               "-o", options, "tmpfs", path], capture_output=True, text=True)
+        if done.returncode != 0:
+            errors[name] = VolumeError(f"mount failed: {done.stderr.strip() or done.returncode}")
+    return errors
 
 
 def mount_env(bound: list[Mount]) -> dict[str, str]:

@@ -1,10 +1,11 @@
 """What a supervisor does in a freshly forked child before exec, shared by init (its units)
 and the kubelet's shim (its container), how a parent reaps its children, and how a process
-is told from a later one with its PID (`proc_stat`). Only plain system calls:
+is told from a later one with its PID (`proc_stat`, `same_process`). Only plain system calls:
 `become_child` runs between fork() and exec(), so this imports nothing heavier than
 kubemu.prctl."""
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 from collections.abc import Iterator
@@ -64,3 +65,24 @@ def proc_stat(pid: int) -> tuple[str, int, int] | None:
         return None
     fields = data[data.rfind(b")") + 2:].split()  # the command name may contain spaces and ")"
     return fields[0].decode(), int(fields[19]), int(fields[2])
+
+
+def same_process(pid: int | None, start_ticks: int | None) -> bool:
+    """Whether `pid` runs and is the process that started at `start_ticks` (clock ticks since
+    boot, from `proc_stat`): not a zombie, and not a later process given the same PID. A
+    start of None accepts any process with that PID."""
+    if not pid:
+        return False
+    stat = proc_stat(pid)
+    return stat is not None and stat[0] not in "ZX" and (start_ticks is None or stat[1] == start_ticks)
+
+
+def high_fd(fd: int) -> int:
+    """`fd` moved above 10 (the original is closed, also on failure): posix_spawn's dup2 onto
+    the same number would keep its close-on-exec flag and the child would not receive it."""
+    if fd >= 10:
+        return fd
+    try:
+        return fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    finally:
+        os.close(fd)

@@ -634,8 +634,10 @@ def down(state: StateDir, timeout: float = 150.0) -> list[int]:
         except psutil.Error:
             pass
     stragglers = []
+    settle_by = time.monotonic() + 2.0
     for node, o in owned.items():
         if o.cgroup is not None:
+            o.settle(max(0.0, settle_by - time.monotonic()))
             stragglers += o.kill(10.0)
         else:
             stragglers += ownership.kill_all([p for p in before[node] if not ownership.gone(p)], 10.0)

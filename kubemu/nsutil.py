@@ -14,9 +14,26 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWNET = 0x40000000
+MS_RDONLY = 0x1
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_NOEXEC = 0x8
+MS_REMOUNT = 0x20
+MS_NOATIME = 0x400
+MS_NODIRATIME = 0x800
+MS_BIND = 0x1000
+MS_MOVE = 0x2000
 MS_REC = 0x4000
+MS_UNBINDABLE = 0x20000
+MS_PRIVATE = 0x40000
 MS_SLAVE = 0x80000
+MS_RELATIME = 0x200000
 MNT_DETACH = 2
+
+# statvfs(3) f_flag bits and the mount(2) flags they stand for: a read-only remount of a bind
+# mount must repeat the flags the mount already has, or it would clear them (runc does this).
+_LOCKED_FLAGS = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
+                 (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME))
 
 # What a pod's sandbox holds, in the order a container joins them: the mount namespace last,
 # since entering it moves the caller's root and working directory (runc's order).
@@ -54,6 +71,12 @@ def umount2(target: str, flags: int) -> None:
     _check(_libc.umount2(os.fsencode(target), flags), target)
 
 
+def mount_flags(path: str) -> int:
+    """The per-mount flags (nosuid, nodev, noexec, atime) of the mount `path` is on."""
+    f_flag = os.statvfs(path).f_flag
+    return sum(ms for st, ms in _LOCKED_FLAGS if f_flag & st)
+
+
 def sethostname(name: str) -> None:
     encoded = name.encode()
     _check(_libc.sethostname(encoded, len(encoded)))
@@ -73,6 +96,17 @@ def nsfs_mounts(mountinfo: str) -> list[str]:
         fields, sep, tail = line.partition(" - ")
         parts, after = fields.split(), tail.split()
         if sep and len(parts) >= 5 and after and after[0] == "nsfs":
+            points.append(_unescape(parts[4]))
+    return points
+
+
+def mount_points(mountinfo: str) -> list[str]:
+    """Every mount point in /proc/<pid>/mountinfo text, in its order (relative to the reader's
+    root)."""
+    points = []
+    for line in mountinfo.splitlines():
+        parts = line.split(" - ", 1)[0].split()
+        if len(parts) >= 5:
             points.append(_unescape(parts[4]))
     return points
 

@@ -105,6 +105,14 @@ class Owned:
         except psutil.Error:
             return [init]
 
+    def settle(self, timeout: float) -> None:
+        """Wait, up to `timeout`, for the node's cgroup to empty by itself: once init has gone,
+        its shims and sandbox holders follow it, and their containers them (PR_SET_PDEATHSIG),
+        within moments; only what outlives that is a straggler to kill."""
+        deadline = time.monotonic() + timeout
+        while self.cgroup is not None and self.cgroup.populated() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
     def kill(self, timeout: float) -> list[int]:
         """SIGKILL every process of the node at once (a power cut) and wait until they are
         gone (or zombies: their parent reaps them, not us); the PIDs that were killed."""

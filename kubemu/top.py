@@ -1,107 +1,80 @@
-"""kubemu top pods|nodes: kubectl top's tables, read from the cgroups the kubelets made.
+"""kubemu top pods|nodes: kubectl top's tables, from the kubelets' stats.
 
-kubectl top reads the metrics API, which metrics-server fills from each kubelet's cgroup
-figures (CPU as a rate over a short window, memory as the working set). kubemu reads the same
-figures itself: a pod's cgroup (kubelet/podcgroups.py) for each pod directory a node lists
-(`nodes/<node>/pods/<ns>_<name>_<uid>/`), a node's `kubepods` cgroup for the node (its pods,
-what its allocatable bounds; init and the kubelet are not in it), sampled twice SAMPLE_SECONDS
-apart for the CPU rate.
+`kubectl top` reads metrics.k8s.io, which the apiserver builds from each kubelet's stats
+(kubelet/stats.py: the kubelet reads its cgroups every few seconds, and the CPU rate is theirs;
+components/apiserver/rest/metrics.py: the PodMetrics and NodeMetrics). kubemu top takes the same
+path without HTTPS: it lists the pods or nodes through the apiserver, asks their kubelets for
+their stats as the cluster admin (a kubelet lets cluster-admin read its stats, as it lets it read
+nodes/stats), builds the same objects with metrics.py, and prints them as kubectl top does: CPU
+in millicores rounded up (Quantity.MilliValue), memory in Mi, a node's figures against its
+allocatable, rows in the API's order.
 
-Formatting is pure (`pod_table`, `node_table`, `rate`); `sample` takes its clock and sleep.
+Formatting is pure (`pod_table`, `node_table`); `collect` and the commands are the shell.
 """
 from __future__ import annotations
 
+import asyncio
 import time
-from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
+from typing import Awaitable, Callable
 
 import click
 
-from kubelet.podcgroups import Usage, node_usage, pod_usage
+from components.apiserver.rest import metrics
+from kubemu import wire
+from kubemu._wire_auth import state_credentials
 
 from .api.quantity import cpu_millis, memory_bytes
 from .kubectl.options import all_namespaces_option, namespace_option
 from .kubectl.tabwriter import GET, TabWriter
 from .kubectl.targets import DEFAULT_NAMESPACE
-from .ownership import cgroup_name
 from .statedir import StateDir
 
-SAMPLE_SECONDS = 1.0
 MI = 1 << 20
-NO_METRICS = ("Metrics not available: no pod cgroups for this cluster (kubelets make them as root, "
-              "with a memory controller; otherwise memory limits are watched by RSS)")
+NOT_YET = "metrics not available yet"  # kubectl's words when the metrics API has nothing yet
 
 
-@dataclass(frozen=True)
-class PodRef:
-    namespace: str
-    name: str
-    uid: str
-    node: str
+def _cpu(quantity: str) -> str:
+    return f"{cpu_millis(quantity)}m"
 
 
-def parse_pod_dir(dirname: str, node: str) -> PodRef | None:
-    """`<ns>_<name>_<uid>` (namespaces and names cannot hold "_"); None for anything else."""
-    parts = dirname.split("_", 2)
-    return PodRef(parts[0], parts[1], parts[2], node) if len(parts) == 3 and all(parts) else None
-
-
-@dataclass(frozen=True)
-class Metrics:
-    cpu_millicores: int
-    memory_bytes: int
-
-
-def rate(before: Usage | None, after: Usage | None, elapsed: float) -> Metrics | None:
-    """CPU millicores over the window and the memory at its end; None without both readings."""
-    if before is None or after is None or before.cpu_seconds is None or after.cpu_seconds is None \
-            or after.memory_bytes is None or elapsed <= 0:
-        return None
-    return Metrics(max(0, round((after.cpu_seconds - before.cpu_seconds) * 1000 / elapsed)), after.memory_bytes)
-
-
-def sample(read: Callable[[], dict], seconds: float = SAMPLE_SECONDS, clock=time.monotonic,
-           sleep=time.sleep) -> dict:
-    """key -> Metrics (or None) from two readings `seconds` apart."""
-    t0, first = clock(), read()
-    sleep(seconds)
-    t1, second = clock(), read()
-    return {key: rate(first.get(key), usage, t1 - t0) for key, usage in second.items()}
-
-
-def _cpu(millicores: int) -> str:
-    return f"{millicores}m"
-
-
-def _memory(nbytes: int) -> str:
-    return f"{nbytes // MI}Mi"
+def _memory(quantity: str) -> str:
+    return f"{memory_bytes(quantity) // MI}Mi"
 
 
 def _table(lines: list[list[str]]) -> str:
     return TabWriter(**GET).format("".join("\t".join(cells) + "\n" for cells in lines))
 
 
-def pod_table(metrics: dict[PodRef, Metrics | None], all_namespaces: bool) -> str:
-    """kubectl top pod's table (pods without metrics are left out, as kubectl does)."""
-    lines = [(["NAMESPACE"] if all_namespaces else []) + ["NAME", "CPU(cores)", "MEMORY(bytes)"]]
-    for ref in sorted((r for r, m in metrics.items() if m is not None), key=lambda r: (r.namespace, r.name)):
-        m = metrics[ref]
-        lines.append(([ref.namespace] if all_namespaces else []) + [ref.name, _cpu(m.cpu_millicores),
-                                                                     _memory(m.memory_bytes)])
+def pod_table(items: list[dict], all_namespaces: bool, containers: bool = False) -> str:
+    """kubectl top pod's table of PodMetrics: a pod's usage is its containers' summed; with
+    `containers`, a row per container (POD, NAME)."""
+    ns = ["NAMESPACE"] if all_namespaces else []
+    lines = [ns + (["POD", "NAME"] if containers else ["NAME"]) + ["CPU(cores)", "MEMORY(bytes)"]]
+    for m in items:
+        first = [m["metadata"].get("namespace", "")] if all_namespaces else []
+        if containers:
+            for c in m["containers"]:
+                lines.append(first + [m["metadata"]["name"], c["name"], _cpu(c["usage"]["cpu"]),
+                                      _memory(c["usage"]["memory"])])
+        else:
+            usage = metrics.pod_usage(m)
+            lines.append(first + [m["metadata"]["name"], _cpu(usage["cpu"]), _memory(usage["memory"])])
     return _table(lines)
 
 
-def node_table(metrics: dict[str, Metrics | None], allocatable: dict[str, dict]) -> str:
-    """kubectl top node's table; percentages of the Node's allocatable, `<unknown>` where a
-    figure is missing."""
-    lines = [["NAME", "CPU(cores)", "CPU%", "MEMORY(bytes)", "MEMORY%"]]
-    for node, m in metrics.items():
-        if m is None:
-            lines.append([node] + ["<unknown>"] * 4)
-            continue
-        alloc = allocatable.get(node) or {}
-        lines.append([node, _cpu(m.cpu_millicores), _percent(m.cpu_millicores, alloc.get("cpu"), cpu_millis),
-                      _memory(m.memory_bytes), _percent(m.memory_bytes, alloc.get("memory"), memory_bytes)])
+def node_table(items: list[dict], nodes: list[dict]) -> str:
+    """kubectl top node's table of NodeMetrics, with percentages of each Node's allocatable;
+    a node without metrics last, `<unknown>` throughout."""
+    allocatable = {n["metadata"]["name"]: (n.get("status") or {}).get("allocatable") or {} for n in nodes}
+    lines = [["NAME", "CPU(cores)", "CPU(%)", "MEMORY(bytes)", "MEMORY(%)"]]
+    for m in items:
+        name, usage = m["metadata"]["name"], m["usage"]
+        alloc = allocatable.pop(name, {})
+        lines.append([name, _cpu(usage["cpu"]), _percent(cpu_millis(usage["cpu"]), alloc.get("cpu"), cpu_millis),
+                      _memory(usage["memory"]),
+                      _percent(memory_bytes(usage["memory"]), alloc.get("memory"), memory_bytes)])
+    lines += [[name] + ["<unknown>"] * 4 for name in sorted(allocatable)]
     return _table(lines)
 
 
@@ -115,61 +88,82 @@ def _percent(used: int, quantity, parse) -> str:
 
 # --- the shell -------------------------------------------------------------------------------
 
-def pods_on_disk(state: StateDir) -> list[PodRef]:
-    refs = []
-    for node in state.nodes():
-        pods_dir = state.node_dir(node) / "pods"
-        for entry in sorted(pods_dir.iterdir()) if pods_dir.is_dir() else ():
-            ref = parse_pod_dir(entry.name, node)
-            if ref is not None and entry.is_dir():
-                refs.append(ref)
-    return refs
+Build = Callable[[metrics.Kubelets, list[dict], float], Awaitable[list[dict]]]
+
+
+def collect(state: StateDir, build: Build, listed: list[dict]) -> tuple[list[dict], dict[str, str]]:
+    """(the metrics `build` makes of the `listed` objects, node -> why its kubelet did not answer)."""
+    failures: dict[str, str] = {}
+    credentials = state_credentials(state.root)
+    clients: list[wire.Client] = []
+
+    def client_for(node: str) -> wire.Client:
+        endpoint = state.kubelet_endpoint(node)
+        if not Path(endpoint.removeprefix("ipc://")).exists():
+            raise wire.Unavailable(f"the kubelet of node {node} is not running (or is a hollow node's)")
+        clients.append(wire.Client(endpoint, timeout=metrics.SCRAPE_TIMEOUT, credentials=credentials))
+        return clients[-1]
+
+    async def run() -> list[dict]:
+        try:
+            return await build(metrics.Kubelets(client_for, on_failure=failures.__setitem__), listed, time.time())
+        finally:
+            for client in clients:
+                await client.close()
+    return asyncio.run(run()), failures
+
+
+def _unavailable(failures: dict[str, str]) -> str:
+    """One line: why there are no metrics at all."""
+    if not failures:
+        return NOT_YET
+    node = sorted(failures)[0]
+    return f"Metrics not available: {failures[node]}"
 
 
 @click.group("top")
 def top() -> None:
-    """CPU and memory of pods and nodes, from their cgroups (kubectl top's columns)."""
+    """CPU and memory of pods and nodes, from the kubelets' stats (kubectl top's columns)."""
 
 
 @top.command("pods")
 @namespace_option
 @all_namespaces_option
+@click.option("-l", "--selector", default="", help="label selector, e.g. app=web")
+@click.option("--containers", is_flag=True, help="a row per container")
 @click.pass_obj
-def top_pods(obj, namespace: str | None, all_namespaces: bool) -> None:
-    """CPU (millicores over a 1 s sample) and working-set memory of each pod."""
+def top_pods(obj, namespace: str | None, all_namespaces: bool, selector: str, containers: bool) -> None:
+    """CPU (over the kubelet's last window) and working-set memory of each pod."""
     from .cli import fail  # kubemu.cli imports this module
+    from .kubectl.session import connect
 
-    state = obj.state
     ns = namespace or DEFAULT_NAMESPACE
-    refs = [r for r in pods_on_disk(state) if all_namespaces or r.namespace == ns]
-    metrics = sample(lambda: {r: pod_usage(cgroup_name(state.root, r.node), r.uid) for r in refs})
-    if refs and all(m is None for m in metrics.values()):
-        fail(NO_METRICS)
-    if not any(metrics.values()):
+    with connect(obj) as api:
+        pods = api.list("pods", namespace=None if all_namespaces else ns, label_selector=selector)["items"]
+    if not pods:
         click.echo("No resources found" if all_namespaces else f"No resources found in {ns} namespace.", err=True)
         return
-    click.echo(pod_table(metrics, all_namespaces), nl=False)
+    items, failures = collect(obj.state, metrics.pods, pods)
+    if not items:
+        fail(_unavailable(failures))
+    click.echo(pod_table(items, all_namespaces, containers), nl=False)
 
 
 @top.command("nodes")
+@click.option("-l", "--selector", default="", help="label selector")
 @click.pass_obj
-def top_nodes(obj) -> None:
+def top_nodes(obj, selector: str) -> None:
     """CPU and memory of each node's pods (its kubepods cgroup), and their share of the Node's
     allocatable."""
     from .cli import fail
     from .kubectl.session import connect
 
-    state = obj.state
-    nodes = state.nodes()
-    if not nodes:
-        fail(f"no cluster in {state.root} (start one with `kubemu up`)")
-    metrics = sample(lambda: {n: node_usage(cgroup_name(state.root, n)) for n in nodes})
-    if all(m is None for m in metrics.values()):
-        fail(NO_METRICS)
     with connect(obj) as api:
-        items = api.list("nodes")["items"]
-    allocatable = {n["metadata"]["name"]: (n.get("status") or {}).get("allocatable") or {} for n in items}
-    click.echo(node_table(metrics, allocatable), nl=False)
+        nodes = api.list("nodes", label_selector=selector)["items"]
+    items, failures = collect(obj.state, metrics.nodes, nodes)
+    if not items:
+        fail(_unavailable(failures))
+    click.echo(node_table(items, nodes), nl=False)
 
 
 top.add_command(top_pods, "pod")

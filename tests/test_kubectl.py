@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kubemu import cgroups
 from tests.conftest import DEADLINE, alive, kill_marked, remove_cluster_cgroups, wait_for
 from tests.kubemu.test_cli import kubemu
 
@@ -243,10 +244,36 @@ def test_logs_follow(k):
     assert len(tail) == 2 and all(line.startswith("line ") for line in tail), tail
 
 
-def test_top_fails_cleanly(k):
-    done = k.run("top", "nodes", check=False)
-    assert done.returncode != 0 and "Traceback" not in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+POD_CGROUPS = os.geteuid() == 0 and any("memory" in c for _, c in cgroups.everywhere("x"))
+
+
+def test_top_pods_and_nodes(k):
+    """kubectl top reads metrics.k8s.io, served from the kubelets' stats: a busy container's CPU
+    and memory, each node against its allocatable; kubemu top shows the same pod. Without pod
+    cgroups there are no figures, and kubectl says so in its own line."""
+    if not POD_CGROUPS:
+        done = k.run("top", "nodes", check=False)
+        assert (done.returncode, done.stderr) == (1, "error: metrics not available yet\n")
+        return
+    ns = namespace(k, "top")
+    k.run("run", "busy", "--image", "busybox", "--restart", "Never", "--", PY, "-c",
+          "b = bytearray(32 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\nwhile True: pass", namespace=ns)
+
+    def busy_row():
+        done = k.run("top", "pod", "busy", "--containers", namespace=ns, check=False)
+        rows = [line.split() for line in done.stdout.splitlines()]
+        return done.returncode == 0 and int(rows[1][2].removesuffix("m")) > 0 and rows
+    rows = wait_for(busy_row, timeout=LONG, message="the busy pod's CPU in kubectl top")
+    assert rows[0] == ["POD", "NAME", "CPU(cores)", "MEMORY(bytes)"]
+    assert rows[1][:2] == ["busy", "busy"] and int(rows[1][3].removesuffix("Mi")) >= 32, rows
+    nodes = [line.split() for line in k.run("top", "nodes").stdout.splitlines()]
+    assert nodes[0] == ["NAME", "CPU(cores)", "CPU(%)", "MEMORY(bytes)", "MEMORY(%)"]
+    assert [row[0] for row in nodes[1:]] == ["node-0", "node-1"]
+    assert all(row[2].endswith("%") and row[4].endswith("%") for row in nodes[1:]), nodes
+    ours = kubemu(k.state, "top", "pods", "-n", ns).stdout.splitlines()
+    assert ours[0].split() == ["NAME", "CPU(cores)", "MEMORY(bytes)"] and ours[1].split()[0] == "busy"
+    gone = k.run("top", "pod", "nope", namespace=ns, check=False)
+    assert (gone.returncode, gone.stderr) == (1, 'Error from server (NotFound): pods "nope" not found\n')
 
 
 # --- §3: who is asking, and may they ------------------------------------------------------------------

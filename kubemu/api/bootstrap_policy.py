@@ -54,6 +54,7 @@ CORE, APPS, COORDINATION = "", "apps", "coordination.k8s.io"
 AUTHENTICATION, AUTHORIZATION, AUTOSCALING = ("authentication.k8s.io", "authorization.k8s.io",
                                               "autoscaling")
 EVENTS_GROUP = "events.k8s.io"
+METRICS = "metrics.k8s.io"
 
 
 def rule(verbs, groups=(), resources=(), names=(), urls=()) -> dict:
@@ -119,9 +120,9 @@ def _cluster_roles() -> list[dict]:
             rule(READ_WRITE, (GROUP,), ("roles", "rolebindings")),
         ]),
         cluster_role("system:aggregate-to-edit", labels=_aggregated_to("edit"), rules=[
-            rule(READ, (CORE,), ("secrets", "pods/attach", "pods/exec")),
+            rule(READ, (CORE,), ("secrets", "pods/attach", "pods/exec", "pods/portforward")),
             rule(("impersonate",), (CORE,), ("serviceaccounts",)),
-            rule(WRITE, (CORE,), ("pods", "pods/attach", "pods/exec")),
+            rule(WRITE, (CORE,), ("pods", "pods/attach", "pods/exec", "pods/portforward")),
             rule(("create",), (CORE,), ("pods/eviction",)),
             rule(WRITE, (CORE,), ("serviceaccounts", "configmaps", "secrets")),
             rule(("create",), (CORE,), ("serviceaccounts/token",)),
@@ -135,6 +136,11 @@ def _cluster_roles() -> list[dict]:
             rule(READ, (CORE,), ("namespaces",)),
             rule(READ, (APPS,), ("deployments", "deployments/status", "deployments/scale",
                                  "replicasets", "replicasets/status", "replicasets/scale")),
+        ]),
+        # metrics-server's role (kubemu serves metrics.k8s.io itself): kubectl top for view and up
+        cluster_role("system:aggregated-metrics-reader", labels={
+            **_aggregated_to("admin"), **_aggregated_to("edit"), **_aggregated_to("view")}, rules=[
+            rule(READ, (METRICS,), ("pods", "nodes")),
         ]),
         cluster_role("system:node", [
             rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),

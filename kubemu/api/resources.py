@@ -88,7 +88,7 @@ RESOURCES: tuple[Resource, ...] = (
              subresources=("status", "finalize"),
              field_selectors=("metadata.name", "status.phase")),
     Resource("Pod", "v1", "pods", "pod", ("po",),
-             subresources=("binding", "status", "log", "eviction", "exec", "attach"),
+             subresources=("binding", "status", "log", "eviction", "exec", "attach", "portforward"),
              categories=("all",),
              field_selectors=(*_NAME_AND_NAMESPACE, "spec.nodeName", "status.phase",
                               "spec.restartPolicy", "spec.schedulerName",

@@ -6,6 +6,7 @@
     kubemu scale deployment/web --replicas 3
     kubemu rollout status|history|undo deployment/web
     kubemu events [--for pod/web] [-w]
+    kubemu port-forward pod/web 18080:8000 [--address 127.0.0.1,::1]
 
 Output and errors read like kubectl's (tables aligned as its tabwriter aligns them, `Error from
 server (NotFound): pods "x" not found`, `The Deployment "web" is invalid: ...`); the exit
@@ -28,8 +29,9 @@ def register(group: click.Group) -> None:
     from .cmd_describe import describe_cmd
     from .cmd_events import events
     from .cmd_get import get
+    from .cmd_portforward import port_forward
     from .cmd_rollout import rollout
     from .cmd_scale import scale
 
-    for command in (get, describe_cmd, apply, create, delete, scale, rollout, events):
+    for command in (get, describe_cmd, apply, create, delete, scale, rollout, events, port_forward):
         group.add_command(command)

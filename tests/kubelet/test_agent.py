@@ -493,3 +493,79 @@ def test_pod_cgroups_hold_the_containers_and_the_kernel_enforces_memory(state_di
     finally:
         n.stop()
         remove_cluster_cgroups(state_dir)  # what `kubemu down` does
+
+
+@needs_pod_networks
+def test_a_sandboxed_pods_volumes_and_etc_files_are_mounted_in_its_containers(cni_node, tmp_path):
+    node = cni_node
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "in").write_text("from the host")
+    report = ("import json, os, socket\n"
+              "json.dump({'in': open('/data/in').read(), 'hostname': open('/etc/hostname').read(),\n"
+              "           'hosts': open('/etc/hosts').read(), 'scratch': os.access('/scratch', os.W_OK),\n"
+              "           'env': sorted(k for k in os.environ if k.startswith('KUBEMU_MOUNT_'))},\n"
+              "          open('/data/out.json', 'w'))\n")
+    node.manifest("vols", [dict(sleeper(extra=report), volumeMounts=[{"name": "data", "mountPath": "/data"},
+                                                                     {"name": "scratch", "mountPath": "/scratch"}])],
+                  volumes=[{"name": "data", "hostPath": {"path": str(data), "type": "Directory"}},
+                           {"name": "scratch", "emptyDir": {}}])
+    ip = wait_for(lambda: ready_ip(node, "vols"), message="the pod to run in its sandbox")
+    pod_dir = next((node.dir / "pods").glob("default_vols-node-0_*"))
+    assert (pod_dir / "etc-hostname").read_text() == "vols-node-0\n"
+    assert f"{ip}\tvols-node-0\n" in (pod_dir / "etc-hosts").read_text()
+    spec = json.loads((pod_dir / "main" / "0.spec.json").read_text())
+    assert [(m["target"], m["type"], m["read_only"], m["file"]) for m in spec["mounts"]] == [
+        ("/data", "bind", False, False), ("/scratch", "bind", False, False), ("/etc/hosts", "bind", False, True),
+        ("/etc/hostname", "bind", False, True), ("/etc/resolv.conf", "bind", False, True)]
+    out = json.loads(wait_for(lambda: (data / "out.json").exists() and (data / "out.json").read_text(),
+                              message="the container's report through its hostPath mount"))
+    assert out["in"] == "from the host" and out["hostname"] == "vols-node-0\n"
+    assert f"{ip}\tvols-node-0\n" in out["hosts"] and out["scratch"] and out["env"] == []
+    assert not Path("/scratch").exists()  # the host's file system untouched
+
+
+@needs_pod_networks
+def test_a_memory_empty_dir_is_one_tmpfs_the_pods_containers_share_and_the_host_never_sees(cni_node, tmp_path):
+    node = cni_node
+    out = tmp_path / "out"
+    out.mkdir()
+    writer = "open('/shm/note', 'w').write('from the writer')\n"
+    reader = ("import json, os, subprocess, time\n"
+              "while not os.path.exists('/shm/note'): time.sleep(0.05)\n"
+              "fs = subprocess.run(['stat', '-f', '-c', '%T %b %S', '/shm'], capture_output=True, text=True).stdout\n"
+              "json.dump({'note': open('/shm/note').read(), 'fs': fs.split()}, open('/out/report.json', 'w'))\n")
+    node.manifest("shm", [dict(sleeper("writer", extra=writer), volumeMounts=[{"name": "shm", "mountPath": "/shm"}]),
+                          dict(sleeper("reader", extra=reader), volumeMounts=[{"name": "shm", "mountPath": "/shm"},
+                                                                              {"name": "out", "mountPath": "/out"}])],
+                  volumes=[{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
+                           {"name": "out", "hostPath": {"path": str(out), "type": "Directory"}}])
+    report = json.loads(wait_for(lambda: (out / "report.json").exists() and (out / "report.json").read_text(),
+                                 message="the reader's report"))
+    fs_type, blocks, block_size = report["fs"]
+    assert report["note"] == "from the writer" and fs_type == "tmpfs"
+    assert int(blocks) * int(block_size) == 16 * 1024 * 1024
+    pod_dir = next((node.dir / "pods").glob("default_shm-node-0_*"))
+    with open("/proc/self/mountinfo") as f:
+        assert str(pod_dir) not in f.read()  # the tmpfs is the pod's, not the machine's
+    assert list((pod_dir / "volumes" / "kubernetes.io~empty-dir" / "shm").iterdir()) == []
+
+
+@needs_pod_networks
+def test_a_host_network_pods_volumes_are_mounted_too_with_the_nodes_hosts_file(cni_node, tmp_path):
+    node = cni_node
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "in").write_text("from the host")
+    report = ("import json, os, socket\n"
+              "json.dump({'in': open('/data/in').read(), 'hosts': open('/etc/hosts').read(),\n"
+              "           'hostname': socket.gethostname()}, open('/data/out.json', 'w'))\n")
+    node.manifest("hn", [dict(sleeper(extra=report), volumeMounts=[{"name": "data", "mountPath": "/data"}])],
+                  hostNetwork=True, hostAliases=[{"ip": "10.1.2.3", "hostnames": ["alias.example"]}],
+                  volumes=[{"name": "data", "hostPath": {"path": str(data), "type": "Directory"}}])
+    out = json.loads(wait_for(lambda: (data / "out.json").exists() and (data / "out.json").read_text(),
+                              message="the container's report through its hostPath mount"))
+    assert out["in"] == "from the host" and out["hostname"] == os.uname().nodename
+    assert out["hosts"] == ("# Kubernetes-managed hosts file (host network).\n" + Path("/etc/hosts").read_text()
+                            + "\n# Entries added by HostAliases.\n10.1.2.3\talias.example\n")
+    assert "alias.example" not in Path("/etc/hosts").read_text()  # the node's own file untouched

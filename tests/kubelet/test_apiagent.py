@@ -17,6 +17,7 @@ from kubemu import cluster, wire
 from kubemu.statedir import StateDir
 from tests.components.apiserver import api  # noqa: F401  (a module-scoped fixture)
 from tests.conftest import alive, spawn_marked, terminate, wait_for
+from tests.kubelet.test_agent import needs_pod_networks
 
 PY = sys.executable
 _names = itertools.count(1)
@@ -301,3 +302,180 @@ def test_host_network_node_says_why_in_a_condition(state_dir, api):  # noqa: F81
             ("False", "KubemuHostNetwork", "pods share the host's network: not root")
     finally:
         n.stop()
+
+
+# --- ConfigMaps and Secrets in a real kubelet's pods -------------------------------------------------
+
+def waiting(pod: dict | None) -> dict:
+    for c in ((pod or {}).get("status") or {}).get("containerStatuses") or []:
+        return c["state"].get("waiting") or {}
+    return {}
+
+
+def pod_events(api, name: str, reason: str) -> list[dict]:  # noqa: F811
+    return [e for e in api.call("list", resource="events", namespace="default")["items"]
+            if e["involvedObject"].get("name") == name and e["reason"] == reason]
+
+
+def test_secret_in_env_and_a_missing_configmap_waits_in_config_error_until_created(node, api, tmp_path):  # noqa: F811
+    out = tmp_path / "env"
+    api.call("create", resource="secrets", namespace="default", object={
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"}, "stringData": {"password": "s3cret"}})
+    write_env = (f"import os\nopen({str(out)!r}, 'w').write(os.environ['PASSWORD'] + ' ' + "
+                 "os.environ['COLOR'] + ' ' + os.environ['GREETING'])")
+    container = dict(sleeper(extra=write_env), env=[
+        {"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "password"}}},
+        {"name": "COLOR", "valueFrom": {"configMapKeyRef": {"name": "colors", "key": "sky"}}},
+        {"name": "GREETING", "value": "a $(COLOR) sky"}])
+    api.call("create", resource="pods", namespace="default", object={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "envs"},
+        "spec": {"nodeName": node.name, "terminationGracePeriodSeconds": 1, "containers": [container]}})
+    try:
+        blocked = wait_for(lambda: (p := node.get("pods", "envs"))
+                           and waiting(p).get("reason") == "CreateContainerConfigError" and p,
+                           message="the container to wait for its ConfigMap")
+        assert waiting(blocked)["message"] == 'configmap "colors" not found'
+        status = blocked["status"]["containerStatuses"][0]
+        assert status["restartCount"] == 0 and status["lastState"] == {}
+        assert wait_for(lambda: pod_events(api, "envs", "Failed"), message="the Failed Event")[0]["message"] == \
+            'Error: configmap "colors" not found'
+        api.call("create", resource="configmaps", namespace="default", object={
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "colors"}, "data": {"sky": "blue"}})
+        running = wait_for(lambda: (p := node.get("pods", "envs")) and running_pid(p) and p,
+                           message="the container to start once its ConfigMap exists")
+        assert running["status"]["containerStatuses"][0]["restartCount"] == 0
+        assert wait_for(lambda: out.exists() and out.read_text(),
+                        message="the container's env") == "s3cret blue a blue sky"
+    finally:
+        api.call("delete", resource="secrets", name="creds", namespace="default")
+        try:
+            api.call("delete", resource="configmaps", name="colors", namespace="default")
+        except wire.NotFound:
+            pass
+
+
+def test_configmap_volume_holds_its_keys_and_an_edit_reaches_the_running_container(node, api, tmp_path):  # noqa: F811
+    """On this node pods share the node's file system: the container finds the volume by its
+    KUBEMU_MOUNT_ variable, and reads the file the kubelet keeps up to date."""
+    seen = tmp_path / "seen"
+    reader = (f"import os, time\npath = os.path.join(os.environ['KUBEMU_MOUNT_ETC_CONFIG'], 'color')\n"
+              f"while True:\n    open({str(seen)!r} + '.tmp', 'w').write(open(path).read())\n"
+              f"    os.rename({str(seen)!r} + '.tmp', {str(seen)!r}); time.sleep(0.1)")
+    api.call("create", resource="configmaps", namespace="default", object={
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "paint"}, "data": {"color": "red"}})
+    api.call("create", resource="pods", namespace="default", object={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "vol"},
+        "spec": {"nodeName": node.name, "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "main", "command": [PY, "-c", reader],
+                                 "volumeMounts": [{"name": "cfg", "mountPath": "/etc/config"}]}],
+                 "volumes": [{"name": "cfg", "configMap": {"name": "paint"}}]}})
+    try:
+        wait_for(lambda: seen.exists() and seen.read_text() == "red", message="the file in the container")
+        pod_dir = next((node.dir / "pods").glob("default_vol_*"))
+        files = pod_dir / "volumes" / "kubernetes.io~configmap" / "cfg"
+        assert (files / "color").read_text() == "red" and os.readlink(files / "color") == "..data/color"
+        api.call("patch", resource="configmaps", namespace="default", name="paint", patch={"data": {"color": "green"}})
+        wait_for(lambda: seen.read_text() == "green", message="the edit in the running container's file")
+        assert "volumes are not mounted in containers: pods share the node's mount namespace" in node.log()
+    finally:
+        api.call("delete", resource="configmaps", name="paint", namespace="default")
+
+
+def test_a_missing_host_path_directory_is_failed_mount_and_starts_nothing(node, api):  # noqa: F811
+    api.call("create", resource="pods", namespace="default", object={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hp"},
+        "spec": {"nodeName": node.name, "terminationGracePeriodSeconds": 1,
+                 "containers": [dict(sleeper(), volumeMounts=[{"name": "data", "mountPath": "/data"}])],
+                 "volumes": [{"name": "data", "hostPath": {"path": "/nonexistent/kubemu", "type": "Directory"}}]}})
+    failed = wait_for(lambda: pod_events(api, "hp", "FailedMount"), message="a FailedMount Event")
+    assert failed[0]["type"] == "Warning"
+    assert failed[0]["message"] == ('MountVolume.SetUp failed for volume "data" : hostPath type check failed: '
+                                    '/nonexistent/kubemu is not a directory')
+    p = node.get("pods", "hp")
+    assert waiting(p) == {"reason": "ContainerCreating"} and p["status"]["phase"] == "Pending"
+
+
+def test_a_configmap_over_one_mebibyte_is_refused_and_its_pod_says_so(node, api):  # noqa: F811
+    with pytest.raises(wire.WireError) as err:
+        api.call("create", resource="configmaps", namespace="default", object={
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "huge"},
+            "data": {"a": "x" * (1024 * 1024 + 1)}})
+    assert "Too long: may not be more than 1048576 bytes" in str(err.value)
+    api.call("create", resource="pods", namespace="default", object={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "big"},
+        "spec": {"nodeName": node.name, "terminationGracePeriodSeconds": 1,
+                 "containers": [dict(sleeper(), volumeMounts=[{"name": "cfg", "mountPath": "/cfg"}])],
+                 "volumes": [{"name": "cfg", "configMap": {"name": "huge"}}]}})
+    failed = wait_for(lambda: pod_events(api, "big", "FailedMount"), message="a FailedMount Event")
+    assert failed[0]["message"] == 'MountVolume.SetUp failed for volume "cfg" : configmap "huge" not found'
+    assert waiting(node.get("pods", "big")) == {"reason": "ContainerCreating"}
+
+
+def test_node_allocatable_is_what_the_kernel_enforces_on_the_pods_cgroup(state_dir, api):  # noqa: F811
+    from kubemu import cgroups, ownership
+    from tests.conftest import remove_cluster_cgroups
+
+    root = ownership.cgroup_name(state_dir, "node-x")
+    # not a multiple of the page size: the kernel rounds the limit down, and the Node says so
+    n = ApiNode(state_dir, api, f"--cgroup-root {root} --memory 1000000000")
+    try:
+        node = wait_for(lambda: n.get("nodes", n.name, None), message=f"{n.name} to register")
+        kubepods = [cg for cg, controllers in cgroups.everywhere(f"{root}/kubepods") if "memory" in controllers]
+        if not kubepods:
+            pytest.skip("no memory controller kubemu may write to")
+        limit = kubepods[0].path / ("memory.max" if kubepods[0].version == 2 else "memory.limit_in_bytes")
+        enforced = int(limit.read_text())
+        assert 1000000000 - 4096 < enforced <= 1000000000
+        assert node["status"]["capacity"]["memory"] == "1000000000"
+        assert node["status"]["allocatable"]["memory"] == f"{enforced // 1024}Ki"
+    finally:
+        n.stop()
+        remove_cluster_cgroups(state_dir)
+
+
+@needs_pod_networks
+def test_a_configmap_volume_mounted_in_a_sandboxed_pod_follows_an_edit(state_dir, api, tmp_path):  # noqa: F811
+    import ipaddress
+
+    from kubemu import netplan, network
+
+    net = network.setup(state_dir, netplan.CNI)
+    n = None
+    try:
+        assert net.mode == netplan.CNI, net.reason
+        pod_cidr = next(ipaddress.ip_network(net.cluster_cidr).subnets(new_prefix=net.node_mask))
+        n = ApiNode(state_dir, api, " ".join(netplan.kubelet_flags(net, str(tmp_path))) + f" --pod-cidr {pod_cidr}")
+        report = tmp_path / "report"
+        report.mkdir()
+        reader = ("import os, time\n"
+                  "while True:\n"
+                  "    text = open('/etc/config/color').read()\n"
+                  "    try:\n        open('/etc/config/x', 'w')\n        writable = 'rw'\n"
+                  "    except OSError:\n        writable = 'ro'\n"
+                  "    open('/report/seen.tmp', 'w').write(text + ' ' + writable)\n"
+                  "    os.rename('/report/seen.tmp', '/report/seen'); time.sleep(0.1)")
+        api.call("create", resource="configmaps", namespace="default", object={
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "mounted"}, "data": {"color": "red"}})
+        api.call("create", resource="pods", namespace="default", object={
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mnt"},
+            "spec": {"nodeName": n.name, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "main", "command": [PY, "-c", reader],
+                                     "volumeMounts": [{"name": "cfg", "mountPath": "/etc/config"},
+                                                      {"name": "report", "mountPath": "/report"}]}],
+                     "volumes": [{"name": "cfg", "configMap": {"name": "mounted"}},
+                                 {"name": "report", "hostPath": {"path": str(report)}}]}})
+        seen = report / "seen"
+        wait_for(lambda: seen.exists() and seen.read_text() == "red ro", message="the mounted file, read-only")
+        api.call("patch", resource="configmaps", namespace="default", name="mounted", patch={"data": {"color": "blue"}})
+        wait_for(lambda: seen.read_text() == "blue ro", message="the edit in the running container's mounted file")
+        assert not Path("/etc/config").exists()
+    finally:
+        for kind, name in (("pods", "mnt"), ("configmaps", "mounted")):
+            try:
+                api.call("delete", resource=kind, namespace="default", name=name, grace_period_seconds=0)
+            except wire.NotFound:
+                pass
+        if n is not None:
+            wait_for(lambda: not n.pods(), message="the pod gone")
+            n.stop()
+        network.down(state_dir)

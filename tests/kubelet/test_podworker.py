@@ -1022,3 +1022,92 @@ def test_a_pod_stopped_while_its_image_backs_off_terminates_at_once():
     w.sync(T0)
     assert w.stop(T0 + 1) == [] and w.is_terminated() and w.next_deadline() is None
     assert w.phase() == "Failed"
+
+
+# --- a container's environment: CreateContainerConfigError -------------------------------------------
+
+def test_env_from_a_missing_configmap_waits_in_config_error_then_starts_without_a_restart():
+    objects = {}
+
+    def env(p, spec, ips):
+        from kubelet.envvars import container_env
+        return container_env(p, spec, lambda r, ns, n: objects.get(n), list(ips), ["127.0.0.1"])
+
+    app = ctr("app", env=[{"name": "COLOR", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "color"}}},
+                          {"name": "GREETING", "value": "$(COLOR) sky"}],
+              args=["--color=$(COLOR)"])
+    w = PodWorker(pod(app), S, T0, env=env)
+    acts = w.sync(T0)
+    assert starts(acts) == []
+    assert events(acts) == [("Failed", 'Error: configmap "cfg" not found', "Warning")]
+    c = cstatus(w, "app")
+    assert c["state"]["waiting"] == {"reason": "CreateContainerConfigError", "message": 'configmap "cfg" not found'}
+    assert c["restartCount"] == 0 and c["lastState"] == {}
+    assert w.next_deadline() == T0 + 10  # retried ERROR_RESYNC later, not in a busy loop
+    assert w.sync(T0 + 5) == []
+
+    objects["cfg"] = {"data": {"color": "blue"}}
+    acts = w.sync(T0 + 10)
+    (start,) = [a for a in acts if isinstance(a, StartContainer)]
+    assert start.restart_count == 0  # no container was made before: nothing to count
+    assert dict(start.env) == {"COLOR": "blue", "GREETING": "blue sky"}
+    assert start.argv[-1] == "--color=blue"
+    w.container_started("app", 100, T0 + 10)
+    c = cstatus(w, "app", T0 + 10)
+    assert "running" in c["state"] and c["restartCount"] == 0 and c["lastState"] == {}
+
+
+def test_invalid_env_from_keys_are_skipped_with_a_warning_event():
+    from kubelet.envvars import container_env
+    app = ctr("app", envFrom=[{"prefix": "1", "configMapRef": {"name": "cfg"}}])
+    acts = PodWorker(pod(app), S, T0, env=lambda p, spec, ips: container_env(
+        p, spec, lambda r, ns, n: {"data": {"a": "x"}}, list(ips), [])).sync(T0)
+    assert starts(acts) == [("app", 0)]
+    assert [e[0] for e in events(acts)] == ["InvalidEnvironmentVariableNames"]
+
+
+# --- volumes: SetUpVolumes before the first start, FailedMount with the mount backoff -------------
+
+def test_no_container_starts_before_its_volumes_and_failed_mounts_back_off():
+    from kubelet.podworker import SetUpVolumes
+    w = PodWorker(pod(), S, T0, volumes=True)
+    acts = w.sync(T0)
+    assert acts == [SetUpVolumes(1)] and w.next_deadline() is None  # waiting for the answer
+    assert w.sync(T0) == []  # one set-up at a time
+    acts = w.volumes_set_up(1, ['MountVolume.SetUp failed for volume "cfg" : configmap "cfg" not found'], T0)
+    assert events(acts) == [("FailedMount", 'MountVolume.SetUp failed for volume "cfg" : configmap "cfg" not found',
+                             "Warning")]
+    assert starts(acts) == [] and cstatus(w, "app")["state"]["waiting"] == {"reason": "ContainerCreating"}
+    retries = []
+    now = T0
+    for attempt in range(2, 6):
+        now = w.next_deadline()
+        retries.append(now - T0)
+        assert w.sync(now) == [SetUpVolumes(attempt)]
+        w.volumes_set_up(attempt, ["still failing"], now)
+    assert [round(b - a, 3) for a, b in zip([0.0] + retries, retries)] == [0.5, 1.0, 2.0, 4.0]
+    assert w.volumes_set_up(4, [], now) == []  # a stale answer
+    now = w.next_deadline()
+    assert w.sync(now) == [SetUpVolumes(6)]
+    assert starts(w.volumes_set_up(6, [], now)) == [("app", 0)]
+
+
+def test_volumes_are_set_up_once_the_sandbox_is_ready_and_not_again_for_a_new_sandbox():
+    from kubelet.podworker import SetUpVolumes
+    from kubelet.sandbox import CreateSandbox, RemoveSandbox
+    w = PodWorker(pod(), S, T0, sandboxed=True, volumes=True)
+    assert [type(a) for a in w.sync(T0)] == [CreateSandbox]
+    assert w.sandbox_created(0, ["10.244.0.5"], T0) == [SetUpVolumes(1)]
+    assert starts(w.volumes_set_up(1, [], T0)) == [("app", 0)]
+    w.container_started("app", 100, T0)
+    w.sandbox_died(0, T0 + 1)
+    acts = w.container_exited("app", None, 9, False, T0 + 1)
+    assert [type(a) for a in acts] == [RemoveSandbox]
+    assert [type(a) for a in w.sandbox_removed(0, T0 + 1)] == [CreateSandbox]
+    assert starts(w.sandbox_created(1, ["10.244.0.6"], T0 + 1)) == [("app", 1)]
+
+
+def test_an_adopted_pod_with_containers_needs_no_new_volume_set_up():
+    w = PodWorker.adopt(pod(), S, T0, {"app": {"state": "exited", "restart_count": 0, "exit_code": 1,
+                                               "started_at": T0, "finished_at": T0}}, volumes=True)
+    assert starts(w.sync(T0)) == [("app", 1)]

@@ -545,3 +545,78 @@ def test_input_for_an_attach_to_a_container_without_stdin_goes_nowhere(runtime):
     serve(runtime, scenario)
     runtime.stop(runtime.pod_dir(POD), "c", grace=5)
     exited(runtime)
+
+
+# --- stats
+
+def test_stats_are_served_to_the_apiserver_and_the_cluster_admin_only(runtime):  # noqa: F811
+    """The kubelet's `stats` answers what it is given; nodes/stats is the apiserver's to read,
+    and the cluster admin's (kubemu top), no one else's."""
+    secrets = Path(runtime.node_dir).parent / "pki" / "wire"
+    summary = {"pods": [], "node": {"nodeName": "n1"}}
+
+    def ask(identity: str):
+        credentials = _wire_auth.load_credentials(_wire_auth.ensure_secret(secrets, identity))
+
+        async def main():
+            endpoint = wire.ipc_endpoint(Path(runtime.node_dir).parent / "w", "kubelet.sock")
+            server = StreamingServer(runtime, endpoint, str(secrets), stats=lambda: summary)
+            await server.start()
+            client = wire.Client(endpoint, timeout=DEADLINE, credentials=credentials)
+            try:
+                return await client.call("stats", {})
+            finally:
+                await client.close()
+                await server.close()
+        return asyncio.run(main())
+
+    assert ask(_wire_auth.KUBELET_CLIENT) == summary
+    assert ask(_wire_auth.ADMIN) == summary
+    with pytest.raises(wire.Forbidden, match='User "system:node:n1" cannot use the kubelet\'s \'stats\''):
+        ask(_wire_auth.node_identity("n1"))
+
+
+# --- port-forward (a pod without a sandbox of its own: the node's localhost; in a pod's network
+# namespace: tests/kubelet/test_portforward.py and tests/test_e2e_portforward.py)
+
+def forward_params(port: int, session: str = "f1") -> dict:
+    return {"namespace": NAMESPACE, "pod": NAME, "uid": UID, "port": port, "session": session}
+
+
+def test_a_port_forward_relays_both_ways_with_a_half_close_and_acks(runtime, sleeper):  # noqa: F811
+    async def scenario(client):
+        async def upper(reader, writer):
+            writer.write((await reader.read()).upper())  # all of it: the forward half-closed
+            writer.close()
+        pod_side = await asyncio.start_server(upper, "127.0.0.1", 0)
+        try:
+            stream = await started(client.stream("portforward", forward_params(pod_side.sockets[0].getsockname()[1])))
+            await client.call("portforward_input", {"session": "f1", "data": b"hello"})
+            await client.call("portforward_input", {"session": "f1", "close": True})
+            assert [item async for item in stream] == [{"data": b"HELLO"}]
+            with pytest.raises(wire.NotFound):  # the forward has ended
+                await client.call("ack", {"session": "f1", "size": 5})
+        finally:
+            pod_side.close()
+    serve(runtime, scenario)
+
+
+def test_a_port_forward_that_cannot_connect_says_so_as_the_kubelet_does(runtime, sleeper):  # noqa: F811
+    async def scenario(client):
+        probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        free = probe.sockets[0].getsockname()[1]
+        probe.close()
+        await probe.wait_closed()
+        with pytest.raises(wire.Internal) as err:
+            await client.stream("portforward", forward_params(free)).__anext__()
+        assert err.value.message.startswith(f"error forwarding port {free} to pod {POD}, uid : failed to execute "
+                                            f'portforward in network namespace "host": failed to connect to '
+                                            f'localhost:{free} inside namespace "{POD}", IPv4: dial tcp4 '
+                                            f"127.0.0.1:{free}: connect: connection refused IPv6 ")
+        with pytest.raises(wire.BadRequest, match="must be > 0"):
+            await client.stream("portforward", forward_params(0)).__anext__()
+        with pytest.raises(wire.NotFound, match=r'pod not found \("nope_'):
+            await client.stream("portforward", {**forward_params(80), "pod": "nope"}).__anext__()
+        with pytest.raises(wire.NotFound, match="no port-forward session"):
+            await client.call("portforward_input", {"session": "f1", "data": b"x"})
+    serve(runtime, scenario)

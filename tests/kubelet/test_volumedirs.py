@@ -87,3 +87,30 @@ def test_without_mounts_the_env_says_where_each_mount_is():
               volumedirs.Mount("/var/lib/my-data/", "/srv/data", False)]
     assert volumedirs.mount_env(mounts) == {"KUBEMU_MOUNT_ETC_APP": "/p/v/cfg",
                                             "KUBEMU_MOUNT_VAR_LIB_MY_DATA": "/srv/data"}
+
+
+def test_runtime_mounts_parents_first_memory_as_its_directory_and_the_kubelets_files(tmp_path):
+    pod = pod_with({"name": "cfg", "configMap": {"name": "cfg"}},
+                   {"name": "mem", "emptyDir": {"medium": "Memory", "sizeLimit": "64Mi"}},
+                   {"name": "host", "hostPath": {"path": str(tmp_path)}})
+    container = {"name": "app", "volumeMounts": [{"name": "cfg", "mountPath": "/srv/app/config"},
+                                                 {"name": "host", "mountPath": "/srv", "readOnly": True},
+                                                 {"name": "mem", "mountPath": "/cache"},
+                                                 {"name": "cfg", "mountPath": "/etc/hosts", "subPath": "hosts"}]}
+    bound = volumedirs.mounts("/pods/p", pod, container)
+    got = volumedirs.runtime_mounts(bound, {"/etc/hosts": "/pods/p/etc-hosts", "/etc/hostname": "/pods/p/etc-hostname"})
+    assert [(m["target"], m["type"], m["source"], m["read_only"], m["size"]) for m in got] == [
+        ("/srv", "bind", str(tmp_path), True, None),
+        ("/cache", "bind", "/pods/p/volumes/kubernetes.io~empty-dir/mem", False, None),  # its tmpfs is the pod's
+        ("/etc/hosts", "bind", "/pods/p/volumes/kubernetes.io~configmap/cfg/hosts", True, None),  # the pod's own
+        ("/etc/hostname", "bind", "/pods/p/etc-hostname", False, None),
+        ("/srv/app/config", "bind", "/pods/p/volumes/kubernetes.io~configmap/cfg", True, None)]
+    assert [m["file"] for m in got] == [False, False, False, True, False]
+    (tmp_path / "f").write_text("")  # a file bound by itself (subPath of a key, hostPath of type File)
+    pod["spec"]["volumes"][2]["hostPath"]["path"] = str(tmp_path / "f")
+    assert volumedirs.runtime_mounts(volumedirs.mounts("/pods/p", pod, container), {})[0]["file"] is True
+
+
+def test_mount_env_names_each_mount_path():
+    bound = [volumedirs.Mount("/etc/config", "/p/v/cfg", True), volumedirs.Mount("/data-1/x", "/h", False)]
+    assert volumedirs.mount_env(bound) == {"KUBEMU_MOUNT_ETC_CONFIG": "/p/v/cfg", "KUBEMU_MOUNT_DATA_1_X": "/h"}

@@ -29,6 +29,23 @@ def test_nsfs_mounts_are_the_bind_mounted_namespace_files():
     assert nsutil.nsfs_mounts("") == [] and nsutil.nsfs_mounts("garbage line\n - nsfs") == []
 
 
+def test_mount_points_are_every_mount_point_in_order():
+    assert nsutil.mount_points(MOUNTINFO) == ["/sys", "/", "/run/netns", "/run/netns/kubemu-0a1b2c3d", "/tmp/a b/uts",
+                                              "/sys/fs/cgroup/memory"]
+    assert nsutil.mount_points("") == [] and nsutil.mount_points("short line\n") == []
+
+
+def test_mount_flags_are_the_per_mount_flags_a_remount_must_repeat():
+    """/proc is mounted nosuid,nodev,noexec on most machines; /dev/shm nosuid,nodev."""
+    flags = {line.split()[4]: line.split()[5].split(",") for line in open("/proc/self/mountinfo")}
+    for point, options in flags.items():
+        if point in ("/proc", "/dev/shm", "/"):
+            got = nsutil.mount_flags(point)
+            for option, flag in (("nosuid", nsutil.MS_NOSUID), ("nodev", nsutil.MS_NODEV),
+                                 ("noexec", nsutil.MS_NOEXEC)):
+                assert bool(got & flag) == (option in options), (point, option)
+
+
 def in_child(action) -> dict:
     """Run `action()` in a forked child (namespace changes stay there); its JSON result, or
     {"error": errno} if it raised OSError."""

@@ -135,3 +135,25 @@ def test_releasing_a_node_removes_its_pod_cgroups_in_every_hierarchy(tmp_path):
         left.kill()
         left.wait()
         remove_cluster_cgroups(tmp_path)
+
+
+class _Emptying:
+    """A node cgroup whose processes are gone after `calls` looks (they follow init by themselves)."""
+
+    def __init__(self, calls: int):
+        self.calls = calls
+
+    def populated(self) -> bool:
+        self.calls -= 1
+        return self.calls > 0
+
+
+def test_settle_waits_for_the_node_to_empty_by_itself_and_no_longer():
+    emptying = _Emptying(3)
+    ownership.Owned(1, 1, emptying).settle(DEADLINE)
+    assert emptying.calls == 0  # returned as soon as it was empty
+    stuck = _Emptying(10**9)
+    started = time.monotonic()
+    ownership.Owned(1, 1, stuck).settle(0.1)
+    assert time.monotonic() - started < DEADLINE  # gave up at its timeout
+    ownership.Owned(1, 1, None).settle(DEADLINE)  # without a cgroup: nothing to wait on

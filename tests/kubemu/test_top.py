@@ -1,150 +1,148 @@
-"""kubemu/top.py: kubectl top's tables (pure), and `kubemu top pods` reading a real pod cgroup."""
+"""kubemu/top.py: kubectl top's tables of PodMetrics and NodeMetrics (pure), and `kubemu top`
+asking a real kubelet streaming server for its stats, as the cluster admin. A whole cluster's
+`kubemu top` beside `kubectl top` is in tests/test_kubectl.py."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import os
-import subprocess
-import sys
-import uuid
+import threading
 
 import pytest
 from click.testing import CliRunner
 
-from kubelet.podcgroups import PodCgroups, Usage
-from kubemu import cgroups, cli, ownership, top
-from kubemu.top import Metrics, PodRef
-from tests.conftest import remove_cluster_cgroups, wait_for
+from kubelet.podcgroups import PodCgroups
+from kubelet.runtime import Runtime
+from kubelet.stats import Stats
+from kubelet.streaming import StreamingServer
+from kubemu import _wire_auth, cli, top
+from kubemu.statedir import StateDir
+from tests.conftest import DEADLINE
 
 MI = 1 << 20
 
 
-def test_parse_pod_dir():
-    assert top.parse_pod_dir("kube-system_etcd-node-0_1b2c-3d", "node-0") == \
-        PodRef("kube-system", "etcd-node-0", "1b2c-3d", "node-0")
-    for junk in ("web", "a_b", "_b_c", "a__c", "a_b_"):
-        assert top.parse_pod_dir(junk, "node-0") is None
+def usage(cpu: str, memory: str) -> dict:
+    return {"cpu": cpu, "memory": memory}
 
 
-def test_rate():
-    assert top.rate(Usage(1.0, 5), Usage(1.5, 7 * MI), 2.0) == Metrics(250, 7 * MI)
-    assert top.rate(Usage(1.0, 5), Usage(1.0, 0), 1.0) == Metrics(0, 0)
-    assert top.rate(Usage(2.0, 5), Usage(1.0, 5), 1.0) == Metrics(0, 5)  # a recreated cgroup
-    for before, after in ((None, Usage(1, 1)), (Usage(1, 1), None), (Usage(None, 1), Usage(None, 1)),
-                          (Usage(1, 1), Usage(2, None))):
-        assert top.rate(before, after, 1.0) is None
-    assert top.rate(Usage(1, 1), Usage(2, 1), 0.0) is None
+def pod_metrics(namespace: str, name: str, **containers: dict) -> dict:
+    return {"kind": "PodMetrics", "metadata": {"name": name, "namespace": namespace}, "window": "10s",
+            "containers": [{"name": n, "usage": u} for n, u in containers.items()]}
 
 
-def test_sample_reads_twice_a_window_apart():
-    now = [100.0]
-    readings = iter([{"a": Usage(10.0, MI), "b": None}, {"a": Usage(10.003, 2 * MI), "b": Usage(1, 1)}])
-    slept = []
-
-    def sleep(seconds):
-        slept.append(seconds)
-        now[0] += seconds
-    got = top.sample(lambda: next(readings), 1.0, clock=lambda: now[0], sleep=sleep)
-    assert slept == [1.0] and got == {"a": Metrics(3, 2 * MI), "b": None}
+def node_metrics(name: str, cpu: str, memory: str) -> dict:
+    return {"kind": "NodeMetrics", "metadata": {"name": name}, "window": "10s", "usage": usage(cpu, memory)}
 
 
 def test_pod_table_is_kubectl_top_pods():
-    metrics = {PodRef("default", "web-2", "u2", "node-1"): Metrics(3, 12 * MI + 5),
-               PodRef("default", "api", "u1", "node-2"): Metrics(1250, 300 * MI),
-               PodRef("kube-system", "etcd", "u3", "node-0"): Metrics(20, 40 * MI),
-               PodRef("default", "gone", "u4", "node-1"): None}
-    assert top.pod_table({k: v for k, v in metrics.items() if k.namespace == "default"}, False) == (
+    items = [pod_metrics("default", "web-2", app=usage("2500001n", f"{12 * MI + 4096}"), side=usage("1m", "0")),
+             pod_metrics("default", "api", app=usage("1250m", "300Mi")),
+             pod_metrics("kube-system", "etcd", etcd=usage("20m", "40Mi"))]
+    # CPU summed over the containers, then rounded up to millicores (Quantity.MilliValue)
+    assert top.pod_table(items[:2], False) == (
         "NAME    CPU(cores)   MEMORY(bytes)\n"
-        "api     1250m        300Mi\n"
-        "web-2   3m           12Mi\n")
-    assert top.pod_table(metrics, True) == (
+        "web-2   4m           12Mi\n"
+        "api     1250m        300Mi\n")
+    assert top.pod_table(items, True) == (
         "NAMESPACE     NAME    CPU(cores)   MEMORY(bytes)\n"
+        "default       web-2   4m           12Mi\n"
         "default       api     1250m        300Mi\n"
-        "default       web-2   3m           12Mi\n"
         "kube-system   etcd    20m          40Mi\n")
+    assert top.pod_table(items[:1], False, containers=True) == (
+        "POD     NAME   CPU(cores)   MEMORY(bytes)\n"
+        "web-2   app    3m           12Mi\n"
+        "web-2   side   1m           0Mi\n")
 
 
 def test_node_table_is_kubectl_top_nodes():
-    metrics = {"node-0": Metrics(500, 1024 * MI), "node-1": Metrics(7, 3 * MI), "node-2": None}
-    allocatable = {"node-0": {"cpu": "2", "memory": "4Gi"}, "node-1": {"cpu": "bogus", "memory": "0"}}
-    assert top.node_table(metrics, allocatable) == (
-        "NAME     CPU(cores)   CPU%        MEMORY(bytes)   MEMORY%\n"
+    items = [node_metrics("node-0", "500m", "1Gi"), node_metrics("node-1", "7m", "3Mi")]
+    nodes = [{"metadata": {"name": "node-0"}, "status": {"allocatable": {"cpu": "2", "memory": "4Gi"}}},
+             {"metadata": {"name": "node-1"}, "status": {"allocatable": {"cpu": "bogus", "memory": "0"}}},
+             {"metadata": {"name": "node-2"}}]
+    assert top.node_table(items, nodes) == (
+        "NAME     CPU(cores)   CPU(%)      MEMORY(bytes)   MEMORY(%)\n"
         "node-0   500m         25%         1024Mi          25%\n"
         "node-1   7m           <unknown>   3Mi             <unknown>\n"
         "node-2   <unknown>    <unknown>   <unknown>       <unknown>\n")
 
 
-needs_cgroups = pytest.mark.skipif(
-    os.geteuid() != 0 or not any("memory" in c for _, c in cgroups.everywhere("x")),
-    reason="needs root and a memory controller: no pod cgroups otherwise")
+class FakeApi:
+    def __init__(self, nodes=("node-1",), pods=("web",)):
+        self.nodes, self.pods = nodes, pods
+
+    def list(self, resource, namespace=None, label_selector=""):
+        if resource == "nodes":
+            return {"items": [{"metadata": {"name": n}, "status": {"allocatable": {"cpu": "2", "memory": "1Gi"}}}
+                              for n in self.nodes]}
+        return {"items": [{"metadata": {"name": p, "namespace": "default", "uid": "u"},
+                           "spec": {"nodeName": self.nodes[0]}} for p in self.pods]}
+
+
+@contextlib.contextmanager
+def kubelet_of(state: StateDir, node: str, summary):
+    """node's kubelet streaming server, serving `summary` as its stats, on its own loop in a thread."""
+    started, stop = threading.Event(), None
+
+    async def main():
+        nonlocal stop
+        stop = asyncio.Event()
+        server = StreamingServer(Runtime(str(state.node_dir(node))), state.kubelet_endpoint(node),
+                                 str(_wire_auth.secrets_dir(state.root)), stats=summary)
+        await server.start()
+        started.set()
+        await stop.wait()
+        await server.close()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(main(),))
+    thread.start()
+    assert started.wait(DEADLINE)
+    try:
+        yield
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        thread.join(DEADLINE)
+        loop.close()
 
 
 @pytest.fixture
-def busy_pod(tmp_path):
-    """A pod dir on node-1 and a busy loop holding 64 MiB in its cgroup; its uid."""
-    uid = str(uuid.uuid4())
-    (tmp_path / "nodes" / "node-1" / "pods" / f"default_busy_{uid}").mkdir(parents=True)
-    pods = PodCgroups(ownership.cgroup_name(tmp_path, "node-1"))
-    the_pod = {"metadata": {"uid": uid}, "spec": {"containers": [{"name": "c"}]}}
-    fds = [os.open(p, os.O_WRONLY | os.O_CLOEXEC) for p in pods.container(the_pod, "c").procs]
-    try:
-        busy = subprocess.Popen([sys.executable, "-c", "b = bytearray(64 << 20)\n"
-                                 "for i in range(0, len(b), 4096): b[i] = 1\nwhile True: pass"],
-                                preexec_fn=lambda: [cgroups.join(fd) for fd in fds])
-    finally:
-        for fd in fds:
-            os.close(fd)
-    try:
-        yield uid
-    finally:
-        pods.remove_pod(uid)
-        busy.wait()
-        ownership.Owned(0, 0, None, ownership.cgroup_name(tmp_path, "node-1")).release()
-        remove_cluster_cgroups(tmp_path)
-
-
-@needs_cgroups
-def test_top_pods_reads_a_busy_pod_from_its_cgroup(tmp_path, busy_pod):
-    (tmp_path / "nodes" / "node-1" / "pods" / f"other_idle_{uuid.uuid4()}").mkdir(parents=True)
-
-    def top_pods():
-        result = CliRunner().invoke(cli.main, ["--state-dir", str(tmp_path), "top", "pods"])
-        assert result.exit_code == 0, result.output
-        return result.output.splitlines()
-    lines = wait_for(lambda: (out := top_pods())[1:] and int(out[1].split()[2].removesuffix("Mi")) >= 64 and out,
-                     message="the busy pod's 64 MiB in `top pods`")
-    name, cpu, memory = lines[1].split()
-    assert lines[0].split() == ["NAME", "CPU(cores)", "MEMORY(bytes)"] and len(lines) == 2
-    assert name == "busy" and int(cpu.removesuffix("m")) > 0 and memory.endswith("Mi")
-
-
-@needs_cgroups
-def test_top_nodes_reads_each_nodes_pods_against_its_allocatable(tmp_path, busy_pod, monkeypatch):
-    (tmp_path / "nodes" / "node-0").mkdir()  # no pod cgroups there
-
-    class FakeApi:
-        def list(self, resource):
-            assert resource == "nodes"
-            return {"items": [{"metadata": {"name": n}, "status": {"allocatable": {"cpu": "2", "memory": "1Gi"}}}
-                              for n in ("node-0", "node-1")]}
+def state(tmp_path_factory, monkeypatch) -> StateDir:
+    """A state directory with node-1 and the admin's wire secret; an apiserver that lists pod web
+    on node-1 (kubemu top asks the apiserver what to show, and the kubelets for the figures)."""
+    state = StateDir(tmp_path_factory.mktemp("top"))
+    (state.node_dir("node-1") / "pods").mkdir(parents=True)
+    _wire_auth.ensure_secret(_wire_auth.secrets_dir(state.root), _wire_auth.ADMIN)
     monkeypatch.setattr("kubemu.kubectl.session.connect", lambda obj: contextlib.nullcontext(FakeApi()))
-
-    def node_1():
-        result = CliRunner().invoke(cli.main, ["--state-dir", str(tmp_path), "top", "nodes"])
-        assert result.exit_code == 0, result.output
-        lines = result.output.splitlines()
-        assert lines[0].split() == ["NAME", "CPU(cores)", "CPU%", "MEMORY(bytes)", "MEMORY%"]
-        assert lines[1].split() == ["node-0"] + ["<unknown>"] * 4
-        return lines[2].split()
-    name, cpu, cpu_pct, memory, memory_pct = wait_for(
-        lambda: (row := node_1()) and int(row[3].removesuffix("Mi")) >= 64 and row, message="node-1's 64 MiB")
-    assert name == "node-1" and int(cpu.removesuffix("m")) > 0
-    assert int(cpu_pct.removesuffix("%")) == int(cpu.removesuffix("m")) * 100 // 2000
-    assert int(memory_pct.removesuffix("%")) == int(memory.removesuffix("Mi")) * 100 // 1024
+    return state
 
 
-def test_top_pods_without_cgroups_says_so_in_one_line(tmp_path):
-    (tmp_path / "nodes" / "node-1" / "pods" / f"default_web_{uuid.uuid4()}").mkdir(parents=True)
-    result = CliRunner().invoke(cli.main, ["--state-dir", str(tmp_path), "top", "pods"])
-    assert result.exit_code == 1 and result.output == f"error: {top.NO_METRICS}\n"
-    result = CliRunner().invoke(cli.main, ["--state-dir", str(tmp_path), "top", "pods", "-n", "other"])
-    assert result.exit_code == 0 and result.output == "No resources found in other namespace.\n"
+def kubemu_top(state: StateDir, *args: str):
+    return CliRunner().invoke(cli.main, ["--state-dir", str(state.root), "top", *args])
+
+
+def test_a_kubelet_without_pod_cgroups_makes_one_line(state):
+    stats = Stats("node-1", Runtime(str(state.node_dir("node-1"))), PodCgroups(None))
+    with kubelet_of(state, "node-1", stats.summary):
+        for args in (["pods"], ["nodes"]):
+            result = kubemu_top(state, *args)
+            assert (result.exit_code, result.output) == (
+                1, "error: Metrics not available: no stats on node node-1: "
+                   "no node cgroup (--cgroup-root not given): memory limits are watched by RSS\n")
+
+
+def test_a_kubelet_not_running_makes_one_line(state):
+    result = kubemu_top(state, "nodes")
+    assert (result.exit_code, result.output) == (
+        1, "error: Metrics not available: the kubelet of node node-1 is not running (or is a hollow node's)\n")
+
+
+def test_no_figures_yet_is_kubectls_line(state):
+    # a kubelet with pod cgroups that has not read them twice yet
+    with kubelet_of(state, "node-1", lambda: {"pods": []}):
+        result = kubemu_top(state, "pods")
+    assert (result.exit_code, result.output) == (1, "error: metrics not available yet\n")
+
+
+def test_no_pods_is_no_resources(state, monkeypatch):
+    monkeypatch.setattr("kubemu.kubectl.session.connect", lambda obj: contextlib.nullcontext(FakeApi(pods=())))
+    result = kubemu_top(state, "pods", "-n", "other")
+    assert (result.exit_code, result.output) == (0, "No resources found in other namespace.\n")

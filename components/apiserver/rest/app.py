@@ -9,6 +9,8 @@ Status (status.py); anything unexpected is one log line and a 500 Status, never 
     GET    collection            list (watch with ?watch=true|1, or /api/v1/watch/...)
     GET    item[/status]         get            GET item/scale   get_scale     GET pods/x/log  logs
     GET|POST pods/x/exec, pods/x/attach   a WebSocket relayed to the pod's kubelet (remotecommand.py)
+    GET    metrics.k8s.io pods, nodes   PodMetrics, NodeMetrics from the kubelets' stats (metrics.py)
+    GET|POST pods/x/portforward   SPDY tunneled over a WebSocket, relayed to the kubelet (portforward.py)
     POST   collection            create (review kinds: review, token_review, self_subject_review)
     POST   pods/x/binding        bind           POST pods/x/eviction  evict
     POST   serviceaccounts/x/token  token_request
@@ -42,7 +44,8 @@ from kubemu.wire import BadRequest, Gone, WireError
 from .. import caller, podlogs
 from .. import warnings as request_warnings
 from ..authn import AuthenticationError
-from . import health, media, query, status, tables
+from . import health, media, metrics, query, status, tables
+from .portforward import PortForward
 from .remotecommand import RemoteCommand
 from .requestinfo import RequestInfo, RequestInfoError, request_info
 
@@ -95,6 +98,8 @@ class RestAPI:
         self.authorizer = authorizer
         self.state_dir = Path(state_dir) if state_dir else None
         self.remote = RemoteCommand(self.state_dir, kubelet_credentials, audit)
+        self.metrics = metrics.Metrics(metrics.Kubelets(self.remote.kubelet), clock)
+        self.portforward = PortForward(self.remote)
         self.discovery = discovery
         self.openapi = openapi
         self.health = health.Checks(handlers, ready)
@@ -232,6 +237,8 @@ class RestAPI:
 
     async def _resource(self, request: web.Request, info: RequestInfo, out: media.Output,
                         user: UserInfo) -> web.StreamResponse:
+        if info.api_group == metrics.GROUP:  # served here, not stored: its plurals are the core group's
+            return self._json(request, *await self.metrics.serve(info, request.query, out, self._call), out)
         try:
             r = resolve(info.resource)
         except UnknownResourceError:
@@ -250,10 +257,12 @@ class RestAPI:
     async def _dispatch(self, request, info: RequestInfo, r, out, user, include) -> web.StreamResponse:
         verb, sub, q = info.verb, info.subresource, request.query
         ns = info.namespace if r.namespaced else None
-        if r.kind == "Pod" and sub in ("exec", "attach") and verb in ("get", "create"):
+        if r.kind == "Pod" and sub in ("exec", "attach", "portforward") and verb in ("get", "create"):
             if verb == "get":  # a WebSocket's GET must also be allowed to create, as Kubernetes since 1.35
                 self._authorize(user, dataclasses.replace(info, verb="create"))
             pod = await self._call("get", resource="pods", name=info.name, namespace=ns)
+            if sub == "portforward":
+                return await self.portforward.serve(request, pod)
             return await self.remote.serve(request, pod, sub)
         if verb == "watch":
             return await self._watch(request, info, r, out, include)

@@ -9,8 +9,8 @@ discovery (`application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList
 /apis), with that media type as the Content-Type: kubectl reads a plain `application/json`
 answer as the legacy format. Any other path is None (not a discovery document).
 
-Every resource comes from `kubemu.api.resources.RESOURCES`: names, scope, kind, verbs, short
-names and categories (so `kubectl get po`, `deploy` and `get all` resolve), and its subresources
+Every resource comes from `kubemu.api.resources.RESOURCES`, and metrics.k8s.io's from metrics.py
+(`SERVED`): names, scope, kind, verbs, short names and categories (so `kubectl get po`, `deploy` and `get all` resolve), and its subresources
 as `pods/status` entries with the verbs and kinds below. Documents are built once and cached.
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ from functools import cache
 
 from kubemu.api.resources import RESOURCES, Resource
 
+from . import metrics
 from .media import parse_media
 
 # The Kubernetes release whose API kubemu serves; kubectl's version dispatcher picks its minor.
@@ -30,6 +31,8 @@ JSON = "application/json"
 AGGREGATED_GROUP = "apidiscovery.k8s.io"
 AGGREGATED_VERSIONS = ("v2", "v2beta1")  # in the order of preference when both are acceptable
 AGGREGATED_KIND = "APIGroupDiscoveryList"
+# Every resource served: the stored and reviewed ones, and the metrics `kubectl top` reads.
+SERVED: tuple[Resource, ...] = RESOURCES + metrics.RESOURCES
 
 # What each subresource answers, and the kind it speaks ("" = the resource's own kind,
 # None = not an object, as pods/log's text).
@@ -43,6 +46,7 @@ _SUBRESOURCES: dict[str, tuple[tuple[str, ...], tuple[str, str] | None]] = {
     "finalize": (("update",), ("", "")),
     "exec": (("create", "get"), ("v1", "PodExecOptions")),
     "attach": (("create", "get"), ("v1", "PodAttachOptions")),
+    "portforward": (("create", "get"), ("v1", "PodPortForwardOptions")),
 }
 
 
@@ -67,7 +71,7 @@ def gvk(api_version: str, kind: str) -> dict:
 def _group_versions() -> dict[str, list[str]]:
     """group -> its versions, in the order the resource table first names them ("" is core)."""
     groups: dict[str, list[str]] = {}
-    for r in RESOURCES:
+    for r in SERVED:
         versions = groups.setdefault(r.group, [])
         if r.version not in versions:
             versions.append(r.version)
@@ -75,7 +79,7 @@ def _group_versions() -> dict[str, list[str]]:
 
 
 def _resources(group: str, version: str) -> list[Resource]:
-    return [r for r in RESOURCES if r.group == group and r.version == version]
+    return [r for r in SERVED if r.group == group and r.version == version]
 
 
 def _group_version(group: str, version: str) -> str:

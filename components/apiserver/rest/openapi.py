@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from kubemu.api import meta, objects, patch, pod  # noqa: F401  (objects registers its tables)
-from kubemu.api.resources import RESOURCES, Resource
+from kubemu.api.resources import Resource
 
-from .discovery import GIT_VERSION, subresource_kind, subresource_verbs
+from .discovery import GIT_VERSION, SERVED, subresource_kind, subresource_verbs
 from .discovery import gvk as _gvk
 
 V2, V3 = "v2", "v3"
@@ -88,6 +88,7 @@ _KIND_DESCRIPTIONS = {
 PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
                "application/strategic-merge-patch+json")
 SCALE = ("autoscaling/v1", "Scale")
+READ_ONLY = ("get", "list")
 
 
 def _package(api_version: str) -> str:
@@ -148,7 +149,7 @@ class _Model:
 
 def _roots() -> list[tuple[str, str, str]]:
     """(type, apiVersion, kind) of every kind served, then the kinds subresources speak."""
-    roots = [(r.kind, r.api_version, r.kind) for r in RESOURCES]
+    roots = [(r.kind, r.api_version, r.kind) for r in SERVED]
     return roots + [(SCALE[1], *SCALE)]
 
 
@@ -359,6 +360,15 @@ def _paths(r: Resource, version: str) -> dict[str, dict]:
         paths[collection] = {"parameters": scope, "post": _operation(
             version, f"create{gv}{ns}{r.kind}", "post", gvk, ref, ref, write)}
         return paths
+    if set(r.verbs) == set(READ_ONLY):  # answered, never written: metrics.k8s.io
+        paths[collection] = {"parameters": scope, "get": _operation(
+            version, f"list{gv}{ns}{r.kind}", "list", gvk, None, list_ref, list_params)}
+        if r.namespaced:
+            paths[f"{base}/{r.plural}"] = {"get": _operation(
+                version, f"list{gv}{r.kind}ForAllNamespaces", "list", gvk, None, list_ref, list_params)}
+        paths[f"{collection}/{{name}}"] = {"parameters": name_param + scope, "get": _operation(
+            version, f"read{gv}{ns}{r.kind}", "get", gvk, None, ref, [])}
+        return paths
     paths[collection] = {
         "parameters": scope,
         "get": _operation(version, f"list{gv}{ns}{r.kind}", "list", gvk, None, list_ref,
@@ -386,7 +396,8 @@ def _paths(r: Resource, version: str) -> dict[str, dict]:
 
 _STREAMS = (("container", "string"), ("stdin", "boolean"), ("stdout", "boolean"), ("stderr", "boolean"),
             ("tty", "boolean"))
-CONNECT_PARAMS = {"exec": (("command", "string"), *_STREAMS), "attach": _STREAMS}
+CONNECT_PARAMS = {"exec": (("command", "string"), *_STREAMS), "attach": _STREAMS,
+                  "portforward": (("ports", "integer"),)}
 
 
 def _subresource_path(r: Resource, sub: str, version: str, params: list[dict],
@@ -429,7 +440,7 @@ def _subresource_path(r: Resource, sub: str, version: str, params: list[dict],
 def _group_versions() -> dict[str, list[Resource]]:
     """"api/v1" / "apis/apps/v1" -> the resources served there."""
     out: dict[str, list[Resource]] = {}
-    for r in RESOURCES:
+    for r in SERVED:
         out.setdefault(f"apis/{r.api_version}" if r.group else f"api/{r.api_version}",
                        []).append(r)
     return out
@@ -445,7 +456,7 @@ _INFO = {"title": "Kubernetes (kubemu)", "version": GIT_VERSION}
 
 @cache
 def _v2() -> dict:
-    resources = list(RESOURCES)
+    resources = list(SERVED)
     paths: dict[str, dict] = {}
     for r in resources:
         paths.update(_paths(r, V2))

@@ -163,6 +163,8 @@ def bound(role_name, namespace="team"):
     ("admin", "create", "rolebindings", "", True), ("admin", "delete", "roles", "", True),
     ("admin", "list", "replicasets", "", True),
     ("admin", "create", "clusterroles", "", False),
+    ("view", "create", "pods", "portforward", False), ("edit", "create", "pods", "portforward", True),
+    ("edit", "get", "pods", "portforward", True), ("admin", "create", "pods", "portforward", True),
 ])
 def test_admin_edit_and_view_aggregate_and_grant_within_their_namespace(
         role_name, verb, plural, subresource, expected):
@@ -190,3 +192,16 @@ def test_the_objects_are_valid_labelled_and_annotated_as_kubernetes_makes_them()
             assert meta["annotations"] == {"rbac.authorization.kubernetes.io/autoupdate": "true"}
     objects[0]["metadata"]["name"] = "changed"  # a fresh copy each call
     assert bootstrap_objects()[0]["metadata"]["name"] == "cluster-admin"
+
+
+@pytest.mark.parametrize("role_name", ["view", "edit", "admin"])
+def test_kubectl_top_pods_for_view_and_up_as_metrics_server_grants_it(role_name):
+    """system:aggregated-metrics-reader (metrics-server's role) aggregates into view, edit and
+    admin: bound in a namespace, they read its pods' metrics, not the nodes' (cluster scope)."""
+    user, v = bound(role_name)
+    pods = Attributes(user, "list", True, "metrics.k8s.io", "v1beta1", "pods", "", "team", "")
+    assert rbac.authorize(pods, v).allowed
+    assert not rbac.authorize(Attributes(user, "list", True, "metrics.k8s.io", "v1beta1", "pods", "", "other", ""),
+                              v).allowed
+    assert not rbac.authorize(Attributes(user, "list", True, "metrics.k8s.io", "v1beta1", "nodes", "", "", ""),
+                              v).allowed

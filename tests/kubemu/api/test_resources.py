@@ -34,7 +34,7 @@ def test_resource_facts():
     assert (pods.api_version, pods.plural, pods.singular, pods.short_names) == \
         ("v1", "pods", "pod", ("po",))
     assert pods.namespaced and not nodes.namespaced and not resolve("ns").namespaced
-    assert set(pods.subresources) == {"binding", "status", "log", "eviction", "exec", "attach"}
+    assert set(pods.subresources) == {"binding", "status", "log", "eviction", "exec", "attach", "portforward"}
     assert set(rs.subresources) == {"status", "scale"}
     assert set(resolve("deploy").subresources) == {"status", "scale"}
     assert nodes.subresources == ("status",)

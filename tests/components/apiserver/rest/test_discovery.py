@@ -78,7 +78,8 @@ def test_api_apis_and_groups():
     assert groups["kind"] == "APIGroupList"
     names = {g["name"]: g for g in groups["groups"]}
     assert "" not in names
-    assert set(names) == {r.group for r in RESOURCES if r.group}
+    assert set(names) == {r.group for r in discovery.SERVED if r.group}
+    assert "metrics.k8s.io" in names  # what kubectl top looks for before it asks for metrics
     assert names["apps"]["preferredVersion"] == {"groupVersion": "apps/v1", "version": "v1"}
     _, apps = document("/apis/apps", "")
     assert apps["kind"] == "APIGroup" and apps["versions"] == [{"groupVersion": "apps/v1",
@@ -117,8 +118,8 @@ def test_aggregated_core_at_api_and_groups_at_apis():
             assert version["freshness"] == "Current"
             for entry in version["resources"]:
                 served[(group["metadata"]["name"], version["version"], entry["resource"])] = entry
-    assert len(served) == len(RESOURCES)
-    for r in RESOURCES:
+    assert len(served) == len(discovery.SERVED)
+    for r in discovery.SERVED:
         entry = served[(r.group, r.version, r.plural)]
         assert entry["responseKind"] == {"group": r.group, "version": r.version, "kind": r.kind}
         assert entry["scope"] == ("Namespaced" if r.namespaced else "Cluster")
@@ -155,9 +156,10 @@ def test_kubectl_api_resources(docs_server, tmp_path):
     config = kubeconfig(tmp_path / "config", docs_server.port)
     result = run_kubectl(tmp_path, config, "api-resources", "--no-headers")
     assert result.returncode == 0, result.stderr
-    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()}
-    for r in RESOURCES:
-        row = rows[r.plural]
+    rows = {(line.split()[0], r.api_version): line.split() for line in result.stdout.splitlines()
+            for r in discovery.SERVED if r.api_version in line.split()}
+    for r in discovery.SERVED:  # `pods` twice: the core group's and metrics.k8s.io's
+        row = rows[(r.plural, r.api_version)]
         expected = [r.plural, *([",".join(r.short_names)] if r.short_names else []),
                     r.api_version, str(r.namespaced).lower(), r.kind]
         assert row == expected

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from components.apiserver.rest import openapi
+from components.apiserver.rest import metrics, openapi
+from components.apiserver.rest.discovery import SERVED
 from components.apiserver.rest.openapi import definition_name, document
 from kubemu.api import meta, objects, patch, pod  # noqa: F401  (objects registers its tables)
 from kubemu.api.resources import RESOURCES
@@ -63,7 +64,7 @@ def test_every_reference_resolves_in_its_document():
 
 def test_v3_index_paths_resolve_and_hash_their_document():
     index = document("/openapi/v3")["paths"]
-    served = {f"apis/{r.api_version}" if r.group else f"api/{r.api_version}" for r in RESOURCES}
+    served = {f"apis/{r.api_version}" if r.group else f"api/{r.api_version}" for r in SERVED}
     assert set(index) == served
     for gv, entry in index.items():
         url = entry["serverRelativeURL"]
@@ -95,6 +96,21 @@ def test_v3_group_documents_hold_their_kinds_and_operations():
         for op in patches:
             assert "fieldValidation" in [p["name"] for p in op["parameters"]]
             assert "application/strategic-merge-patch+json" in op["requestBody"]["content"]
+
+
+def test_metrics_are_read_only_list_and_get():
+    """metrics.k8s.io publishes list (namespaced and across namespaces for pods) and get, nothing
+    that writes."""
+    doc = document("/openapi/v3/apis/metrics.k8s.io/v1beta1")
+    actions = {(path, op["x-kubernetes-action"]) for path, item in doc["paths"].items()
+               for method, op in item.items() if method != "parameters"}
+    base = "/apis/metrics.k8s.io/v1beta1"
+    assert actions == {(f"{base}/nodes", "list"), (f"{base}/nodes/{{name}}", "get"),
+                       (f"{base}/pods", "list"), (f"{base}/namespaces/{{namespace}}/pods", "list"),
+                       (f"{base}/namespaces/{{namespace}}/pods/{{name}}", "get")}
+    kinds = {g["kind"] for s in doc["components"]["schemas"].values()
+             for g in s.get("x-kubernetes-group-version-kind", [])}
+    assert {r.kind for r in metrics.RESOURCES} | {r.list_kind for r in metrics.RESOURCES} <= kinds
 
 
 def test_scale_subresource_speaks_autoscaling_scale():
