@@ -20,7 +20,7 @@ import pytest
 from kubemu import network
 from kubemu.statedir import StateDir
 from tests.conftest import wait_for
-from tests.test_e2e import LONG, Cluster, ready, restarts
+from tests.test_e2e import LONG, cluster, ready, restarts  # noqa: F401 (cluster: the fixture)
 
 PY = sys.executable
 
@@ -68,17 +68,6 @@ def http_status(url: str) -> int | None:
 def nsfs_mounts() -> list[str]:
     with open("/proc/self/mountinfo") as f:
         return [line.split()[4] for line in f if " - nsfs " in line]
-
-
-@pytest.fixture
-def cluster(state_dir):
-    c = Cluster(state_dir)
-    try:
-        yield c
-    finally:
-        c.close_api()
-        if c.state.running_nodes():
-            c.cli("down", check=False)
 
 
 def test_every_pod_its_own_network(cluster, tmp_path):
