@@ -12,6 +12,9 @@ nodes (what kubemu started: kubemu/ownership.py) counts.
 - CPU: user+system seconds each process used over the window / the window, in % of one core.
 
 Anchor: k3s, a single-node server idle at ~500 MB (its documented minimum is 512 MB of RAM).
+
+Then what a pod's sandbox costs beside a host-network pod, in the same run
+(bench/footprint_sandbox.py); skipped, with the reason, where pods cannot have networks.
 """
 from __future__ import annotations
 
@@ -25,8 +28,10 @@ import psutil
 from kubemu import cluster
 from kubemu.statedir import StateDir
 
+from . import footprint_sandbox
 from .benchcluster import role, running_cluster
 from .machine import machine_with_load
+from .skip import Skip
 
 ANCHOR_MB = {"k3s server, idle": 500.0}
 SETTLE_S = 5.0
@@ -78,9 +83,10 @@ def sample(state: StateDir, window: float, tick=None) -> dict:
 
 
 def run(quick: bool = False, kills: int | None = None, progress_factory=None, workdir: Path | None = None,
-        window: float | None = None) -> dict:
-    """`window`: seconds of sampling (default 30, 5 with quick), after SETTLE_S seconds idle."""
-    del kills  # nothing is killed here: one CLI signature for every suite
+        window: float | None = None, sandbox_pods: int | None = None) -> dict:
+    """`window`: seconds of sampling (default 30, 5 with quick), after SETTLE_S seconds idle.
+    `sandbox_pods`: pods of each kind for the sandbox's cost (default 10, 3 with quick), its
+    steps timed `kills` times (default 20, 5 with quick)."""
     window = window or (5.0 if quick else 30.0)
     with tempfile.TemporaryDirectory(prefix="kbp", dir=workdir) as tmp:
         tick = progress_factory("idle cluster, sampling once a second", int(window + 0.999)) \
@@ -88,8 +94,13 @@ def run(quick: bool = False, kills: int | None = None, progress_factory=None, wo
         with running_cluster(Path(tmp) / "cluster", fast=False) as state:
             time.sleep(SETTLE_S)
             figures = sample(state, window, tick)
+        try:
+            sandbox = footprint_sandbox.measure(Path(tmp) / "sandbox", sandbox_pods or (3 if quick else 10),
+                                                kills or (5 if quick else 20), progress_factory)
+        except Skip as exc:
+            sandbox = {"skipped": str(exc)}
     total = figures["total"]
-    return {"suite": "footprint", "machine": machine_with_load(), "results": figures,
+    return {"suite": "footprint", "machine": machine_with_load(), "results": figures, "sandbox": sandbox,
             "anchors_mb": ANCHOR_MB, "ratio_pss_to_anchors": {a: total["pss_mb"] / mb for a, mb in ANCHOR_MB.items()},
             "units": {"pss_mb": "MB (10^6 bytes)", "rss_mb": "MB (10^6 bytes)", "cpu_pct": "% of one core"},
             "config": {"cluster": "kubemu up (default timings), 1 control-plane node", "settle_s": SETTLE_S,
@@ -98,6 +109,7 @@ def run(quick: bool = False, kills: int | None = None, progress_factory=None, wo
 
 
 def table(report: dict):
+    from rich.console import Group
     from rich.table import Table
 
     from .tables import machine_line, number
@@ -117,4 +129,33 @@ def table(report: dict):
         t.add_row(f"{name} (anchor, not measured)", "", number(mb, "{:.0f}"), "", "")
     ratios = ", ".join(f"{number(v, '{:.2f}')}x {a}" for a, v in report["ratio_pss_to_anchors"].items())
     t.caption = f"kubemu's PSS = {ratios}"
+    return Group(t, sandbox_table(report["sandbox"]))
+
+
+def sandbox_table(sb: dict):
+    from rich.table import Table
+
+    from .tables import number
+
+    t = Table(title="footprint: a pod's sandbox, beside a host-network pod on the same node (per pod)")
+    for col in ("", "processes", "PSS MB", "RSS MB", "p50 ms", "p99 ms"):
+        t.add_column(col, justify="left" if not col else "right")
+    if "skipped" in sb:
+        t.add_row(f"skipped: {sb['skipped']}", "", "", "", "", "")
+        return t
+    for label, key in (("host-network pod (shim + container)", "host_network_pod"),
+                       ("pod with a sandbox (shim + container + holder)", "pod_with_sandbox")):
+        row = sb[key]
+        t.add_row(label, str(row["processes"]), number(row["pss_mb"], "{:.2f}"), number(row["rss_mb"], "{:.2f}"),
+                  "", "")
+    t.add_row("the sandbox's holder (kubemu-pause)", "1", number(sb["holder"]["pss_mb"], "{:.2f}"),
+              number(sb["holder"]["rss_mb"], "{:.2f}"), "", "", style="bold")
+    for step, row in sb["steps_ms"].items():
+        t.add_row(f"{step} (n={row['n']})", "", "", "", number(row["p50"]), number(row["p99"]))
+    k = sb["kernel_objects"]
+    t.caption = (f"{sb['pods']} pods of each kind. Kernel objects per sandbox: namespaces "
+                 f"{', '.join(k['namespaces'])}; {number(k['fabric_veths_per_pod'], '{:g}')} veth end(s) in the fabric, "
+                 f"{k['pod_links']} links in the pod (lo, eth0); the holder's cgroup in {k['sandbox_cgroups']} "
+                 "hierarchies. Steps with the kubelet's own holder and CNI code: holder start -> ready, CNI ADD, "
+                 "CNI DEL, holder kill -> gone")
     return t

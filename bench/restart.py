@@ -11,6 +11,11 @@ and stops the clock when the replacement reports in. Rows measured side by side:
 - kubemu kubelet -> static pod container and -> API pod container (bench/restart_layers.py):
   the kubelet started with --backoff-initial 0 so every restart is a "first restart"
   (CrashLoopBackOff's first restart is immediate; later ones wait 10 s, 20 s, ... by design);
+- kubemu kubelet -> pod with a sandbox (bench/restart_sandbox.py): the same static pod, not
+  hostNetwork, on a node whose kubelet gives pods sandboxes (holder, CNI, cgroups), its holder
+  killed (the sandbox re-created); and, a host-network pod and a pod with a sandbox in turn on
+  such a node: create -> running, container killed (the sandbox kept), delete -> gone.
+  Skipped, with the reason, where pods cannot have networks (not root, no CNI plugins);
 - supervisord: autorestart=true, startsecs=0 (installed with pip only for the benchmark).
 """
 from __future__ import annotations
@@ -27,16 +32,15 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import restart_sandbox
 from .machine import machine_with_load
 from .restart_layers import init_kubelet, kubelet_api_pod
+from .restart_sandbox import kubelet_sandbox_holder
+from .skip import Skip
 from .stats import summary
 
 HERE = Path(__file__).parent
 CHILD = HERE / "restart_child.py"
-
-
-class Skip(Exception):
-    """A peer that cannot run here; the suite prints why and carries on."""
 
 
 class Reporter:
@@ -158,18 +162,21 @@ def measure(supervisor, kills: int, workdir: Path, progress=None) -> tuple[dict[
     """Latency samples in seconds, `kills` trials after one warm-up kill: "" -> kill to new PID
     alive, and one list per other clock the supervisor's watcher keeps (its `also`). A
     supervisor yields None when the reporting child tells the new PID, or a watcher of its own,
-    whose `clock` says what it measures instead (returned beside the samples)."""
+    whose `clock` says what it measures instead (returned beside the samples), or one with only
+    a `victim(child_pid)`: the PID to kill instead of the child (the child still reports)."""
     reporter = Reporter(str(workdir / "report.sock"))
     child = [sys.executable, str(CHILD), reporter.path]
     samples: dict[str, list[float]] = {"": []}
     try:
         with supervisor(child, workdir) as watcher:
-            source = watcher or reporter
+            victim = getattr(watcher, "victim", None)
+            source = reporter if watcher is None or victim else watcher
             pid = source.next_pid(60)
             for i in range(kills + 1):
                 source.before_kill(pid)
+                target = victim(pid) if victim else pid
                 started = time.perf_counter()
-                os.kill(pid, signal.SIGKILL)
+                os.kill(target, signal.SIGKILL)
                 pid = source.next_pid(60)
                 if i:  # the first kill warms caches and is not counted
                     samples[""].append(source.seen_at - started)
@@ -183,10 +190,40 @@ def measure(supervisor, kills: int, workdir: Path, progress=None) -> tuple[dict[
     return samples, getattr(watcher, "clock", None)
 
 
+def create_delete(trials: int, workdir: Path, progress=None) -> dict[str, list[float]]:
+    """bench/restart_sandbox.py's create and delete rows, with the reporting child."""
+    reporter = Reporter(str(workdir / "report.sock"))
+
+    def next_report(timeout: float) -> tuple[int, float]:
+        return reporter.next_pid(timeout), reporter.seen_at
+
+    try:
+        return restart_sandbox.create_delete([sys.executable, str(CHILD), reporter.path], next_report, workdir,
+                                             trials, progress)
+    finally:
+        reporter.close()
+
+
 FLOOR = "floor (bare waitpid loop)"
+SANDBOX_HOLDER = "kubemu kubelet -> pod with a sandbox, holder killed (sandbox re-created)"
 SUPERVISORS = {FLOOR: floor, "kubemu init -> unit": kubemu_init, "kubemu init -> kubelet": init_kubelet,
                "kubemu kubelet -> static pod container": kubelet_static_pod,
-               "kubemu kubelet -> API pod container": kubelet_api_pod, "supervisord": supervisord}
+               "kubemu kubelet -> API pod container": kubelet_api_pod,
+               SANDBOX_HOLDER: kubelet_sandbox_holder,
+               "supervisord": supervisord}
+# The sandbox's rows, the rows beside them (their p50s' ratio is printed) and a short label.
+PEERS = {SANDBOX_HOLDER: (restart_sandbox.KILL_SANDBOX, "holder killed / container killed"),
+         restart_sandbox.KILL_SANDBOX: (restart_sandbox.KILL_HOST, "container killed, with a sandbox / host network"),
+         restart_sandbox.CREATE_SANDBOX: (restart_sandbox.CREATE_HOST, "create, with a sandbox / host network"),
+         restart_sandbox.DELETE_SANDBOX: (restart_sandbox.DELETE_HOST, "delete, with a sandbox / host network")}
+# Rows measured by a run of their own (trials -> {row: samples}), after the supervisors'.
+TRIALS = {"create and delete, host network and with a sandbox": create_delete}
+
+
+def _beside(results: dict[str, dict]) -> None:
+    for row, (peer, _) in PEERS.items():
+        if "p50" in results.get(row, {}) and results.get(peer, {}).get("p50"):
+            results[row]["beside"] = {"row": peer, "ratio_p50": results[row]["p50"] / results[peer]["p50"]}
 
 
 def _ms_row(samples: list[float]) -> dict:
@@ -213,6 +250,20 @@ def run(quick: bool = False, kills: int | None = None, progress_factory=None, wo
         if own_clock:  # not the reporting child's clock: no ratio to the floor's
             for key in [name] + [f"{name} ({clock})" for clock in clocks]:
                 results[key]["clock"] = own_clock
+    for name, trials in TRIALS.items():
+        with tempfile.TemporaryDirectory(prefix="kb", dir=workdir) as tmp:
+            tick = progress_factory(name, kills + 1) if progress_factory else None
+            try:
+                rows = trials(kills, Path(tmp), tick)
+            except Skip as exc:
+                results[name] = {"skipped": str(exc)}
+                continue
+        for row, samples in rows.items():
+            results[row] = _ms_row(samples)
+            clock = restart_sandbox.clock_of(row)
+            if clock:
+                results[row]["clock"] = clock
+    _beside(results)
     base = results.get(FLOOR, {}).get("p50")
     for row in results.values():
         if "p50" in row and base and "clock" not in row:
@@ -231,4 +282,16 @@ def table(report: dict):
                          ratio_key="ratio_p50_to_floor", ratio_label="p50 / floor",
                          caption=f"target: {report['target']}. kubemu init -> kubelet: kill -9 the kubelet -> "
                                  "init's new child exists (no interpreter start-up in it, unlike the other rows), "
-                                 "and -> READY=1 (the kubelet's whole start-up)")
+                                 "and -> READY=1 (the kubelet's whole start-up). " + _beside_caption(report["results"]))
+
+
+def _beside_caption(results: dict[str, dict]) -> str:
+    """The sandbox's rows against their peers: create and delete have clocks of their own."""
+    from .tables import number
+
+    pairs = [f"{label} {number(results[row]['beside']['ratio_p50'], '{:.2f}x')}"
+             for row, (_, label) in PEERS.items() if "beside" in results.get(row, {})]
+    if not pairs:
+        return ""
+    return (f"Pod with a sandbox, p50: {', '.join(pairs)}. Create: {restart_sandbox.CREATE_CLOCK}; "
+            f"delete: {restart_sandbox.DELETE_CLOCK}.")

@@ -50,7 +50,7 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rpartition(")")[2].split()[0] != "Z"
@@ -83,7 +83,7 @@ class KubeletWatch:
     def next_pid(self, timeout: float) -> int:
         deadline = time.monotonic() + timeout
         while True:
-            fresh = [p for p in children(self.init_pid) - self.known if _alive(p)]
+            fresh = [p for p in children(self.init_pid) - self.known if alive(p)]
             if fresh:
                 self.seen_at = time.perf_counter()
                 self.pid = fresh[0]

@@ -35,8 +35,15 @@ def _startup(r: dict) -> list[tuple]:
 def _footprint(r: dict) -> list[tuple]:
     tot = r["results"]["total"]
     ratio = ", ".join(f"{number(v)}x {a}" for a, v in r["ratio_pss_to_anchors"].items())
-    return [("idle cluster memory (PSS)", f"{number(tot['pss_mb'], '{:.0f}')} MB", ratio),
+    rows = [("idle cluster memory (PSS)", f"{number(tot['pss_mb'], '{:.0f}')} MB", ratio),
             ("idle cluster CPU", f"{number(tot['cpu_pct'])} % of a core", f"{tot['processes']} processes")]
+    sandbox = r.get("sandbox", {})
+    if "holder" in sandbox:
+        steps = sandbox["steps_ms"]
+        rows.append(("a pod's sandbox: holder PSS / CNI ADD + DEL p50", f"{number(sandbox['holder']['pss_mb'])} MB / "
+                     f"{number(steps['CNI ADD']['p50'] + steps['CNI DEL']['p50'], '{:.0f}')} ms",
+                     f"host-network pod {number(sandbox['host_network_pod']['pss_mb'])} MB"))
+    return rows
 
 
 def _store(r: dict) -> list[tuple]:

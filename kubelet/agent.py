@@ -203,7 +203,7 @@ class Kubelet:
         self.loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._stop.set)
-        self.shims = ShimWatch(self.runtime, self.loop)
+        self.shims = ShimWatch(self.runtime, self.loop, self._after_event)
         if self.sandboxes is not None:
             self.holders = HolderWatch(self.loop, self._holder_died)
             if self.opts.network.pod_cidr:

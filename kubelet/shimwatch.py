@@ -40,9 +40,13 @@ Key = tuple[str, str, int]  # (pod dir, container, restart count)
 
 
 class ShimWatch:
-    def __init__(self, runtime: Runtime, loop: asyncio.AbstractEventLoop):
+    def __init__(self, runtime: Runtime, loop: asyncio.AbstractEventLoop,
+                 after: Callable[[], None] | None = None):
         self.runtime = runtime
         self.loop = loop
+        # Called after each death is handled: a pod waiting for its last shim to let go of the
+        # pod directory (Runtime.remove_pod) is removed then, not at some later event.
+        self.after = after
         self._fds: dict[tuple[Key, str], int] = {}  # (start, "shim"|"container") -> pidfd
         # One descriptor per container: the soft limit on open files (often 1024) must not
         # cap the pods of a node, so the kubelet takes its hard limit (the shims and their
@@ -103,6 +107,8 @@ class ShimWatch:
         self.loop.remove_reader(fd)
         os.close(fd)
         on_exit(key)
+        if self.after is not None:
+            self.after()
 
     def _shim_holds_lock(self, key: Key) -> bool:
         state = self.runtime.state(*key)

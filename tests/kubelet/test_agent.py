@@ -102,6 +102,22 @@ def sleeper(name="main", extra: str = "") -> dict:
     return {"name": name, "command": [PY, "-c", f"import time\n{extra}\ntime.sleep(3600)"]}
 
 
+def test_a_removed_pod_is_gone_when_its_last_shim_exits_not_at_the_next_relist(state_dir):
+    """A stopped pod's directory goes when its last shim lets go of it: the shim's exit is the
+    event, not the next relist (here 10 minutes away) or some other pod's."""
+    n = KubeletNode(state_dir, extra_args="--file-check-frequency 600")
+    try:
+        wait_for(lambda: n.state.init_pid("node-0") and _answers(n), message="init")
+        wait_for(lambda: n.kubelet()["active_state"] == "active", message="the kubelet to be ready")
+        path = n.manifest("brief", [sleeper()])
+        wait_for(lambda: n.pid("brief"), message="the pod's process")
+        os.unlink(path)
+        wait_for(lambda: not list((n.dir / "pods").glob("default_brief-node-0_*")),
+                 message="the pod directory to be removed")
+    finally:
+        n.stop()
+
+
 def test_static_pod_runs_restarts_and_survives_the_kubelet(node):
     node.manifest("web", [sleeper()])
     first = wait_for(lambda: node.pid("web"), message="the static pod's process")
