@@ -113,6 +113,7 @@ spec:
   - name: store
     command: ["{python}", "-m", "store", "--name", "{name}", "--data-dir", "{data_dir}",
               "--listen", "{endpoint}", "--peers", "{peers}", "--wire-secrets", "{secrets}"]
+    resources: {{requests: {requests}}}
   hostNetwork: true
   terminationGracePeriodSeconds: 30
 """
@@ -131,10 +132,16 @@ spec:
   containers:
   - name: {name}
     command: {argv}
+    resources: {{requests: {requests}}}
   hostNetwork: true
   terminationGracePeriodSeconds: 30
 """
 
+
+# kubeadm's requests for the control plane's static pods: Burstable pods, whose CPU shares keep
+# them from being starved by busy pods (a pod without requests is BestEffort: 2 shares).
+CONTROL_PLANE_REQUESTS = {"store": {"cpu": "100m", "memory": "100Mi"}, "apiserver": {"cpu": "250m"},
+                          "controller-manager": {"cpu": "200m"}, "scheduler": {"cpu": "100m"}}
 
 # The REST door: kube-apiserver's --secure-port default, on loopback only.
 DEFAULT_API_PORT = 6443
@@ -212,10 +219,10 @@ def write_control_plane(state: StateDir, replicas: int = STORE_REPLICAS, timings
     for name, endpoint in endpoints.items():
         _write_if_changed(manifests / f"{name}.yaml", STORE_POD.format(
             name=name, python=sys.executable, data_dir=state.node_dir(CONTROL_PLANE_NODE) / "data" / name,
-            endpoint=endpoint, peers=peers, secrets=secrets))
+            endpoint=endpoint, peers=peers, secrets=secrets, requests=json.dumps(CONTROL_PLANE_REQUESTS["store"])))
     for name, argv in control_plane_argv(state, endpoints, timings, api_port, net).items():
-        _write_if_changed(manifests / f"{name}.yaml", COMPONENT_POD.format(
-            name=name, argv=json.dumps(argv)))  # JSON is YAML: every path quoted right
+        _write_if_changed(manifests / f"{name}.yaml", COMPONENT_POD.format(  # JSON is YAML: every path quoted right
+            name=name, argv=json.dumps(argv), requests=json.dumps(CONTROL_PLANE_REQUESTS[name])))
     (state.root / "store-endpoints").write_text("".join(f"{ep}\n" for ep in endpoints.values()))
     state.api_endpoint_file.write_text(api_endpoint(state) + "\n")
 

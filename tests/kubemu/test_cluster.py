@@ -378,6 +378,21 @@ def test_the_control_plane_runs_in_the_host_s_network_and_allocates_node_cidrs(s
         assert ("--allocate-node-cidrs" in argv) == ipam
 
 
+def test_the_control_plane_has_kubeadms_requests_so_its_pods_are_burstable(state_dir):
+    """A static pod without requests would be BestEffort, 2 CPU shares: busy pods would starve
+    the control plane. kubeadm gives each component requests; so does kubemu."""
+    from kubelet.podcgroups import qos_class
+
+    state = StateDir(state_dir)
+    cluster.write_node(state, "node-0")
+    cluster.write_control_plane(state, api_port=7443)
+    pods = {p.stem: yaml.safe_load(p.read_text()) for p in (state.node_dir("node-0") / "manifests").glob("*.yaml")}
+    assert {name: pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] for name, pod in pods.items()} == {
+        "apiserver": "250m", "controller-manager": "200m", "scheduler": "100m",
+        "store-0": "100m", "store-1": "100m", "store-2": "100m"}
+    assert {qos_class(pod) for pod in pods.values()} == {"Burstable"}
+
+
 def test_a_failed_up_before_any_node_starts_removes_the_network(state_dir, monkeypatch):
     made, removed = [], []
     monkeypatch.setattr(network, "setup", lambda root, *a: made.append(root) or HOST_RECORD)
