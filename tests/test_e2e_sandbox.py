@@ -153,6 +153,7 @@ def test_every_pod_its_own_network(cluster, tmp_path):
                     and p["status"]["containerStatuses"][0]["state"].get("terminated"),
                     timeout=LONG, interval=0.25, message="the hog to end")
     assert (term["reason"], term["exitCode"]) == ("OOMKilled", 137), term
+    assert "message" not in term  # the kernel said so; the RSS watch (the fallback) names the limit
 
     # kubemu down: no namespace, link, route or namespace mount of this cluster is left.
     cluster.close_api()
