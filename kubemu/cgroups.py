@@ -191,11 +191,12 @@ class Cgroup:
 
     def delegate(self, controllers, below: Path) -> frozenset[str]:
         """cgroup v2: enable `controllers` (those available) in the `cgroup.subtree_control` of
-        every cgroup from `below` (an ancestor, e.g. the mount) down to this one, so its
-        children get them; the ones this cgroup's children get. A level that refuses (it
-        holds processes, or is not ours to change) keeps what it had."""
+        every cgroup below `below` (the mount, or the subtree delegated to us, which is not
+        kubemu's to change: what it does not hand down, kubemu does without) down to this one,
+        so its children get them; the ones this cgroup's children get. A level that refuses
+        (it holds processes) keeps what it had."""
         parts = self.path.relative_to(below).parts
-        for depth in range(len(parts) + 1):
+        for depth in range(1, len(parts) + 1):
             level_cg = Cgroup(below.joinpath(*parts[:depth]), 2)
             have = set((level_cg.read("cgroup.subtree_control") or "").split())
             add = [c for c in controllers if c in (level_cg.read("cgroup.controllers") or "").split() and c not in have]

@@ -185,7 +185,8 @@ def test_usage_readers(tmp_path):
 
 def test_delegate_enables_what_each_level_offers(tmp_path):
     """cgroup v2 gives a cgroup a controller only through every ancestor's subtree_control:
-    each level from `below` down gets the wanted controllers its cgroup.controllers offers."""
+    each level below `below` gets the wanted controllers its cgroup.controllers offers; `below`
+    itself (the mount or a delegated subtree) is not kubemu's and is left as it is."""
     levels = [tmp_path, tmp_path / "kubemu", tmp_path / "kubemu" / "node", tmp_path / "kubemu" / "node" / "kubepods"]
     for level in levels:
         level.mkdir(exist_ok=True)
@@ -194,4 +195,4 @@ def test_delegate_enables_what_each_level_offers(tmp_path):
     (levels[1] / "cgroup.subtree_control").write_text("memory\n")  # already enabled there
     cgroups.Cgroup(levels[-1], 2).delegate(["memory", "cpu", "pids"], tmp_path)
     written = [(level / "cgroup.subtree_control").read_text() for level in levels]
-    assert written == ["+memory +cpu", "+cpu", "+memory +cpu", "+memory +cpu"]
+    assert written == ["", "+cpu", "+memory +cpu", "+memory +cpu"]
