@@ -364,7 +364,7 @@ def test_what_an_exec_leaves_running_dies_with_the_container(runtime, make_cgrou
 
 
 @pytest.mark.xfail(strict=True, raises=TimeoutError,
-                   reason="README's 'Not yet': without cgroups an exec'd process is the kubelet's child, outside "
+                   reason="without cgroups (README: kubectl exec) an exec'd process is the kubelet's child, outside "
                           "the container's shim tree, so what it leaves running survives the container's stop "
                           "(with cgroups it dies with the container)")
 def test_without_cgroups_what_an_exec_leaves_running_outlives_the_container(runtime, sleeper):  # noqa: F811
