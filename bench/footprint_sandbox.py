@@ -116,6 +116,7 @@ def steps(node: SandboxNode, trials: int, tick=None) -> dict[str, dict]:
     """ms per step, `trials` times after one warm-up, with the kubelet's holder and CNI runtime."""
     from kubelet import holder
     from kubelet.cnishell import CNI
+    from kubemu.nsutil import open_ns
 
     cni = CNI(node.cni_conf_dir, list(netplan.CNI_BIN_DIRS), node.record.netns_path)
     env = dict(os.environ, **{ENV: str(node.state.root)})  # the node's: nothing it leaves goes unseen
@@ -127,10 +128,14 @@ def steps(node: SandboxNode, trials: int, tick=None) -> dict[str, dict]:
         info = holder.start(str(pod_dir), f"bench-{i}", [], env=env)
         try:
             t1 = time.perf_counter()
-            result = cni.add(f"bench-{i}", info.netns_path)
-            t2 = time.perf_counter()
-            cni.delete(f"bench-{i}", info.netns_path, "eth0", result.raw)
-            t3 = time.perf_counter()
+            netns = open_ns(info.pid, "net", info.start_ticks, info.netns_inode)  # as the kubelet hands it over
+            try:
+                result = cni.add(f"bench-{i}", netns)
+                t2 = time.perf_counter()
+                cni.delete(f"bench-{i}", netns, "eth0", result.raw)
+                t3 = time.perf_counter()
+            finally:
+                os.close(netns)
         finally:
             holder.kill(info.pid, info.start_ticks)
         deadline = time.monotonic() + TIMEOUT

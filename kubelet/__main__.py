@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 
+from kubemu import netplan
 from kubemu._wire_auth import CREDENTIALS_HELP, credentials_flag
 
 from . import images
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="require wire authentication against DIR/<identity>.secret; only the apiserver's "
                             "kube-apiserver-kubelet-client identity is served")
     net = p.add_argument_group("pod networks and cgroups")
-    net.add_argument("--network-mode", choices=("cni", "host"), default="host",
+    net.add_argument("--network-mode", choices=(netplan.CNI, netplan.HOST), default=netplan.HOST,
                      help="cni: each pod (not hostNetwork) gets a sandbox with its own network through CNI; "
                           "host: every pod shares the node's network (default)")
     net.add_argument("--network-mode-reason", metavar="TEXT",
@@ -63,15 +64,20 @@ def main(argv: list[str] | None = None) -> int:
                      help="the network namespace the CNI plugins run in (the cluster's fabric)")
     net.add_argument("--cni-conf-dir", metavar="DIR",
                      help="the CNI network config directory (default NODE_DIR/cni/net.d)")
-    net.add_argument("--cni-bin-dir", metavar="DIRS", default="/usr/lib/cni:/opt/cni/bin",
-                     help="colon-separated directories to find CNI plugins in (default /usr/lib/cni:/opt/cni/bin)")
-    net.add_argument("--cluster-cidr", metavar="CIDR", type=_cidr, default="10.244.0.0/16",
-                     help="the cluster's pod CIDR, routed through each node's bridge (default 10.244.0.0/16)")
-    net.add_argument("--pod-cidr", metavar="CIDR", type=_cidr,
+    bin_dirs = ":".join(netplan.CNI_BIN_DIRS)
+    net.add_argument("--cni-bin-dir", metavar="DIRS", default=bin_dirs,
+                     help=f"colon-separated directories to find CNI plugins in (default {bin_dirs})")
+    net.add_argument("--cluster-cidr", metavar="CIDR", type=_cluster_cidr, default=netplan.DEFAULT_CLUSTER_CIDR,
+                     help=f"the cluster's pod CIDR, routed through each node's bridge "
+                          f"(default {netplan.DEFAULT_CLUSTER_CIDR})")
+    net.add_argument("--pod-cidr", metavar="CIDR", type=_node_cidr,
                      help="this node's pod CIDR when there is no API to give it (spec.podCIDR otherwise)")
     net.add_argument("--cgroup-root", metavar="NAME",
                      help="the node's cgroup relative to each hierarchy's root; pods get cgroups below it "
                           "(default: none, memory limits are watched by RSS)")
+    net.add_argument("--pod-max-pids", metavar="N", type=_pod_max_pids, default=-1,
+                     help="the most processes a pod may have (its cgroup's pids.max, with --cgroup-root; "
+                          "the kubelet's podPidsLimit); -1: unlimited (default)")
     hollow = p.add_argument_group("hollow mode (kubemark's hollow node): many API nodes, no processes")
     hollow.add_argument("--hollow", action="store_true", help="run hollow nodes (needs --api)")
     hollow.add_argument("--nodes", type=int, default=1, help="how many hollow nodes (default 1)")
@@ -90,10 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         node_config = _node_config(args)
     except ValueError as err:
         p.error(str(err))
-    if args.network_mode_reason and args.network_mode != "host":
+    if args.network_mode_reason and args.network_mode != netplan.HOST:
         p.error("--network-mode-reason goes with --network-mode host")
     network = None
-    if args.network_mode == "cni":
+    if args.network_mode == netplan.CNI:
         network = NetworkOptions(
             conf_dir=os.path.abspath(args.cni_conf_dir or os.path.join(node_dir, "cni", "net.d")),
             bin_dirs=tuple(d for d in args.cni_bin_dir.split(":") if d),
@@ -109,19 +115,38 @@ def main(argv: list[str] | None = None) -> int:
                    status_interval=args.node_status_report_frequency,
                    listen=args.listen, wire_secrets=args.wire_secrets,
                    network=network, host_network_reason=args.network_mode_reason, cgroup_root=args.cgroup_root,
+                   pod_pids_limit=None if args.pod_max_pids == -1 else args.pod_max_pids,
                    image_catalog=os.path.abspath(args.image_catalog or os.path.join(
                        node_dir, os.pardir, os.pardir, images.CATALOG_FILE)))
     asyncio.run(Kubelet(opts).run())
     return 0
 
 
-def _cidr(text: str) -> str:
+def _cluster_cidr(text: str) -> str:
+    try:
+        return str(netplan.parse_cidr(text, "--cluster-cidr"))
+    except netplan.NetplanError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _node_cidr(text: str) -> str:
+    """A node's block: any IPv4 network (hollow-sized ones are smaller than a cluster's least)."""
     import ipaddress
 
     try:
         return str(ipaddress.IPv4Network(text))
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"{text!r} is not an IPv4 CIDR: {err}") from None
+
+
+def _pod_max_pids(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n == -1 or n > 0:
+        return n
+    raise argparse.ArgumentTypeError(f"{text!r}: a positive number of processes, or -1 for unlimited")
 
 
 def _run_hollow(p: argparse.ArgumentParser, args) -> int:

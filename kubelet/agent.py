@@ -6,6 +6,8 @@ plus the kubelet's periodic relist every --file-check-frequency), a container st
 deadline of any pod worker (one loop timer). Each pod's decisions are its PodWorker's
 (kubelet/podworker.py, pure); this file carries them out and writes what they say:
 `<pod dir>/status.json` (the Pod with its status, for `kubemu ps`) and `<node dir>/events.jsonl`.
+What may take long runs in threads, never on the loop: sandboxes, writing volumes' files,
+removing a pod's cgroups (a pod goes only once they are gone), the stats' readings.
 
 With --api (kubelet/apiagent.py) it also registers its Node, renews its Lease, mirrors its
 static pods into the API, runs the pods bound to it and reports their status; static pods never
@@ -62,8 +64,8 @@ from .cnishell import CONF_FILE, CNI
 from .configsource import Unavailable, references
 from .nodestatus import NETWORK_NOT_READY, NODE_IP, NodeConfig, NodeNetwork
 from .podcgroups import CgroupError, PodCgroups
-from .podworker import (KillContainer, PodWorker, RecordEvent, RunProbe, Settings, SetUpVolumes,
-                        StartContainer)
+from .podworker import (SANDBOX_CHANGED, KillContainer, PodWorker, RecordEvent, RunProbe, Settings,
+                        SetUpVolumes, StartContainer)
 from .prober import run_probe
 from .runtime import ContainerSpec, Runtime
 from .sandbox import CreateSandbox, RemoveSandbox, needs_sandbox
@@ -77,6 +79,7 @@ log = logging.getLogger("kubelet")
 SOURCE_API = "api"  # kubernetes.io/config.source of the pods the API binds to us
 POD_FILE = "pod.json"
 SANDBOX_THREADS = 4  # sandboxes made or removed at once (each a holder start and CNI plugin runs)
+LOOP_CALL_TIMEOUT = 10.0  # seconds the volume thread waits for the loop to look an object up
 STATUS_FILE = "status.json"
 # How long a pod waits for the ConfigMaps and Secrets it reads before its volumes are set up
 # anyway (and fail): the kubelet's WaitForAttachAndMount timeout, time-scaled.
@@ -85,6 +88,14 @@ NODE_RESOLV_CONF, NODE_HOSTS = "/etc/resolv.conf", "/etc/hosts"
 # The kubelet's files a sandboxed pod's containers see: container path -> the file in the pod dir.
 ETC_FILES = {"/etc/hosts": etcfiles.HOSTS, "/etc/hostname": etcfiles.HOSTNAME,
              "/etc/resolv.conf": etcfiles.RESOLV_CONF}
+
+
+class SandboxNotReady(Exception):
+    """A container of a sandboxed pod was to start with no running sandbox of that attempt."""
+
+
+class NodeFileError(Exception):
+    """A node file a pod's /etc files are made from cannot be read; one line."""
 
 
 def pod_dir_name(pod: dict) -> str:
@@ -115,6 +126,7 @@ class Options:
     network: NetworkOptions | None = None  # pod networks (CNI); None: pods share the node's network
     host_network_reason: str | None = None  # why pods share the node's network (shown on the Node)
     cgroup_root: str | None = None         # the node cgroup, relative to each hierarchy; None: no pod cgroups
+    pod_pids_limit: int | None = None      # each pod cgroup's pids.max (--pod-max-pids); None: unlimited
 
 
 @dataclass(frozen=True)
@@ -152,19 +164,22 @@ class Kubelet:
         self.holders = None  # HolderWatch, with --network-mode cni
         self.sandbox_records: dict[str, Record] = {}  # pod dir -> its ready sandbox's
         self.network_ready = opts.network is None
-        self.container_envs: dict[tuple[str, str], dict[str, str]] = {}  # (pod dir, container) -> its env
         self.mount_errors: dict[str, list[str]] = {}  # pod dir -> its volumes' failures, as last said
+        self._removing: set[str] = set()  # pod dirs whose cgroups are being removed
         self._said_no_mounts = False
         self.node_config = opts.node_config
         self._pod_cidr: str | None = None  # the one the network config was written for
         self._pod_cidr_failed: str | None = None  # one it could not be written for
         if opts.cgroup_root:
-            self.cgroups = PodCgroups(opts.cgroup_root)
+            self.cgroups = PodCgroups(opts.cgroup_root, opts.pod_pids_limit)
             if not self.cgroups.available:
                 log.warning("pod cgroups: %s", self.cgroups.why_not)
             elif opts.node_config is not None:
                 self._enforce_allocatable(opts.node_config)
         self.stats = Stats(opts.node, self.runtime, self.cgroups)
+        # one thread: a pod's volumes are never written by two at once, and a relist's rewrite
+        # of every pod's files stays off the loop
+        self._volume_pool = concurrent.futures.ThreadPoolExecutor(1, "volumes")
         if opts.network is not None:
             self.sandboxes = Sandboxes(CNI(opts.network.conf_dir, list(opts.network.bin_dirs),
                                            opts.network.fabric_netns), self.cgroups)
@@ -236,6 +251,7 @@ class Kubelet:
         if self.streaming is not None:
             await self.streaming.close()
         self.shims.close()
+        self._volume_pool.shutdown(wait=False, cancel_futures=True)
         if self.holders is not None:
             self.holders.close()
             self._sandbox_pool.shutdown(wait=False, cancel_futures=True)
@@ -370,17 +386,27 @@ class Kubelet:
     def _adopt_sandbox(self, pod_dir: str, worker: PodWorker, record, now: float) -> None:
         """A finished sandbox whose holder lives is the pod's (same IP, no ADD); any other the
         pod had is a sandbox that changed."""
-        if not self.network_ready:
-            self._execute(pod_dir, worker.set_network(False, NETWORK_NOT_READY, now))
-        if not worker.sandbox.ready:
-            return
-        if record is not None and record.complete and self.sandboxes.alive(record):
+        alive = record is not None and record.complete and self.sandboxes.alive(record)
+        if alive:
             self.sandbox_records[pod_dir] = record
             self.holders.watch(pod_dir, record)
-            return
-        log.warning("pod %s/%s: its sandbox is gone (holder %s): re-creating it", worker.namespace, worker.name,
-                    None if record is None else record.pid)
-        self._execute(pod_dir, worker.sandbox_died(worker.sandbox.attempt, now))
+            self._spawn(self._check_sandbox(pod_dir, worker, record))
+        elif worker.sandbox.ready:
+            log.warning("pod %s/%s: its sandbox is gone (holder %s): re-creating it", worker.namespace,
+                        worker.name, None if record is None else record.pid)
+        self._execute(pod_dir, worker.sandbox_found(alive, self.network_ready, NETWORK_NOT_READY, now))
+
+    async def _check_sandbox(self, pod_dir: str, worker: PodWorker, record: Record) -> None:
+        """CNI CHECK of an adopted sandbox, as the kubelet checks the pods it finds: one whose
+        network its plugins find not as ADD left it is a sandbox that changed."""
+        try:
+            await self.loop.run_in_executor(self._sandbox_pool, self.sandboxes.check, pod_dir, record)
+        except SandboxFailed as exc:
+            if self.workers.get(pod_dir) is not worker or self.sandbox_records.get(pod_dir) is not record:
+                return  # the pod or its sandbox was replaced meanwhile
+            log.warning("pod %s/%s: %s: %s", worker.namespace, worker.name, exc, SANDBOX_CHANGED)
+            self._execute(pod_dir, worker.sandbox_died(record.attempt, self.now()))
+            self._after_event()
 
     def _on_our_clock(self, record: dict) -> dict:
         """The shims record wall-clock times; the pod workers run on the monotonic clock."""
@@ -411,7 +437,7 @@ class Kubelet:
         while True:
             await asyncio.sleep(self.opts.file_check_frequency)
             self.sync_manifests()
-            self._refresh_volumes(list(self.workers))
+            await self._refresh_volumes(list(self.workers))
 
     def sync_manifests(self) -> None:
         """Level-based: the set of valid manifests is the set of static pods."""
@@ -513,18 +539,35 @@ class Kubelet:
         """The pod worker's env resolver."""
         return envvars.container_env(pod, spec, self._lookup, list(pod_ips), [NODE_IP], self.allocatable)
 
-    def _volume_errors(self, pod_dir: str, worker: PodWorker) -> list[str]:
-        """Set the pod's volumes up (again); the FailedMount messages of those that failed."""
-        errors = volumedirs.set_up(pod_dir, worker.pod, self._lookup, list(worker.pod_ips()), [NODE_IP],
-                                   self.allocatable, self._token if self.opts.api else None)
+    async def _volume_errors(self, pod_dir: str, worker: PodWorker) -> list[str]:
+        """Set the pod's volumes up (again), off the loop: the FailedMount messages of those
+        that failed. One pod's at a time (the volume thread), so no two writers meet."""
+        errors = await self.loop.run_in_executor(self._volume_pool, functools.partial(
+            volumedirs.set_up, pod_dir, worker.pod, self._on_loop(self._lookup), list(worker.pod_ips()), [NODE_IP],
+            self.allocatable, self._on_loop(self._token) if self.opts.api else None))
         return [volumes.failed_mount(name, err) for name, err in errors.items()]
+
+    def _on_loop(self, fn):
+        """`fn` for the volume thread: called on the loop, where the API's caches live (a token
+        request starts a task there). Unavailable if the loop does not answer."""
+        async def call(args):
+            return fn(*args)
+
+        def on_loop(*args):
+            try:
+                return asyncio.run_coroutine_threadsafe(call(args), self.loop).result(LOOP_CALL_TIMEOUT)
+            except (RuntimeError, concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
+                raise Unavailable("the kubelet is busy or stopping") from None
+        return on_loop
 
     async def _set_up_volumes(self, pod_dir: str, worker: PodWorker, action: SetUpVolumes) -> None:
         if self.api is not None and not self.api.objects_synced(worker.pod):
             await self.api.wait_for_objects(worker.pod, self.opts.settings.scaled(OBJECTS_WAIT))
         if self.workers.get(pod_dir) is not worker:
             return
-        errors = self._volume_errors(pod_dir, worker)
+        errors = await self._volume_errors(pod_dir, worker)
+        if self.workers.get(pod_dir) is not worker:
+            return
         self.mount_errors[pod_dir] = errors
         self._execute(pod_dir, worker.volumes_set_up(action.attempt, errors, self.now()))
         self._after_event()
@@ -532,9 +575,10 @@ class Kubelet:
     def _objects_changed(self, refs: set) -> None:
         """ConfigMaps or Secrets changed (none named: a token came): the volumes of the pods
         that read them are set up again. Running containers' environments never change."""
-        self._refresh_volumes([d for d, w in self.workers.items() if not refs or references(w.pod) & refs])
+        pod_dirs = [d for d, w in self.workers.items() if not refs or references(w.pod) & refs]
+        self._spawn(self._refresh_volumes(pod_dirs))
 
-    def _refresh_volumes(self, pod_dirs: list[str]) -> None:
+    async def _refresh_volumes(self, pod_dirs: list[str]) -> None:
         """The kubelet's remount at each pod sync: the atomic writer rewrites what changed; a
         volume that fails now is a FailedMount Event once, while its failure stays the same."""
         for pod_dir in pod_dirs:
@@ -543,7 +587,9 @@ class Kubelet:
                 continue
             if worker.sandbox is not None and not worker.sandbox.ready:
                 continue  # its IPs are being replaced: the downward API would read none
-            errors = self._volume_errors(pod_dir, worker)
+            errors = await self._volume_errors(pod_dir, worker)
+            if self.workers.get(pod_dir) is not worker:
+                continue
             for message in errors:
                 if message not in self.mount_errors.get(pod_dir, []):
                     self._event(worker, volumes.FAILED_MOUNT, message, "Warning")
@@ -584,8 +630,7 @@ class Kubelet:
         worker = self.workers.get(pod_dir)
         if worker is None or worker.sandbox is None:
             return
-        log.warning("pod %s/%s: its sandbox holder died: %s", worker.namespace, worker.name,
-                    "Pod sandbox changed, it will be killed and re-created.")
+        log.warning("pod %s/%s: its sandbox holder died: %s", worker.namespace, worker.name, SANDBOX_CHANGED)
         self._execute(pod_dir, worker.sandbox_died(attempt, self.now()))
         self._after_event()
 
@@ -593,7 +638,6 @@ class Kubelet:
         spec = _container_spec(worker.pod, action.container)
         self.launched[(pod_dir, action.container)] = action.restart_count
         env = {**_base_env(worker.pod), **dict(action.env)}
-        self.container_envs[(pod_dir, action.container)] = env
         try:
             placement = self._placement(pod_dir, worker, action.container, _memory_limit(spec))
             mounts = self._mounts(pod_dir, worker, spec, env)
@@ -610,6 +654,9 @@ class Kubelet:
         except CgroupError as exc:
             self._execute(pod_dir, worker.container_start_failed(
                 action.container, "CreateContainerError", f"failed to create container cgroup: {exc}", self.now()))
+        except (SandboxNotReady, NodeFileError) as exc:
+            self._execute(pod_dir, worker.container_start_failed(action.container, "CreateContainerError", str(exc),
+                                                                 self.now()))
 
     def _mounts(self, pod_dir: str, worker: PodWorker, spec: dict, env: dict[str, str]) -> list[dict]:
         """What the runtime mounts in the container, in a mount namespace of the container's
@@ -617,7 +664,7 @@ class Kubelet:
         IPs are its sandbox's; a hostNetwork pod's /etc/hosts is the node's). On a node that
         cannot make mount namespaces (--network-mode host: no privileges, or asked so) pods
         share the node's file system: their volumes stay where they are, and `env` gets their
-        paths (volumedirs.mount_env). Raises OSError."""
+        paths (volumedirs.mount_env). Raises OSError, NodeFileError."""
         bound = volumedirs.mounts(pod_dir, worker.pod, spec)
         if self.sandboxes is None:
             if bound and not self._said_no_mounts:
@@ -646,12 +693,15 @@ class Kubelet:
     def _placement(self, pod_dir: str, worker: PodWorker, name: str, memory_limit: int | None) -> dict:
         """Where the container runs: its sandbox's namespaces and its own cgroup (the kernel
         then enforces the memory limit, and the shim's RSS watch is off); none of them when
-        the node has none, and the memory limit is watched. Raises CgroupError."""
+        the node has none, and the memory limit is watched. Raises CgroupError, or
+        SandboxNotReady when the pod's sandbox is not the one the kubelet has running."""
         placement: dict = {"memory_limit": memory_limit}
-        record = self.sandbox_records.get(pod_dir)
-        if worker.sandbox is not None and record is not None:
+        if worker.sandbox is not None:
+            record = self.sandbox_records.get(pod_dir)
+            if record is None or record.attempt != worker.sandbox.attempt:  # never the host's network instead
+                raise SandboxNotReady(f'pod sandbox "{worker.sandbox.id}" is not ready')
             placement["sandbox"] = {"pid": record.pid, "start": record.start}
-        if self.cgroups is not None and self.cgroups.roots:
+        if self.cgroups is not None and self.cgroups.holds_pods:
             cgroup = self.cgroups.container(worker.pod, name)
             placement["cgroups"] = cgroup.procs
             if cgroup.oom_counter is not None:
@@ -696,27 +746,20 @@ class Kubelet:
 
     async def _probe(self, pod_dir: str, worker: PodWorker, action: RunProbe) -> None:
         spec = _container_spec(worker.pod, action.container)
-        env = dict(self.runtime.env_base, **self._probe_env(pod_dir, worker, spec))
         restart_count = self.launched.get((pod_dir, action.container))
-        record = self.sandbox_records.get(pod_dir) if worker.sandbox is not None else None
         ips = worker.pod_ips()
-        ok, message = await run_probe(action.probe, spec, env, action.timeout, host=ips[0] if ips else "127.0.0.1",
-                                      sandbox_pid=None if record is None else record.pid)
+        ok, message = await run_probe(action.probe, spec, action.timeout, host=ips[0] if ips else "127.0.0.1",
+                                      exec_target=functools.partial(self._exec_target, worker, action.container))
         if self.workers.get(pod_dir) is not worker or self.launched.get((pod_dir, action.container)) != restart_count:
             return  # the result is about a container instance that is gone
         self._execute(pod_dir, worker.probe_result(action.container, action.kind, ok, message, self.now()))
         self._after_event()
 
-    def _probe_env(self, pod_dir: str, worker: PodWorker, spec: dict) -> dict[str, str]:
-        """The environment the container started with (made anew for one this kubelet adopted)."""
-        env = self.container_envs.get((pod_dir, spec["name"]))
-        if env is None:
-            made = self._env(worker.pod, spec, worker.pod_ips())
-            env = {**_base_env(worker.pod), **(made.vars if isinstance(made, envvars.Env) else {})}
-            if self.sandboxes is None:
-                env.update(volumedirs.mount_env(volumedirs.mounts(pod_dir, worker.pod, spec)))
-            self.container_envs[(pod_dir, spec["name"])] = env
-        return env
+    def _exec_target(self, worker: PodWorker, container: str):
+        """The running container an exec probe runs in, found as `kubectl exec` finds it."""
+        from .streaming import find_target  # the wire's imports: not in the kubelet's start-up path
+
+        return find_target(self.runtime, worker.namespace, worker.name, worker.uid, container)
 
     # -- container starts and exits (the runtime's watch) ---------------------------------------
 
@@ -777,20 +820,35 @@ class Kubelet:
             self._timer = self.loop.call_at(min(deadlines), self._on_timer)
 
     def _remove(self, pod_dir: str, worker: PodWorker) -> None:
+        """A terminated pod goes: its cgroups first (off the loop: what is left in them is
+        killed and waited for), then its directory, then the pod itself."""
+        if pod_dir in self._removing:
+            return
+        if self.cgroups is None or not self.cgroups.holds_pods:
+            self._remove_pod(pod_dir, worker)
+            return
+        self._removing.add(pod_dir)
+        self._spawn(self._remove_cgroups(pod_dir, worker))
+
+    async def _remove_cgroups(self, pod_dir: str, worker: PodWorker) -> None:
+        try:
+            await asyncio.to_thread(self.cgroups.remove_pod, worker.uid)
+        except CgroupError as exc:
+            log.warning("pod %s/%s: %s", worker.namespace, worker.name, exc)
+        finally:
+            self._removing.discard(pod_dir)
+        if self.workers.get(pod_dir) is worker:
+            self._remove_pod(pod_dir, worker)
+            self._after_event()
+
+    def _remove_pod(self, pod_dir: str, worker: PodWorker) -> None:
         try:
             self.runtime.remove_pod(pod_dir)
         except RuntimeError:
             return  # a shim is still finishing; its exit brings us back here
-        if self.cgroups is not None:
-            try:
-                self.cgroups.remove_pod(worker.uid)
-            except CgroupError as exc:
-                log.warning("pod %s/%s: %s", worker.namespace, worker.name, exc)
         del self.workers[pod_dir]
         for key in [k for k in self.launched if k[0] == pod_dir]:
             del self.launched[key]
-        for key in [k for k in self.container_envs if k[0] == pod_dir]:
-            del self.container_envs[key]
         self.mount_errors.pop(pod_dir, None)
         self.dirty.discard(pod_dir)
         log.info("pod %s/%s: terminated and removed", worker.namespace, worker.name)
@@ -831,12 +889,14 @@ def _container_spec(pod: dict, name: str) -> dict:
 
 
 def _read(path: str) -> str:
-    """A node file the pods' files are made from ("" when there is none)."""
+    """A node file the pods' files are made from ("" when there is none). NodeFileError."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()
     except FileNotFoundError:
         return ""
+    except OSError as exc:
+        raise NodeFileError(f"cannot read the node's {path}: {exc.strerror or exc}") from None
 
 
 def _base_env(pod: dict) -> dict[str, str]:

@@ -27,7 +27,8 @@ from kubemu.events import EventRecorder
 from kubemu.informer import Informer
 from kubemu.wire import WireError
 
-from .configsource import references
+from . import volumes
+from .configsource import Unavailable, references
 from .heartbeat import NodeHeartbeat
 from .nodestatus import NodeConfig, NodeNetwork, is_mirror_pod, mirror_matches, mirror_pod
 from .objectcache import ObjectCache, Ref, TokenCache
@@ -136,11 +137,24 @@ class ApiAgent:
         return self.tokens.token(namespace, service_account, audience, expiration, pod)
 
     def objects_synced(self, pod: dict) -> bool:
-        return self.objects.synced(references(pod))
+        return self.objects.synced(references(pod)) and all(
+            self.tokens.holds(*volumes.token_request(pod, p), pod) for p in volumes.token_projections(pod))
 
     async def wait_for_objects(self, pod: dict, timeout: float) -> bool:
-        """True once every ConfigMap and Secret `pod` reads is known; False after `timeout`."""
-        return await self.objects.wait_synced(references(pod), timeout)
+        """True once every ConfigMap and Secret `pod` reads is known, and its projected tokens
+        have been asked for and answered (as the kubelet's volume set-up waits for them);
+        False after `timeout`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        if not await self.objects.wait_synced(references(pod), timeout):
+            return False
+        for projection in volumes.token_projections(pod):
+            try:
+                self.tokens.token(*volumes.token_request(pod, projection), pod)
+            except Unavailable:
+                pass  # asked for now
+        await self.tokens.settled(pod, max(0.0, deadline - loop.time()))
+        return True
 
     # -- pods and mirror pods ---------------------------------------------------------------
 

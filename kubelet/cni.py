@@ -314,6 +314,18 @@ def check(conflist: Conflist, rt: Runtime, execute: Execute, prev: dict) -> None
         _run(conflist, plugin, "CHECK", rt, prev, execute)
 
 
+def renamed_sandbox(prev: dict, netns: str) -> dict:
+    """prevResult with the `sandbox` of each container interface set to `netns`: the runtime
+    names a sandbox's namespace by a descriptor (/proc/self/fd/<n>), whose number differs from
+    call to call, and a plugin's CHECK compares that name with the one ADD was given (the
+    bridge plugin's "Sandbox in prevResult doesn't match configured netns")."""
+    interfaces = prev.get("interfaces")
+    if not isinstance(interfaces, list):
+        return prev
+    return {**prev, "interfaces": [{**i, "sandbox": netns} if isinstance(i, dict) and i.get("sandbox") else i
+                                   for i in interfaces]}
+
+
 def delete(conflist: Conflist, rt: Runtime, execute: Execute, prev: dict | None) -> None:
     """DEL every plugin in reverse order (the last ADD's result as prevResult, if known);
     stops at and raises the first CNIError, as libcni does (DEL is idempotent: retry it)."""

@@ -12,13 +12,14 @@ killed with everything it started): the kubelet calls them off its event loop.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
-import shutil
 import signal
 import subprocess
 from pathlib import Path
 
+from kubemu.nsutil import fd_path, nsenter_path
 from kubemu.statedir import write_atomic
 
 from . import cni
@@ -34,7 +35,7 @@ class CNI:
         self.bin_dirs = tuple(bin_dirs)
         self.fabric_netns = fabric_netns
         self.timeout = timeout
-        self._nsenter = shutil.which("nsenter", path=cni.PLUGIN_PATH)
+        self._nsenter = nsenter_path()
 
     # --- configuration -----------------------------------------------------------------------
 
@@ -76,27 +77,38 @@ class CNI:
 
     # --- the commands ------------------------------------------------------------------------
 
-    def add(self, container_id: str, netns_path: str, ifname: str = "eth0",
+    # `netns_fd`: the sandbox's network namespace as a descriptor (kubemu.nsutil.open_ns), which
+    # each plugin inherits and opens as CNI_NETNS=/proc/self/fd/<n>: a path to /proc/<pid>/ns/net
+    # would be opened by the plugin later, when the PID may be another process's (the host's netns).
+
+    def add(self, container_id: str, netns_fd: int, ifname: str = "eth0",
             args: dict[str, str] | None = None) -> cni.Result:
         """Attach the sandbox; on failure everything is DELeted again and CNIError raised."""
-        return cni.add(self.load(), self._runtime(container_id, netns_path, ifname, args), self._execute)
+        return cni.add(self.load(), self._runtime(container_id, fd_path(netns_fd), ifname, args),
+                       functools.partial(self._execute, pass_fds=(netns_fd,)))
 
-    def check(self, container_id: str, netns_path: str, ifname: str, prev: dict,
+    def check(self, container_id: str, netns_fd: int, ifname: str, prev: dict,
               args: dict[str, str] | None = None) -> None:
-        cni.check(self.load(), self._runtime(container_id, netns_path, ifname, args), self._execute, prev)
+        """CHECK the sandbox against `prev`, its ADD's result (the namespace the caller checked
+        to be the one ADD was given, under today's name)."""
+        netns = fd_path(netns_fd)
+        cni.check(self.load(), self._runtime(container_id, netns, ifname, args),
+                  functools.partial(self._execute, pass_fds=(netns_fd,)), cni.renamed_sandbox(prev, netns))
 
-    def delete(self, container_id: str, netns_path: str | None, ifname: str, prev: dict | None,
+    def delete(self, container_id: str, netns_fd: int | None, ifname: str, prev: dict | None,
                args: dict[str, str] | None = None) -> None:
-        """Detach the sandbox. `netns_path` None: its namespace is gone (the holder died); the
+        """Detach the sandbox. `netns_fd` None: its namespace is gone (the holder died); the
         plugins then free what lives outside it (the IP, the bridge's end of the veth)."""
-        cni.delete(self.load(), self._runtime(container_id, netns_path or "", ifname, args), self._execute, prev)
+        netns, fds = ("", ()) if netns_fd is None else (fd_path(netns_fd), (netns_fd,))
+        cni.delete(self.load(), self._runtime(container_id, netns, ifname, args),
+                   functools.partial(self._execute, pass_fds=fds), prev)
 
     def _runtime(self, container_id: str, netns: str, ifname: str, args: dict[str, str] | None) -> cni.Runtime:
         return cni.Runtime(container_id, netns, ifname, self.bin_dirs, tuple((args or {}).items()))
 
     # --- running one plugin ------------------------------------------------------------------
 
-    def _execute(self, inv: cni.Invocation) -> cni.Output:
+    def _execute(self, inv: cni.Invocation, pass_fds: tuple[int, ...] = ()) -> cni.Output:
         plugin = self._find(inv.type)
         if plugin is None:
             return cni.Output(failure=cni.not_found_message(inv.type, self.bin_dirs))
@@ -114,7 +126,7 @@ class CNI:
             argv = [self._nsenter, f"--net={self.fabric_netns}", "--", plugin]
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=inv.env, cwd="/", start_new_session=True)
+                                    env=inv.env, cwd="/", start_new_session=True, pass_fds=pass_fds)
         except OSError as exc:
             return cni.Output(failure=f"cannot run {plugin}: {exc.strerror}")
         try:

@@ -3,7 +3,7 @@ and IPC namespaces, and every container of the pod joins them (kubelet/shim.py
 enter_container), so the containers of one pod share `localhost`, IPC and the hostname. Each
 container then makes a mount namespace of its own from the pod's, for its volumes.
 
-    python -m kubelet.holder --hostname NAME [--cgroup PROCS]... [--init-pid PID:START_TICKS]
+    python -m kubelet.holder --hostname NAME --pending FILE [--cgroup PROCS]... [--init-pid PID:START_TICKS]
 
 The kubelet calls `start()`, which launches that command the way it launches a shim
 (kubelet/runtime.py): the launched process forks the real holder and exits; the holder calls
@@ -19,9 +19,13 @@ PID on fd 4. The holder then
   4. lazily unmounts every namespace file bind mount it inherited (`ip netns add` makes
      them; the other clusters' fabrics, other tools' namespaces): a copy in the pod's mount
      namespace would keep those namespaces alive after their owners delete them;
-  5. sets the pod's hostname;
+  5. sets the pod's hostname, and writes {"pid", "start"} to FILE (`<pod dir>/sandbox.pending`):
+     a holder whose kubelet died before it wrote the sandbox down is found there and killed
+     (`reap_pending`), never left holding an unrecorded sandbox;
   6. says "ready START_TICKS" on fd 3 only now, after unsharing (before, /proc/<pid>/ns/net
-     is the host's: a CNI plugin given it would configure the host), or "error MESSAGE";
+     is the host's: a CNI plugin given it would configure the host; the kubelet hands the
+     plugins the namespace as a descriptor checked to be this holder's, kubemu.nsutil.open_ns),
+     or "error MESSAGE";
      if nobody reads the pipe any more (the kubelet gave up waiting), it exits instead;
   7. execs `sleep infinity` with argv[0] `kubemu-pause` (1.7 MB resident rather than a
      Python's 14 MB; the namespaces survive exec), or a Python pause loop without `sleep`.
@@ -43,13 +47,14 @@ from kubemu.child import RESET_SIGNALS, default_signals, high_fd, proc_stat, sam
 from kubemu.nsutil import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWUTS, MNT_DETACH, MS_REC, MS_SLAVE,
                            mount, ns_inode, nsfs_mounts, sethostname, umount2, unshare)
 
-from .shim import detach
+from .shim import detach, read_json, write_json
 
 READY_FD = 3  # where the holder says "ready START_TICKS" or "error MESSAGE"
 PID_FD = 4  # where the launcher reports the holder's PID
 START_TIMEOUT = 30.0  # seconds for a holder to say it is ready
 HOSTNAME_MAX = 63  # the kubelet's cap for a pod's hostname (the kernel takes 64 bytes)
 LOG = "holder.log"  # in the pod directory: what the holder could not say on its pipe
+PENDING = "sandbox.pending"  # in the pod directory: the holder's {"pid", "start"} until the kubelet records it
 PAUSE_ARGV0 = "kubemu-pause"
 PAUSE_LOOP = "import signal\nwhile True: signal.pause()"  # without `sleep`: the same, in Python
 
@@ -62,7 +67,6 @@ class SandboxError(Exception):
 class HolderInfo:
     pid: int
     start_ticks: int  # its start time in clock ticks since boot: with the PID, its identity
-    netns_path: str  # /proc/<pid>/ns/net: CNI_NETNS for the pod's network
     netns_inode: int  # differs from the kubelet's own network namespace (checked)
 
 
@@ -90,7 +94,8 @@ def start(pod_dir: str, hostname: str, cgroup_procs: list[str], *, env: dict[str
 
     if env is None:
         env = supervised_env()
-    argv = [sys.executable, "-m", "kubelet.holder", "--hostname", hostname]
+    argv = [sys.executable, "-m", "kubelet.holder", "--hostname", hostname,
+            "--pending", os.path.join(os.path.abspath(pod_dir), PENDING)]
     for procs in cgroup_procs:
         argv += ["--cgroup", procs]
     init = os.getppid()  # the kubelet's parent: the holder dies with it, as shims do
@@ -120,8 +125,34 @@ def start(pod_dir: str, hostname: str, cgroup_procs: list[str], *, env: dict[str
     ready_r, pid_r = readers
     try:
         return _wait_ready(launcher, pid_r, ready_r, os.path.join(pod_dir, LOG), timeout)
+    except SandboxError:
+        forget_pending(pod_dir)  # no holder is left to name
+        raise
     finally:
         _close(readers)
+
+
+def reap_pending(pod_dir: str, recorded: tuple[int, int] | None) -> None:
+    """Kill the holder `<pod dir>/sandbox.pending` names unless it is the one the kubelet
+    recorded (`recorded`: its PID and start ticks), and forget the file. Such a holder was
+    started for a kubelet that died before it wrote the sandbox down: no ADD ran for it (the
+    kubelet records a holder before ADD), so there is no network to DELete."""
+    data = read_json(os.path.join(pod_dir, PENDING))
+    if data is not None:
+        try:
+            pending = (int(data["pid"]), int(data["start"]))
+        except (KeyError, TypeError, ValueError):
+            pending = None
+        if pending is not None and pending != recorded:
+            kill(*pending)
+    forget_pending(pod_dir)
+
+
+def forget_pending(pod_dir: str) -> None:
+    try:
+        os.unlink(os.path.join(pod_dir, PENDING))
+    except FileNotFoundError:
+        pass
 
 
 def _wait_ready(launcher: int, pid_r: int, ready_r: int, log_path: str, timeout: float) -> HolderInfo:
@@ -171,7 +202,7 @@ def _check_ready(pid: int, ready_r: int, deadline: float, log_path: str, timeout
         raise SandboxError(f"the sandbox holder (pid {pid}) exited right after it was ready")
     if holder_net == own_net:  # CNI would configure our own network: never
         raise SandboxError(f"the sandbox holder (pid {pid}) is in the kubelet's own network namespace: refusing it")
-    return HolderInfo(pid, start_ticks, f"/proc/{pid}/ns/net", holder_net)
+    return HolderInfo(pid, start_ticks, holder_net)
 
 
 def _read_to_eof(fd: int, deadline: float) -> str:
@@ -302,15 +333,17 @@ def pause() -> None:
         os.execv(sys.executable, [PAUSE_ARGV0, "-c", PAUSE_LOOP])
 
 
-def _parse(args: list[str]) -> tuple[str, list[str], str | None]:
-    hostname, cgroup_procs, init = None, [], None
+def _parse(args: list[str]) -> tuple[str, str, list[str], str | None]:
+    hostname, pending, cgroup_procs, init = None, None, [], None
     i = 0
     while i < len(args):
-        if i + 1 >= len(args) or args[i] not in ("--hostname", "--cgroup", "--init-pid"):
+        if i + 1 >= len(args) or args[i] not in ("--hostname", "--pending", "--cgroup", "--init-pid"):
             raise SandboxError(f"unknown option or missing value: {args[i]}")
         value = args[i + 1]
         if args[i] == "--hostname":
             hostname = value
+        elif args[i] == "--pending":
+            pending = value
         elif args[i] == "--cgroup":
             cgroup_procs.append(value)
         else:
@@ -318,7 +351,9 @@ def _parse(args: list[str]) -> tuple[str, list[str], str | None]:
         i += 2
     if not hostname or len(hostname.encode()) > HOSTNAME_MAX + 1:
         raise SandboxError(f"--hostname: expected 1-{HOSTNAME_MAX + 1} bytes, got {hostname!r}")
-    return hostname, cgroup_procs, init
+    if not pending or not os.path.isabs(pending):
+        raise SandboxError(f"--pending: expected an absolute path, got {pending!r}")
+    return hostname, pending, cgroup_procs, init
 
 
 def _say(message: str) -> bool:
@@ -336,19 +371,24 @@ def _say(message: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Never raises: every failure is one line for the kubelet on the ready pipe."""
     try:
-        hostname, cgroup_procs, init = _parse(sys.argv[1:] if argv is None else argv)
+        hostname, pending, cgroup_procs, init = _parse(sys.argv[1:] if argv is None else argv)
         if not detach(PID_FD, init):
             _say(f"error init {init or '(the parent)'} died while the sandbox holder was launched")
             return 1
         become_holder(hostname, cgroup_procs)
+        stat = proc_stat(os.getpid())
+        start_ticks = stat[1] if stat else 0
+        try:
+            write_json(pending, {"pid": os.getpid(), "start": start_ticks})
+        except OSError as exc:
+            raise SandboxError(f"cannot write {pending}: {exc.strerror}") from None
     except SandboxError as exc:
         _say(f"error {exc}")
         return 1
     except BaseException as exc:  # noqa: BLE001 - no traceback: one line, for the kubelet
         _say(f"error the sandbox holder failed: {exc!r}")
         return 1
-    stat = proc_stat(os.getpid())
-    if not _say(f"ready {stat[1] if stat else 0}"):
+    if not _say(f"ready {start_ticks}"):
         return 1  # a holder nobody waits for would hold the pod's namespaces for nobody
     pause()
     return 1  # not reached: pause() execs

@@ -144,6 +144,20 @@ class TokenCache:
         for key in [k for k in self._errors if k[5] not in pod_uids]:
             del self._errors[key]
 
+    def holds(self, namespace: str, service_account: str, audience: str | None, expiration: int,
+              pod: dict) -> bool:
+        """Whether a token for this request is held and still valid."""
+        meta = pod.get("metadata") or {}
+        held = self._tokens.get((namespace, service_account, audience, expiration, meta.get("name"), meta.get("uid")))
+        return held is not None and self.clock() < held[2]
+
+    async def settled(self, pod: dict, timeout: float) -> None:
+        """Wait (up to `timeout`) for the token requests made for `pod` to be answered."""
+        uid = (pod.get("metadata") or {}).get("uid")
+        tasks = [t for key, t in self._pending.items() if key[5] == uid]
+        if tasks:
+            await asyncio.wait(tasks, timeout=timeout)
+
     def _request(self, key: tuple) -> None:
         if key not in self._pending:
             task = asyncio.get_running_loop().create_task(self._fetch(key))

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kubemu.api.quantity import cpu_millis, memory_bytes
-from kubemu.cgroups import Cgroup, everywhere, oom_kills  # noqa: F401  (oom_kills: the shim's reading of oom_counter)
+from kubemu.cgroups import Cgroup, everywhere
 
 GUARANTEED, BURSTABLE, BESTEFFORT = "Guaranteed", "Burstable", "BestEffort"
 KUBEPODS = "kubepods"
@@ -260,7 +260,15 @@ class PodCgroups:
                                 "memory limits are watched by RSS")
 
     @property
+    def holds_pods(self) -> bool:
+        """Pods' processes go in pod cgroups: kubemu could make them in some hierarchy (limits
+        and readings then need its controllers)."""
+        return bool(self.roots)
+
+    @property
     def available(self) -> bool:
+        """The kernel enforces pods' memory limits, and their usage can be read: a memory
+        controller is among the hierarchies (else `why_not`)."""
         return self.why_not is None
 
     def _make(self, root: _Root, relative: str, limits: Limits | None, leaf: bool = False) -> Cgroup:

@@ -449,6 +449,18 @@ class PodWorker:
             self._network_warned = False
         return self.sync(now)
 
+    def sandbox_found(self, alive: bool, network_ready: bool, network_message: str, now: float) -> list[Action]:
+        """After `adopt`, what the shell found: whether the adopted sandbox's holder lives (its
+        sandbox.json finished, the same process), and the node's network. A sandbox that does
+        not live is dead before anything else is decided: any sync before that would start
+        containers in a sandbox that does not exist."""
+        actions: list[Action] = []
+        if self.sandbox is not None and self.sandbox.ready and not alive:
+            actions += self.sandbox_died(self.sandbox.attempt, now)
+        if not network_ready:
+            actions += self.set_network(False, network_message, now)
+        return actions
+
     def sandbox_created(self, attempt: int, ips: list[str] | tuple[str, ...], now: float) -> list[Action]:
         if self.sandbox is None or not self.sandbox.created(attempt, ips):
             return []
@@ -751,8 +763,8 @@ class PodWorker:
         it did before the restart, lastState and its times included. `start_time`: when the
         pod was first seen (its startTime), if the shell kept it; else its earliest start.
         `sandbox`: (attempt, ips) of the sandbox the shell found (its sandbox.json), taken over
-        as ready; the shell reports `sandbox_died` next if its holder is gone. A sandboxed pod
-        with containers but no sandbox gets a stand-in the shell must report dead the same way."""
+        as ready; the shell reports what it found of it next (`sandbox_found`). A sandboxed pod
+        with live containers but no sandbox gets a stand-in the shell reports dead that way."""
         worker = cls(pod, settings, now, wall_offset=wall_offset, images=images, sandboxed=sandboxed,
                      env=env, volumes=volumes)
         for name, found in containers.items():

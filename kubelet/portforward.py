@@ -17,6 +17,7 @@ import asyncio
 import os
 import socket
 import threading
+from dataclasses import dataclass
 
 from kubemu import nsutil
 
@@ -30,42 +31,52 @@ class ForwardError(Exception):
     """The connection cannot be made; the text is containerd's."""
 
 
-def sandbox_netns(pod_dir: str) -> tuple[str, str | None, int | None]:
-    """(sandbox id, the path of its network namespace, that namespace's inode) for a pod; None
-    for both when the pod has no network namespace of its own. ForwardError when its sandbox
-    has gone."""
+@dataclass(frozen=True)
+class Netns:
+    """A sandbox's network namespace: its holder's, named by PID and start ticks and checked
+    on entry (kubemu.nsutil.open_ns), so a holder whose PID was reused is never entered."""
+    pid: int
+    start: int
+    inode: int
+
+    @property
+    def path(self) -> str:
+        return f"/proc/{self.pid}/ns/net"
+
+
+def sandbox_netns(pod_dir: str) -> tuple[str, Netns | None]:
+    """(sandbox id, its network namespace) for a pod; None when the pod has no network
+    namespace of its own. ForwardError when its sandbox has gone."""
     record = read_record(pod_dir)
     if record is None:
-        return os.path.basename(pod_dir), None, None
+        return os.path.basename(pod_dir), None
     if not holder.alive(record.pid, record.start):
         raise ForwardError(f'failed to find network namespace for sandbox "{record.id}": the sandbox is not running')
     if record.netns_inode == nsutil.ns_inode(os.getpid(), "net"):
-        return record.id, None, None  # hostNetwork: the node's own namespace
-    return record.id, f"/proc/{record.pid}/ns/net", record.netns_inode
+        return record.id, None  # hostNetwork: the node's own namespace
+    return record.id, Netns(record.pid, record.start, record.netns_inode)
 
 
-def sockets_in(netns: str | None, inode: int | None = None) -> tuple[socket.socket, socket.socket | None]:
-    """An IPv4 and (where the namespace has it) an IPv6 TCP socket created inside the network
-    namespace at `netns` (the caller's when None), from a thread of their own. `inode` is
-    the namespace's expected inode: a holder whose PID was reused is not entered."""
+def sockets_in(netns: Netns | None) -> tuple[socket.socket, socket.socket | None]:
+    """An IPv4 and (where the namespace has it) an IPv6 TCP socket created inside `netns` (the
+    caller's when None), from a thread of their own."""
     if netns is None:
         return _pair()
     result: list = []
 
     def run() -> None:
         try:
-            fd = os.open(netns, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            result.append(ForwardError(f'failed to open network namespace "{netns}": {exc.strerror}'))
+            fd = nsutil.open_ns(netns.pid, "net", netns.start, netns.inode)
+        except nsutil.NamespaceGone as exc:
+            result.append(ForwardError(f'network namespace "{netns.path}" is not the sandbox\'s any more: {exc}'))
             return
         try:
-            if inode is not None and os.fstat(fd).st_ino != inode:
-                result.append(ForwardError(f'network namespace "{netns}" is not the sandbox\'s any more'))
-                return
             nsutil.setns(fd, nsutil.CLONE_NEWNET)  # this thread only; it ends after socket()
             result.append(_pair())
         except OSError as exc:
-            result.append(ForwardError(f'failed to enter network namespace "{netns}": {exc.strerror}'))
+            result.append(ForwardError(f'failed to enter network namespace "{netns.path}": {exc.strerror}'))
+        except BaseException as exc:  # noqa: BLE001 - said to the caller, never lost with the thread
+            result.append(ForwardError(f'failed to enter network namespace "{netns.path}": {exc!r}'))
         finally:
             os.close(fd)
 
@@ -86,10 +97,15 @@ def _pair() -> tuple[socket.socket, socket.socket | None]:
     return four, six
 
 
-async def connect(netns: str | None, sandbox: str, port: int, inode: int | None = None) -> socket.socket:
+async def connect(netns: Netns | None, sandbox: str, port: int) -> socket.socket:
     """A connected, non-blocking socket to localhost:`port` in the namespace: 127.0.0.1, then ::1,
     as containerd tries them; ForwardError with both failures otherwise."""
-    four, six = await asyncio.to_thread(sockets_in, netns, inode)
+    made = asyncio.ensure_future(asyncio.to_thread(sockets_in, netns))
+    try:
+        four, six = await asyncio.shield(made)
+    except asyncio.CancelledError:  # the thread still finishes: its sockets are closed then
+        made.add_done_callback(_close_made)
+        raise
     loop = asyncio.get_running_loop()
     errors = []
     for sock, family, address in ((four, "tcp4", ("127.0.0.1", port)), (six, "tcp6", ("::1", port))):
@@ -113,9 +129,17 @@ async def connect(netns: str | None, sandbox: str, port: int, inode: int | None 
         if sock is four and six is not None:
             six.close()
         return sock
-    where = netns or "host"
+    where = netns.path if netns is not None else "host"
     raise ForwardError(f'failed to execute portforward in network namespace "{where}": failed to connect to '
                        f'localhost:{port} inside namespace "{sandbox}", IPv4: {errors[0]} IPv6 {errors[1]} ')
+
+
+def _close_made(made: asyncio.Future) -> None:
+    if made.cancelled() or made.exception() is not None:
+        return
+    for sock in made.result():
+        if sock is not None:
+            sock.close()
 
 
 def forward_error(port: int, sandbox: str, err: Exception) -> str:

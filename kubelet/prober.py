@@ -2,14 +2,25 @@
 with Kubernetes' success rules - exec exits 0, HTTP status 200-399, TCP connects.
 
 As the kubelet: httpGet and tcpSocket go from the node to the pod's IP unless the probe names a
-host (a hostNetwork pod's IP is the node's); an exec probe runs inside the pod's sandbox
-(its network, UTS, IPC and mount namespaces, entered with nsenter) when it has one."""
+host (a hostNetwork pod's IP is the node's); an exec probe runs in the container exactly as
+`kubectl exec` runs a command (CRI ExecSync and Exec are one thing to the runtime): its
+environment and working directory, its cgroups, its pod's sandbox and its own mount namespace,
+with its volumes and /etc files (kubelet/streaming.py start_session)."""
 from __future__ import annotations
 
 import asyncio
 import http.client
-import os
-import shutil
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kubemu._wire_errors import WireError
+
+from .shim import StartError
+
+if TYPE_CHECKING:
+    from .streaming import Target
+
+OUTPUT_TAIL = 200  # bytes of an exec probe's output kept for its message
 
 
 def resolve_port(port, container: dict) -> int:
@@ -24,13 +35,16 @@ def resolve_port(port, container: dict) -> int:
     raise ValueError(f"port {port!r} is not one of the container's named ports")
 
 
-async def run_probe(probe: dict, container: dict, env: dict[str, str], timeout: float, *,
-                    host: str = "127.0.0.1", sandbox_pid: int | None = None) -> tuple[bool, str]:
+async def run_probe(probe: dict, container: dict, timeout: float, *, host: str = "127.0.0.1",
+                    exec_target: Callable[[], Target] | None = None) -> tuple[bool, str]:
     """(success, message). Never raises: every failure is a failed probe with its reason.
-    `host`: the pod's IP; `sandbox_pid`: its sandbox holder, whose namespaces exec probes enter."""
+    `host`: the pod's IP; `exec_target`: the running container an exec probe runs in
+    (kubelet/streaming.py find_target; WireError when it is not running)."""
     try:
         if "exec" in probe:
-            return await asyncio.wait_for(_exec(probe["exec"]["command"], container, env, sandbox_pid), timeout)
+            if exec_target is None:
+                return False, "exec probe: no container to run it in"
+            return await asyncio.wait_for(_exec(probe["exec"]["command"], exec_target()), timeout)
         if "httpGet" in probe:
             get = probe["httpGet"]
             port = resolve_port(get.get("port"), container)
@@ -45,41 +59,33 @@ async def run_probe(probe: dict, container: dict, env: dict[str, str], timeout: 
         return False, "probe has no handler"
     except asyncio.TimeoutError:
         return False, f"probe timed out after {timeout:g}s"
-    except (OSError, ValueError, http.client.HTTPException) as exc:
+    except (OSError, ValueError, http.client.HTTPException, StartError, WireError) as exc:
         return False, str(exc) or type(exc).__name__
 
 
-def sandbox_argv(command: list[str], sandbox_pid: int | None, cwd: str) -> list[str]:
-    """`command` run inside the sandbox of holder `sandbox_pid` (entering its mount namespace
-    moves the working directory to its root: --wd puts it back)."""
-    if sandbox_pid is None:
-        return list(command)
-    nsenter = shutil.which("nsenter") or "nsenter"
-    return [nsenter, f"--target={sandbox_pid}", "--net", "--uts", "--ipc", "--mount", f"--wd={cwd}", "--",
-            *command]
+async def _exec(command: list[str], target: Target) -> tuple[bool, str]:
+    """The command in the container, as `kubectl exec` runs it; a probe that times out (this
+    is cancelled) kills what it started."""
+    from .streaming import exit_code, start_session  # the wire's imports, once an exec probe runs
 
-
-async def _exec(command: list[str], container: dict, env: dict[str, str],
-                sandbox_pid: int | None = None) -> tuple[bool, str]:
-    """An exec probe runs in the container's environment, working directory and sandbox."""
-    cwd = container.get("workingDir") or None
-    argv = sandbox_argv(command, sandbox_pid, cwd or os.getcwd())
-    proc = await asyncio.create_subprocess_exec(
-        *argv, env=env, cwd=cwd, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+    session = await start_session(target, command, stdin=False, tty=False)
+    out = bytearray()
+    ended = False
     try:
-        out, _ = await proc.communicate()
-    except asyncio.CancelledError:  # the timeout: the probe's process must not outlive it
-        try:
-            os.killpg(proc.pid, 9)
-        except ProcessLookupError:
-            pass
-        await proc.wait()
-        raise
-    text = out.decode(errors="replace").strip()[-200:]
-    if proc.returncode == 0:
+        async for _fd, data in session.output():
+            out += data
+            del out[:-OUTPUT_TAIL]
+        code = exit_code(await session.proc.wait())
+        ended = True
+    finally:
+        if not ended:
+            session.hang_up(0)
+            await session.proc.wait()
+        session.close()
+    text = out.decode(errors="replace").strip()
+    if code == 0:
         return True, text
-    return False, f"command {command!r} exited with {proc.returncode}: {text}"
+    return False, f"command {command!r} exited with {code}: {text}"
 
 
 def _http_get(host: str, port: int, path: str, scheme: str, timeout: float) -> tuple[bool, str]:

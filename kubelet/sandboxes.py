@@ -6,7 +6,9 @@ the loop, so a holder's death is heard at once (as kubelet/shimwatch.py hears a 
 polled.
 
 A sandbox is written down in `<pod dir>/sandbox.json`, twice: once its holder runs (no `result`
-yet), and once CNI ADD gave it its addresses. A restarted kubelet adopts what it finds there: a
+yet, before anything else is done for it, ADD included), and once CNI ADD gave it its addresses.
+Until the first, the holder's own `sandbox.pending` names it: the next create or remove for the
+pod kills a holder named there but not recorded. A restarted kubelet adopts what it finds there: a
 holder alive with the same start ticks and a result is the same sandbox (same IP, no ADD); a
 dead holder, or one whose ADD never finished, is a sandbox that changed (torn down, replaced).
 The holder's identity is its PID and start ticks, as a shim's container's is.
@@ -25,7 +27,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kubemu.nsutil import ns_inode
+from kubemu.nsutil import NamespaceGone, open_ns
 
 from . import cni, holder, volumedirs
 from .cnishell import CNI
@@ -81,11 +83,13 @@ def read_record(pod_dir: str) -> Record | None:
 class Sandboxes:
     def __init__(self, network: CNI, cgroups: PodCgroups | None = None):
         self.cni = network
-        self.cgroups = cgroups if cgroups is not None and cgroups.roots else None
+        self.cgroups = cgroups if cgroups is not None and cgroups.holds_pods else None
 
     def create(self, pod_dir: str, pod: dict, action: CreateSandbox) -> Record:
         """The pod cgroup, the holder (in it), CNI ADD in its network namespace. Raises
-        SandboxFailed, having undone what it did."""
+        SandboxFailed, having undone what it did; any other exception is re-raised after the
+        same undoing. The holder is written down before anything else can fail, so a kubelet
+        that dies meanwhile finds it and removes it (`remove`) rather than leaking it."""
         procs: list[str] = []
         if self.cgroups is not None:
             try:
@@ -93,55 +97,102 @@ class Sandboxes:
                 procs = self.cgroups.sandbox_procs(pod)
             except CgroupError as exc:
                 raise SandboxFailed(f"failed to create pod cgroup for sandbox {_quote(action.id)}: {exc}") from None
+        _reap_unrecorded(pod_dir)
         try:
-            info = holder.start(pod_dir, action.hostname, procs)
+            info = holder.start(pod_dir, action.hostname, procs)  # never our own netns (holder checks)
         except holder.SandboxError as exc:
             raise SandboxFailed(f"failed to start sandbox {_quote(action.id)}: {exc}") from None
-        if info.netns_inode == ns_inode(os.getpid(), "net"):  # never let a plugin loose on ours
-            holder.kill(info.pid, info.start_ticks)
-            raise SandboxFailed(f"failed to start sandbox {_quote(action.id)}: its network namespace is the kubelet's")
-        for name, err in volumedirs.mount_memory_volumes(pod_dir, pod, info.pid).items():
-            holder.kill(info.pid, info.start_ticks)
-            raise SandboxFailed(f"failed to start sandbox {_quote(action.id)}: Memory emptyDir {_quote(name)}: {err}")
         path = os.path.join(pod_dir, SANDBOX_FILE)
         record = Record(action.attempt, action.id, info.pid, info.start_ticks, info.netns_inode, None, ())
+        added = False  # once ADD may have begun, undoing DELs
         try:
             write_json(path, record.as_json())
-            result = self.cni.add(action.id, info.netns_path, IFNAME, cni_args(pod, action.id))  # undone if failed
+            holder.forget_pending(pod_dir)  # recorded: the holder's own word is not needed any more
+            failed = volumedirs.mount_memory_volumes(pod_dir, pod, info.pid, info.start_ticks)
+            if failed:
+                name, err = next(iter(failed.items()))
+                raise SandboxFailed(f"failed to start sandbox {_quote(action.id)}: Memory emptyDir {_quote(name)}: "
+                                    f"{err}")
+            fd = self._open_netns(record)
+            try:
+                added = True
+                result = self.cni.add(action.id, fd, IFNAME, cni_args(pod, action.id))  # undone by cni if failed
+            finally:
+                os.close(fd)
             record = Record(record.attempt, record.id, record.pid, record.start, record.netns_inode, result.raw,
                             tuple(result.ips))
             write_json(path, record.as_json())
-        except (cni.CNIError, cni.ConfigError) as exc:
-            self._undo(path, record, delete=False)
+        except (cni.CNIError, cni.ConfigError, NamespaceGone) as exc:  # a failed ADD was DELeted by cni.add
+            self._undo(path, record, pod, delete=False)
             raise SandboxFailed(f"failed to setup network for sandbox {_quote(action.id)}: {exc}") from None
         except OSError as exc:  # the pod directory could not be written
-            self._undo(path, record, delete=record.complete)
+            self._undo(path, record, pod, delete=added)
             raise SandboxFailed(f"failed to record sandbox {_quote(action.id)}: {exc.strerror or exc}") from None
+        except SandboxFailed:
+            self._undo(path, record, pod, delete=False)
+            raise
+        except BaseException:
+            self._undo(path, record, pod, delete=added)
+            raise
         return record
 
-    def _undo(self, path: str, record: Record, delete: bool) -> None:
+    def _open_netns(self, record: Record) -> int:
+        """The holder's network namespace as a descriptor, checked to be the recorded holder's:
+        NamespaceGone otherwise (a plugin must never be given a reused PID's namespace)."""
+        return open_ns(record.pid, "net", record.start, record.netns_inode)
+
+    def _delete(self, record: Record, pod: dict) -> None:
+        """CNI DEL in the holder's namespace while the recorded holder lives, else with none
+        (the plugins free what lives outside it: the IP, the bridge's end of the veth)."""
+        try:
+            fd = self._open_netns(record)
+        except NamespaceGone:
+            fd = None
+        try:
+            self.cni.delete(record.id, fd, IFNAME, record.result, cni_args(pod, record.id))
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _undo(self, path: str, record: Record, pod: dict, delete: bool) -> None:
         if delete:
             try:
-                self.cni.delete(record.id, f"/proc/{record.pid}/ns/net", IFNAME, record.result)
+                self._delete(record, pod)
             except (cni.CNIError, cni.ConfigError) as exc:
                 log.warning("sandbox %s: %s", record.id, exc)
         holder.kill(record.pid, record.start)
         _unlink(path)
 
     def remove(self, pod_dir: str, pod: dict) -> None:
-        """CNI DEL (the holder's namespace while it lives, else none: the plugins free the IP),
-        kill the holder, forget the sandbox. Raises SandboxFailed if the DEL failed."""
-        record = read_record(pod_dir)
+        """CNI DEL, kill the holder, forget the sandbox. A record without a result (a kubelet
+        that died during ADD, or before it) is DELeted too: DEL is idempotent. Raises
+        SandboxFailed if the DEL failed."""
+        record = _reap_unrecorded(pod_dir)
         if record is None:
             return
-        alive = holder.alive(record.pid, record.start)
         try:
-            self.cni.delete(record.id, f"/proc/{record.pid}/ns/net" if alive else None, IFNAME, record.result,
-                            cni_args(pod, record.id))
+            self._delete(record, pod)
         except (cni.CNIError, cni.ConfigError) as exc:
             raise SandboxFailed(f"failed to destroy network for sandbox {_quote(record.id)}: {exc}") from None
         holder.kill(record.pid, record.start)
         _unlink(os.path.join(pod_dir, SANDBOX_FILE))
+
+    def check(self, pod_dir: str, record: Record) -> None:
+        """CNI CHECK of an adopted sandbox against its live holder. SandboxFailed if the holder
+        is gone or the plugins find its network not as ADD left it."""
+        from .agent import POD_FILE  # loaded already: the agent is what calls this
+
+        pod = read_json(os.path.join(pod_dir, POD_FILE)) or {}
+        try:
+            fd = self._open_netns(record)
+        except NamespaceGone as exc:
+            raise SandboxFailed(f"sandbox {_quote(record.id)} is not running: {exc}") from None
+        try:
+            self.cni.check(record.id, fd, IFNAME, record.result or {}, cni_args(pod, record.id))
+        except (cni.CNIError, cni.ConfigError) as exc:
+            raise SandboxFailed(f"failed to check network for sandbox {_quote(record.id)}: {exc}") from None
+        finally:
+            os.close(fd)
 
     @staticmethod
     def alive(record: Record) -> bool:
@@ -189,6 +240,14 @@ class HolderWatch:
         attempt = self._fds[pod_dir][1]
         self.forget(pod_dir)
         self.on_death(pod_dir, attempt)
+
+
+def _reap_unrecorded(pod_dir: str) -> Record | None:
+    """The pod's recorded sandbox, after killing a holder that was started for it but never
+    recorded (its kubelet died in between: holder.reap_pending)."""
+    record = read_record(pod_dir)
+    holder.reap_pending(pod_dir, None if record is None else (record.pid, record.start))
+    return record
 
 
 def cni_args(pod: dict, sandbox: str) -> dict[str, str]:

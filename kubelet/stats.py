@@ -130,7 +130,8 @@ class Stats:
 
     async def run(self) -> None:
         while True:
-            self.read()
+            # a round walks every pod directory and cgroup file: off the loop
+            self._record(*await asyncio.to_thread(self._collect))
             await asyncio.sleep(self.period)
 
     def _running_pods(self) -> dict[PodRef, list[str]]:
@@ -144,6 +145,9 @@ class Stats:
 
     def read(self) -> None:
         """One round of readings: the node, every pod, every running container."""
+        self._record(*self._collect())
+
+    def _collect(self) -> tuple[float, dict[PodRef, list[str]], dict[Hashable, Usage | None]]:
         cgroups = self.cgroups
         pods = self._running_pods()
         usages: dict[Hashable, Usage | None] = {NODE: node_usage(cgroups.cgroup_root)}
@@ -151,7 +155,10 @@ class Stats:
             usages[("pod", ref.uid)] = cgroups.usage(ref.uid)
             for name in containers:
                 usages[("pod", ref.uid, name)] = cgroups.usage(ref.uid, name)
-        self.rates.record(self.clock(), usages)
+        return self.clock(), pods, usages
+
+    def _record(self, now: float, pods: dict[PodRef, list[str]], usages: dict[Hashable, Usage | None]) -> None:
+        self.rates.record(now, usages)
         self.pods = pods
 
     def summary(self) -> dict:

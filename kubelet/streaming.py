@@ -505,8 +505,8 @@ class StreamingServer:
             raise wire.NotFound(f'pod not found ("{pod}_{namespace}")')
         sandbox = os.path.basename(pod_dir)
         try:
-            sandbox, netns, inode = portforward.sandbox_netns(pod_dir)
-            sock = await portforward.connect(netns, sandbox, port, inode)
+            sandbox, netns = portforward.sandbox_netns(pod_dir)
+            sock = await portforward.connect(netns, sandbox, port)
         except portforward.ForwardError as err:
             raise wire.Internal(portforward.forward_error(port, sandbox, err)) from None
         f = self.forwards[session] = portforward.Forward(sock, Credit())

@@ -8,7 +8,7 @@ shell over volumes.py and atomicwriter.py).
     mount_env(mounts) -> {"KUBEMU_MOUNT_ETC_CONFIG": host path, ...}   without mount namespaces
     runtime_mounts(mounts, files) -> [{target, source, type, read_only, size, file}, ...]
         what the runtime mounts in the container (runtime.ContainerSpec.mounts), parents first
-    mount_memory_volumes(pod_dir, pod, holder_pid) -> {volume name: VolumeError}
+    mount_memory_volumes(pod_dir, pod, holder_pid, holder_start) -> {volume name: VolumeError}
         the tmpfs of each `medium: Memory` emptyDir, in the pod's mount namespace
 
 Each volume lives in `<pod dir>/volumes/<plugin>/<name>/` (plugin: kubernetes.io~configmap,
@@ -27,6 +27,7 @@ import subprocess
 from dataclasses import dataclass
 
 from kubemu import nsutil
+from kubemu.child import same_process
 
 from kubemu.api.fielderrors import go_quote
 from kubemu.api.pod import volume_type
@@ -38,6 +39,7 @@ from .volumes import HostPathAction, VolumeError
 
 VOLUMES_DIR = "volumes"
 EMPTY_DIR_MODE = 0o777  # the kubelet's emptyDir: world-writable, as containers may run as anyone
+MOUNT_TIMEOUT = 30.0  # seconds for one tmpfs mount (nsenter + mount(8)) in the pod's namespace
 MEDIA = ("", "Memory")  # Memory: a tmpfs on the directory, in the pod's mount namespace (mount_memory_volumes)
 
 
@@ -99,28 +101,57 @@ def memory_volumes(pod_dir: str, pod: dict) -> dict[str, tuple[str, int]]:
     return out
 
 
-def mount_memory_volumes(pod_dir: str, pod: dict, holder_pid: int) -> dict[str, VolumeError]:
+def mount_memory_volumes(pod_dir: str, pod: dict, holder_pid: int, holder_start: int) -> dict[str, VolumeError]:
     """Mount each Memory emptyDir's tmpfs on its directory inside the pod's mount namespace
     (the sandbox holder's, as the sandbox is made: the machine never sees it, and it goes with
-    the sandbox), unless it is mounted there already. The errors, by volume name."""
+    the sandbox), unless it is mounted there already. The namespace is entered through a
+    descriptor checked to be the holder's (PID and start ticks): never a later process's that
+    was given its PID. The errors, by volume name."""
+    wanted = memory_volumes(pod_dir, pod)
+    if not wanted:
+        return {}
     try:
-        with open(f"/proc/{holder_pid}/mountinfo") as f:
+        fd = nsutil.open_ns(holder_pid, "mnt", holder_start)
+    except nsutil.NamespaceGone as err:
+        return {name: VolumeError(f"mount failed: the pod's sandbox is gone: {err}") for name in wanted}
+    try:
+        return _mount_tmpfs(fd, holder_pid, holder_start, wanted)
+    finally:
+        os.close(fd)
+
+
+def _mount_tmpfs(fd: int, pid: int, start: int, wanted: dict[str, tuple[str, int]]) -> dict[str, VolumeError]:
+    try:
+        with open(f"/proc/{pid}/mountinfo") as f:
             mounted = set(nsutil.mount_points(f.read()))
     except OSError as err:
-        return {name: VolumeError(f"mount failed: the pod's sandbox is gone: {err.strerror}")
-                for name in memory_volumes(pod_dir, pod)}
+        return {name: VolumeError(f"mount failed: the pod's sandbox is gone: {err.strerror}") for name in wanted}
+    if not same_process(pid, start):  # what was read may be a later process's, given the PID
+        return {name: VolumeError("mount failed: the pod's sandbox is gone: its holder exited") for name in wanted}
+    nsenter = nsutil.nsenter_path()
+    if nsenter is None:
+        return {name: VolumeError("mount failed: nsenter (util-linux) not found") for name in wanted}
     errors = {}
-    for name, (path, size) in memory_volumes(pod_dir, pod).items():
-        if path in mounted:
-            continue
+    for name, (path, size) in wanted.items():
         try:
             _make_dir(path, EMPTY_DIR_MODE)
         except OSError as err:
             errors[name] = VolumeError(f"{err.strerror}: {path}")
             continue
+        real = os.path.realpath(path)  # mountinfo names the resolved path: a symlinked state dir too
+        if real in mounted:
+            continue
         options = f"mode=1777,size={size}" if size else "mode=1777"
-        done = subprocess.run(["nsenter", f"--target={holder_pid}", "--mount", "--", "mount", "-t", "tmpfs",
-                               "-o", options, "tmpfs", path], capture_output=True, text=True)
+        argv = [nsenter, f"--mount={nsutil.fd_path(fd)}", "--", "mount", "-t", "tmpfs", "-o", options, "tmpfs", real]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=MOUNT_TIMEOUT, pass_fds=(fd,),
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            errors[name] = VolumeError(f"mount failed: mount did not finish in {MOUNT_TIMEOUT:g}s")
+            continue
+        except OSError as err:
+            errors[name] = VolumeError(f"mount failed: cannot run {nsenter}: {err.strerror}")
+            continue
         if done.returncode != 0:
             errors[name] = VolumeError(f"mount failed: {done.stderr.strip() or done.returncode}")
     return errors

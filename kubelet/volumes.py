@@ -165,9 +165,7 @@ def _projected(pod: dict, source: dict, default_mode: int, lookup: Lookup, pod_i
                 if token is None:
                     raise _Failed("kubemu issues ServiceAccount tokens only to a node of a cluster")
                 try:
-                    text = token(namespace, spec.get("serviceAccountName") or "default",
-                                 tp.get("audience") or None,
-                                 tp.get("expirationSeconds", TOKEN_EXPIRATION_DEFAULT), pod)
+                    text = token(*token_request(pod, tp), pod)
                 except Unavailable as err:
                     raise _Failed(str(err)) from None
                 out[tp["path"]] = File(text.encode(), default_mode)
@@ -176,6 +174,21 @@ def _projected(pod: dict, source: dict, default_mode: int, lookup: Lookup, pod_i
     if errors:
         raise _Failed(_aggregate(errors))
     return out
+
+
+def token_request(pod: dict, projection: dict) -> tuple[str, str, str | None, int]:
+    """What a serviceAccountToken projection asks for: (namespace, service account, audience,
+    expiration seconds)."""
+    return ((pod.get("metadata") or {}).get("namespace") or "default",
+            (pod.get("spec") or {}).get("serviceAccountName") or "default",
+            projection.get("audience") or None, projection.get("expirationSeconds", TOKEN_EXPIRATION_DEFAULT))
+
+
+def token_projections(pod: dict) -> list[dict]:
+    """Every serviceAccountToken projection of the pod's projected volumes."""
+    return [src["serviceAccountToken"] for volume in (pod.get("spec") or {}).get("volumes") or []
+            for src in ((volume.get("projected") or {}).get("sources") or [])
+            if isinstance(src, dict) and src.get("serviceAccountToken") is not None]
 
 
 def _aggregate(messages: list[str]) -> str:

@@ -52,6 +52,8 @@ FAST_TIMINGS = Timings(kubelet_restart_sec=1, pod_time_scale=0.1, lease_duration
                        node_startup_grace=6, eviction_rate=1, toleration_seconds=5,
                        scheduler_backoff=(0.1, 1.0), file_check_frequency=2)
 CONTROL_PLANE_NODE = "node-0"
+# Each pod's most processes (the kubelet's --pod-max-pids): a fork bomb in one pod stays in it.
+POD_MAX_PIDS = 4096
 CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
 
 # kubeadm's kubelet.service drop-in: Restart=always, RestartSec=10, StartLimitIntervalSec=0;
@@ -378,7 +380,7 @@ def kubelet_args(state: StateDir, node: str, t: Timings, net: netplan.Record | N
                  "--register-with-taints", f"{CONTROL_PLANE_ROLE}:NoSchedule"]
     if net is not None:
         args += netplan.kubelet_flags(net, str(state.node_dir(node)))
-    args += ["--cgroup-root", ownership.cgroup_name(state.root, node)]
+    args += ["--cgroup-root", ownership.cgroup_name(state.root, node), "--pod-max-pids", str(POD_MAX_PIDS)]
     return " ".join(shlex.quote(a) for a in args)
 
 

@@ -206,16 +206,24 @@ class Record:
         """None for anything `up` did not write."""
         if not isinstance(data, dict) or data.get("mode") not in (CNI, HOST):
             return None
-        try:
-            rec = cls(**{k: data.get(k, f.default) for k, f in cls.__dataclass_fields__.items()})
-        except TypeError:
+        fields = {k: data.get(k, f.default) for k, f in cls.__dataclass_fields__.items()}
+        # exact types: a "false" string is truthy, a bool is an int
+        if any(type(fields[k]) not in types for k, types in _RECORD_TYPES.items()):
             return None
+        rec = cls(**fields)
         if rec.mode == CNI:
             names = (rec.netns, rec.host_link, rec.netns_path)
             if not all(isinstance(n, str) and n for n in names) or not rec.netns.startswith("kubemu-") \
                     or not rec.host_link.startswith("km-"):
                 return None  # never delete by a record naming what kubemu does not make
         return rec
+
+
+_OPT_STR = (str, type(None))
+_RECORD_TYPES = {"mode": (str,), "reason": _OPT_STR, "netns": _OPT_STR, "netns_path": _OPT_STR,
+                 "cluster_cidr": _OPT_STR, "service_cidr": _OPT_STR, "node_mask": (int, type(None)),
+                 "host_link": _OPT_STR, "host_addr": _OPT_STR, "fabric_addr": _OPT_STR,
+                 "made_run_netns": (bool,), "made_run_netns_dir": (bool,)}
 
 
 def fabric_names(h8: str) -> tuple[str, str]:

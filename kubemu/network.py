@@ -39,10 +39,20 @@ def state_hash(state_root: Path) -> str:
 
 
 def load(state_root: Path) -> Record | None:
+    """The state directory's record; None if there is none, or if it names a fabric that is
+    not this directory's (a record copied from another cluster's state: its `down` would
+    remove that cluster's network)."""
     try:
-        return Record.from_json(json.loads((state_root / RECORD).read_text()))
+        rec = Record.from_json(json.loads((state_root / RECORD).read_text()))
     except (OSError, ValueError):
         return None
+    if rec is not None and rec.mode == CNI:
+        netns, link = netplan.fabric_names(state_hash(state_root))
+        if (rec.netns, rec.host_link, rec.netns_path) != (netns, link, f"{RUN_NETNS}/{netns}"):
+            log.warning("kubemu: %s names the pod network of another state directory (%s): ignoring it",
+                        state_root / RECORD, rec.netns)
+            return None
+    return rec
 
 
 def save(state_root: Path, rec: Record) -> None:
@@ -74,14 +84,20 @@ def _path() -> str:
     return ":".join(dict.fromkeys(os.environ.get("PATH", "").split(":") + ["/usr/sbin", "/sbin", "/usr/bin", "/bin"]))
 
 
-def host_routes() -> list[str]:
-    """The destinations of every IPv4 route of the host, in every table (the local table has
-    the host's own addresses)."""
-    out = _run(["ip", "-4", "-j", "route", "show", "table", "all"])
+def _all_routes() -> list[dict]:
+    """Every IPv4 route of the host, in every table (the local table has the host's own
+    addresses), as `ip -j` describes them. StepFailed without `ip` or with output it cannot read."""
+    argv = ["ip", "-4", "-j", "route", "show", "table", "all"]
     try:
-        return [r["dst"] for r in json.loads(out or "[]") if isinstance(r, dict) and "dst" in r]
+        routes = json.loads(_run(argv) or "[]")
     except ValueError:
-        raise StepFailed(["ip", "-j", "route"], "unreadable output") from None
+        raise StepFailed(argv, "unreadable output") from None
+    return [r for r in routes if isinstance(r, dict)] if isinstance(routes, list) else []
+
+
+def host_routes() -> list[str]:
+    """The destinations of every IPv4 route of the host."""
+    return [r["dst"] for r in _all_routes() if "dst" in r]
 
 
 def _mounted(path: str) -> bool:
@@ -255,8 +271,7 @@ def leftovers(rec: Record) -> list[str]:
     if _link_exists(rec.host_link):
         left.append(f"link {rec.host_link}")
     try:
-        routes = json.loads(_run(["ip", "-4", "-j", "route", "show", "table", "all"]) or "[]")
-    except (StepFailed, ValueError):
+        routes = _all_routes()
+    except StepFailed:
         routes = []  # without `ip` there are no routes kubemu made either
-    return left + [f"route {r.get('dst')} dev {r.get('dev')}" for r in routes
-                   if isinstance(r, dict) and r.get("dev") == rec.host_link]
+    return left + [f"route {r.get('dst')} dev {r.get('dev')}" for r in routes if r.get("dev") == rec.host_link]

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
+
+from .child import same_process
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -86,6 +89,49 @@ def ns_inode(pid: int, kind: str) -> int:
     """The inode of a process's namespace of `kind` ("net", "mnt", ...): two processes share
     the namespace exactly when these are equal. OSError if the process is gone."""
     return os.stat(f"/proc/{pid}/ns/{kind}").st_ino
+
+
+class NamespaceGone(Exception):
+    """The process whose namespace was asked for is not the recorded one any more (it exited,
+    and its PID may be another process's by now); the text is one line."""
+
+
+def open_ns(pid: int, kind: str, start_ticks: int, inode: int | None = None) -> int:
+    """An O_CLOEXEC descriptor of the `kind` namespace ("net", "mnt", ...) of the process that
+    is `pid` and started at `start_ticks`, checked after the open: the process is still that one
+    and (when given) the namespace's inode is `inode`. A path like /proc/<pid>/ns/net handed to
+    a tool that opens it later could meanwhile name a reused PID's namespace, the host's; a
+    descriptor cannot change what it names (pass it on as /proc/self/fd/<n>). NamespaceGone
+    otherwise; the caller closes the descriptor."""
+    path = f"/proc/{pid}/ns/{kind}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise NamespaceGone(f"cannot open {path}: {exc.strerror}") from None
+    try:
+        if not same_process(pid, start_ticks):
+            raise NamespaceGone(f"process {pid} has exited (its PID may be another's by now)")
+        if inode is not None and os.fstat(fd).st_ino != inode:
+            raise NamespaceGone(f"{path} is not the recorded namespace any more")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def fd_path(fd: int) -> str:
+    """How a child that inherited `fd` (pass_fds) names it: nsenter keeps it open, and a CNI
+    plugin opens CNI_NETNS as a path."""
+    return f"/proc/self/fd/{fd}"
+
+
+SBIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def nsenter_path() -> str | None:
+    """util-linux's nsenter: the caller's PATH first, then the sbin directories a user's PATH
+    may lack. None when it is not installed."""
+    return shutil.which("nsenter", path=":".join(filter(None, (os.environ.get("PATH"), SBIN_PATH))))
 
 
 def nsfs_mounts(mountinfo: str) -> list[str]:

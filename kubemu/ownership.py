@@ -66,7 +66,8 @@ class Owned:
     def save(self, node_dir: Path) -> None:
         tmp = node_dir / f".{RECORD}.tmp"
         tmp.write_text(json.dumps({"init": {"pid": self.pid, "start": self.start},
-                                   "cgroup": self.cgroup.to_json() if self.cgroup else None}))
+                                   "cgroup": self.cgroup.to_json() if self.cgroup else None,
+                                   "node_dir": _where(node_dir)}))
         os.replace(tmp, node_dir / RECORD)
 
     @classmethod
@@ -80,6 +81,10 @@ class Owned:
             return None
         # a record naming any other cgroup is not one kubemu wrote: never kill by it
         if cg is not None and not cg.path.as_posix().endswith("/" + name):
+            return None
+        # nor one written for another directory (a copied state dir names another cluster's
+        # init); a record from before kubemu wrote `node_dir` has none to compare
+        if data.get("node_dir", _where(node_dir)) != _where(node_dir):
             return None
         return owned
 
@@ -137,6 +142,11 @@ class Owned:
                 cg.kill()
                 time.sleep(0.02)
             remove_node_cgroup(cg)
+
+
+def _where(node_dir: Path) -> str:
+    """A node directory's identity: its absolute path (a copy of it elsewhere is not it)."""
+    return os.path.abspath(node_dir)
 
 
 def remove_node_cgroup(cg: Cgroup) -> None:

@@ -184,3 +184,43 @@ def test_without_the_privileges_pods_share_the_host_network(cluster, tmp_path):
     wait_for(lambda: (p := cluster.call("get", "pods", "plain", namespace="default"))
              and ready(p) and pod_ip(p) == "127.0.0.1", timeout=LONG, interval=0.25, message="the pod on 127.0.0.1")
     assert network.load(cluster.dir).mode == "host"
+
+
+def test_configmaps_and_secrets_reach_a_pods_containers(cluster, tmp_path):
+    """A Secret in env, a ConfigMap mounted at its mountPath (read-only, the machine's path
+    untouched), and an edit of the ConfigMap reaching the running container's file."""
+    cluster.cli("up", "--nodes", "2", "--fast", "--detach")
+    api = cluster.api
+    api.create("configmaps", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app"},
+                              "data": {"greeting": "hello"}}, namespace="default")
+    api.create("secrets", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"},
+                           "stringData": {"token": "s3cret"}}, namespace="default")
+    mount = f"/kmtest-{os.getpid()}/config"  # nowhere on the machine: made inside the container's overlay
+    watch = ("import os, time\n"
+             "print('token', os.environ['TOKEN'], flush=True)\n"
+             "print('sa', open('/var/run/secrets/tokens/token').read().count('.'), flush=True)\n"
+             "last = None\n"
+             "while True:\n"
+             f"    now = open('{mount}/greeting').read()\n"
+             "    if now != last:\n"
+             "        print('greeting', now, 'writable', os.access('" + mount + "', os.W_OK), flush=True)\n"
+             "        last = now\n"
+             "    time.sleep(0.2)\n")
+    reader = pod("reader", [container("main", PY, "-c", watch,
+                                      env=[{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}}],
+                                      volumeMounts=[{"name": "cfg", "mountPath": mount}])],
+                 volumes=[{"name": "cfg", "configMap": {"name": "app"}}])
+    reader["spec"]["containers"][0]["volumeMounts"].append({"name": "sa", "mountPath": "/var/run/secrets/tokens"})
+    reader["spec"]["volumes"].append({"name": "sa", "projected": {"sources": [
+        {"serviceAccountToken": {"path": "token", "audience": "api", "expirationSeconds": 3600}}]}})
+    (tmp_path / "reader.json").write_text(json.dumps(reader))
+    cluster.cli("apply", "-f", str(tmp_path / "reader.json"))
+    log = wait_for(lambda: (text := cluster.call("log", "reader", "default") or "") and "greeting" in text and text,
+                   timeout=LONG, interval=0.25, message="the reader's first lines")
+    assert "token s3cret\n" in log and "greeting hello writable False\n" in log
+    assert "sa 2\n" in log  # a projected ServiceAccount token: a JWT, header.payload.signature
+    assert "FailedMount" not in cluster.cli("get", "events", "--field-selector", "involvedObject.name=reader").stdout
+    assert not os.path.exists(os.path.dirname(mount))  # the machine's file system untouched
+    api.patch("configmaps", "app", {"data": {"greeting": "bonjour"}}, namespace="default")
+    wait_for(lambda: "greeting bonjour" in (cluster.call("log", "reader", "default") or ""), timeout=LONG,
+             interval=0.25, message="the edit in the running container's file")

@@ -81,7 +81,7 @@ class APIServer:
                   state_dir=self.state_dir)
         rbac = RBACCache(cache)
         auth = ServerAuth(self.wire_secrets, self._wire_authorizer(rbac)) if self.wire_secrets else None
-        server = Server(self.listen, api.handlers(), name="apiserver", auth=auth)
+        server = None
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -90,7 +90,9 @@ class APIServer:
         https = None
         init = asyncio.create_task(self._bootstrap(api, rbac), name="bootstrap")
         try:
-            https = self._https_door(api, rbac)  # its files are read before anything listens
+            https, tokens = self._https_door(api, rbac)  # its files are read before anything listens
+            # TokenRequest on the wire too: the kubelet asks for its pods' projected tokens
+            server = Server(self.listen, {**api.handlers(), **tokens}, name="apiserver", auth=auth)
             if auth is not None:
                 # authorizing needs the roles: the wire opens once they are there, as
                 # kube-apiserver is not ready before its RBAC bootstrap
@@ -111,7 +113,8 @@ class APIServer:
             init.cancel()
             if https is not None:
                 await https.close()
-            await server.close()
+            if server is not None:
+                await server.close()
             await rbac.close()
             await api.namespaces.close()
             await cache.close()
@@ -119,28 +122,31 @@ class APIServer:
             audit.close()
         return 0
 
-    def _https_door(self, api: API, rbac: RBACCache) -> HTTPSServer | None:
-        """The HTTPS listener, not yet listening: None when it is not served. Raises
+    def _https_door(self, api: API, rbac: RBACCache) -> tuple[HTTPSServer | None, dict]:
+        """The HTTPS listener, not yet listening (None when it is not served), and the
+        TokenRequest handler when a signing key is configured ({} otherwise). Raises
         StartupError for a file it cannot read."""
         cfg = self.https
         if cfg.port == 0:
             log.info("HTTPS is not served (--secure-port 0)")
-            return None
+            return None, {}
         if not cfg.cert_file:
             log.info("HTTPS is not served: no --tls-cert-file")
-            return None
+            return None, {}
         with _starting("--client-ca-file / --service-account-key-file"):
             authn = Authenticator(cfg.client_ca_file, cfg.service_account_key_files, cfg.service_account_issuer,
                                   token_lookup=service_account_lookup(api), bound_lookup=bound_object_lookup(api))
         handlers = dict(api.handlers())
         reviews = Reviews(rbac)
         handlers["review"] = reviews.review
+        wire_tokens = {}
         if cfg.service_account_signing_key_file:
             with _starting(f"--service-account-signing-key-file {cfg.service_account_signing_key_file}"):
                 signer = satoken.Signer.from_file(cfg.service_account_signing_key_file, cfg.service_account_issuer)
             tokens = Tokens(api, signer, authn)
             handlers.update(token_request=tokens.token_request, token_review=tokens.token_review,
                             self_subject_review=tokens.self_subject_review)
+            wire_tokens["token_request"] = tokens.token_request
         rest = RestAPI(handlers, authn, rbac, state_dir=self.state_dir,
                        kubelet_credentials=cfg.kubelet_client_credentials, audit=api.audit.record,
                        discovery=discovery, openapi=openapi,
@@ -148,7 +154,7 @@ class APIServer:
         with _starting(f"--tls-cert-file {cfg.cert_file} / --tls-private-key-file {cfg.key_file}"
                        + (f" / --client-ca-file {cfg.client_ca_file}" if cfg.client_ca_file else "")):
             context = ssl_context(cfg.cert_file, cfg.key_file, cfg.client_ca_file)
-        return HTTPSServer(rest.serve, cfg.bind_address, cfg.port, context, on_close=rest.close)
+        return HTTPSServer(rest.serve, cfg.bind_address, cfg.port, context, on_close=rest.close), wire_tokens
 
     @staticmethod
     def _wire_authorizer(rbac: RBACCache):

@@ -7,7 +7,7 @@
     patch         patch <r> (or <r>/status)   delete        delete <r>
     delete_collection  deletecollection <r>   bind          create pods/binding
     evict         create pods/eviction        get_scale     get <r>/scale
-    update_scale  update <r>/scale            log           get pods/log
+    update_scale  update <r>/scale            log           get pods/log                token_request create serviceaccounts/token
     healthz       get /healthz (a non-resource request)
 
 The namespace is the one the request names, else the object's (create, update), else
@@ -35,9 +35,9 @@ _RESOURCE_METHODS: dict[str, tuple[str, str]] = {
     "update": ("update", ""), "update_status": ("update", "status"), "patch": ("patch", ""),
     "delete": ("delete", ""), "delete_collection": ("deletecollection", ""), "bind": ("create", "binding"),
     "evict": ("create", "eviction"), "get_scale": ("get", "scale"), "update_scale": ("update", "scale"),
-    "log": ("get", "log"), "finalize": ("update", "finalize"),
+    "log": ("get", "log"), "finalize": ("update", "finalize"), "token_request": ("create", "token"),
 }
-_POD_METHODS = frozenset({"bind", "evict", "log"})  # their resource is always pods
+_FIXED_RESOURCE = {"bind": "pods", "evict": "pods", "log": "pods", "token_request": "serviceaccounts"}
 _COLLECTION_VERBS = frozenset({"list", "watch", "deletecollection"})
 _NON_RESOURCE_METHODS = {"healthz": "/healthz"}
 
@@ -61,7 +61,7 @@ def attributes(user: UserInfo, method: str, params: dict) -> Attributes | None:
         return None
     verb, subresource = verb_sub
     try:
-        r = resolve("pods" if method in _POD_METHODS else params.get("resource"))
+        r = resolve(_FIXED_RESOURCE.get(method) or params.get("resource"))
     except UnknownResourceError:
         return None
     if method == "patch" and params.get("subresource") == "status":

@@ -2,22 +2,26 @@
 static pods appear, crash, back off, change, go away; the kubelet dies and its pods do not."""
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from kubelet.sandboxes import IFNAME
 from kubemu import cgroups, cluster, netplan, network, ownership, wire
 from kubemu.kubectl.printers import pod_row
 from kubemu.statedir import StateDir
-from tests.conftest import alive, remove_cluster_cgroups, spawn_marked, terminate, wait_for
+from tests.conftest import DEADLINE, alive, remove_cluster_cgroups, spawn_marked, terminate, wait_for
 
 PY = sys.executable
 
@@ -433,6 +437,25 @@ def test_pods_get_sandboxes_with_ips_survive_holder_death_and_kubelet_restart(cn
 
 
 @needs_pod_networks
+def test_an_adopted_sandbox_whose_network_was_broken_is_checked_and_replaced(cni_node):
+    node = cni_node
+    node.manifest("a", [sleeper()])
+    wait_for(lambda: ready_ip(node, "a"), message="pod a Running in its sandbox")
+    first = sandbox_of(node, "a")
+    # Its interface gone while the holder lives: only CNI CHECK can tell.
+    subprocess.run([shutil.which("nsenter"), f"--net=/proc/{first['holder']['pid']}/ns/net", "ip", "link", "del",
+                    IFNAME], check=True)
+    kubelet = node.kubelet()["main_pid"]
+    os.kill(kubelet, signal.SIGKILL)
+    wait_for(lambda: events(node, "SandboxChanged", "a"), message="the adopted sandbox to fail its CNI CHECK")
+    wait_for(lambda: (s := sandbox_of(node, "a")) and s["attempt"] == 1 and s.get("result"), message="a new sandbox")
+    wait_for(lambda: ready_ip(node, "a"), message="pod a Running again")
+    assert not alive(first["holder"]["pid"])
+    assert "failed to check network for sandbox" in node.kubelet_log()
+    assert "Traceback" not in node.kubelet_log()
+
+
+@needs_pod_networks
 def test_a_failing_plugin_is_an_event_on_the_pod_and_the_node_runs_on(state_dir, tmp_path):
     n = CniNode(state_dir, f"--cni-bin-dir {tmp_path}/nothing-here")
     try:
@@ -486,7 +509,8 @@ def test_host_network_mode_runs_pods_as_before_and_says_why(state_dir):
 @pytest.mark.skipif(os.geteuid() != 0 or not any("memory" in c for _, c in cgroups.everywhere("kubemu")),
                     reason="pod cgroups need root and a memory controller hierarchy")
 def test_pod_cgroups_hold_the_containers_and_the_kernel_enforces_memory(state_dir):
-    n = KubeletNode(state_dir, extra_args=f"--cgroup-root {ownership.cgroup_name(state_dir, 'node-0')}")
+    n = KubeletNode(state_dir, extra_args=f"--cgroup-root {ownership.cgroup_name(state_dir, 'node-0')} "
+                                          "--pod-max-pids 64")
     try:
         wait_for(lambda: n.state.init_pid("node-0") and _answers(n), message="init")
         n.manifest("a", [dict(sleeper(), resources={"limits": {"memory": "64Mi", "cpu": "500m"}})])
@@ -501,6 +525,8 @@ def test_pod_cgroups_hold_the_containers_and_the_kernel_enforces_memory(state_di
                       or (leaf / "memory.max").exists())
         limit = memory / ("memory.limit_in_bytes" if (memory / "memory.limit_in_bytes").exists() else "memory.max")
         assert int(limit.read_text()) == 64 * 1024 * 1024
+        pids = next(leaf.parent / "pids.max" for leaf in leaves if (leaf.parent / "pids.max").exists())
+        assert pids.read_text().strip() == "64"  # --pod-max-pids: the pod's, not the container's
 
         os.unlink(n.manifests / "a.yaml")  # removed with the pod
         wait_for(lambda: n.pod("a") is None, message="the pod removed")
@@ -539,6 +565,22 @@ def test_a_sandboxed_pods_volumes_and_etc_files_are_mounted_in_its_containers(cn
     assert out["in"] == "from the host" and out["hostname"] == "vols-node-0\n"
     assert f"{ip}\tvols-node-0\n" in out["hosts"] and out["scratch"] and out["env"] == []
     assert not Path("/scratch").exists()  # the host's file system untouched
+
+
+@needs_pod_networks
+def test_an_exec_probe_runs_in_the_container_as_kubectl_exec_with_its_mounts_and_etc_files(cni_node, tmp_path):
+    node = cni_node
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "ready").write_text("yes")
+    # Only the container's own mount namespace has /data and the kubelet's /etc/hostname.
+    check = [PY, "-c", "import sys\n"
+                       "sys.exit(open('/data/ready').read() != 'yes'\n"
+                       "         or open('/etc/hostname').read() != 'probed-node-0\\n')"]
+    node.manifest("probed", [dict(sleeper(), volumeMounts=[{"name": "data", "mountPath": "/data"}],
+                                  readinessProbe={"exec": {"command": check}, "periodSeconds": 1})],
+                  volumes=[{"name": "data", "hostPath": {"path": str(data), "type": "Directory"}}])
+    wait_for(lambda: ready_ip(node, "probed"), message="the exec probe to read the container's mounts")
 
 
 @needs_pod_networks
@@ -585,3 +627,131 @@ def test_a_host_network_pods_volumes_are_mounted_too_with_the_nodes_hosts_file(c
     assert out["hosts"] == ("# Kubernetes-managed hosts file (host network).\n" + Path("/etc/hosts").read_text()
                             + "\n# Entries added by HostAliases.\n10.1.2.3\talias.example\n")
     assert "alias.example" not in Path("/etc/hosts").read_text()  # the node's own file untouched
+
+
+def _start_failure(k, tmp_path) -> dict:
+    """A sandboxed pod's first container started by an in-process kubelet `k`: its
+    lastState.terminated (the start failed), or None if it started."""
+    from kubelet.podworker import StartContainer
+
+    pod_dir, worker = _pod_worker(k, tmp_path, sandboxed=True, sandbox=(0, ["10.244.0.5"]))
+    actions = worker.sync(k.now())
+    assert [a.container for a in actions if isinstance(a, StartContainer)] == ["app"]
+    k._execute(str(pod_dir), actions)
+    assert not (pod_dir / "app").exists()  # no shim was started
+    return worker.status(k.now())["containerStatuses"][0]["lastState"]["terminated"]
+
+
+def _cni_kubelet(tmp_path):
+    from kubelet.agent import NetworkOptions
+
+    k = _in_process_kubelet(tmp_path, network=NetworkOptions(str(tmp_path / "cni"), (), None, "10.244.0.0/16"))
+    k.loop = asyncio.new_event_loop()
+    return k
+
+
+def test_a_sandboxed_pods_container_is_refused_rather_than_started_without_its_sandbox(tmp_path):
+    """A worker whose sandbox is ready but the kubelet has no running sandbox of that attempt
+    (an adopted stand-in) gets a start failure, never a start on the host's network."""
+    k = _cni_kubelet(tmp_path)
+    try:
+        assert _start_failure(k, tmp_path)["message"] == 'pod sandbox "u-1-0" is not ready'
+    finally:
+        k.loop.close()
+
+
+def test_an_unreadable_node_resolv_conf_is_said_as_such(tmp_path, monkeypatch):
+    from kubelet import agent
+    from kubelet.sandboxes import Record
+
+    monkeypatch.setattr(agent, "NODE_RESOLV_CONF", str(tmp_path))  # a directory: open() fails
+    k = _cni_kubelet(tmp_path)
+    try:
+        k.sandbox_records[str(tmp_path / "pods" / "default_web_u-1")] = Record(0, "u-1-0", 1, 1, 1, {}, ("10.244.0.5",))
+        message = _start_failure(k, tmp_path)["message"]
+        assert message == f"cannot read the node's {tmp_path}: Is a directory"
+    finally:
+        k.loop.close()
+
+
+def _in_process_kubelet(tmp_path, **options):
+    from kubelet.agent import Kubelet, Options
+
+    return Kubelet(Options(node="node-0", node_dir=str(tmp_path), manifests_dir=str(tmp_path / "manifests"),
+                           **options))
+
+
+def _pod_worker(k, tmp_path, **adopt):
+    """A static pod's worker, nothing of it started yet (`adopt`: PodWorker.adopt's sandbox)."""
+    from kubelet.podworker import PodWorker, Settings
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default", "uid": "u-1"},
+           "spec": {"containers": [{"name": "app", "command": [PY, "-c", "pass"]}]}}
+    pod_dir = tmp_path / "pods" / "default_web_u-1"
+    pod_dir.mkdir(parents=True)
+    worker = PodWorker.adopt(pod, Settings(), k.now(), {}, **adopt)
+    k.workers[str(pod_dir)] = worker
+    return pod_dir, worker
+
+
+class Blocking:
+    """What the kubelet hands to a thread: it returns once the loop (still running) releases it."""
+
+    def __init__(self):
+        self.release = threading.Event()
+        self.waited_out = False
+        self.calls = []
+
+    def __call__(self, *args):
+        self.waited_out = not self.release.wait(10.0)
+        self.calls.append(args)
+
+
+def test_a_pods_cgroups_are_removed_off_the_loop_and_before_the_pod(tmp_path):
+    k = _in_process_kubelet(tmp_path)
+    remove_pod = Blocking()
+    k.cgroups = type("SlowCgroups", (), {"holds_pods": True, "remove_pod": staticmethod(remove_pod)})()
+
+    async def main():
+        k.loop = asyncio.get_running_loop()
+        pod_dir, worker = _pod_worker(k, tmp_path)
+        k._execute(str(pod_dir), worker.stop(k.now()))
+        assert worker.is_terminated()
+        k._after_event()
+        await asyncio.sleep(0)
+        assert str(pod_dir) in k.workers and pod_dir.exists()  # not before its cgroups are gone
+        remove_pod.release.set()
+        while str(pod_dir) in k.workers:
+            await asyncio.sleep(0.01)
+        return pod_dir
+
+    pod_dir = asyncio.run(asyncio.wait_for(main(), DEADLINE))
+    assert not remove_pod.waited_out and remove_pod.calls == [("u-1",)] and not pod_dir.exists()
+
+
+def test_a_relists_volume_rewrite_is_off_the_loop_and_looks_objects_up_on_it(tmp_path, monkeypatch):
+    from kubelet import agent
+
+    k = _in_process_kubelet(tmp_path)
+    set_up = Blocking()
+    looked_up = []
+
+    def slow_set_up(pod_dir, pod, lookup, *args):
+        on_main_thread = threading.current_thread() is threading.main_thread()
+        looked_up.append((lookup("configmaps", "default", "conf"), on_main_thread))
+        set_up(pod_dir)
+        return {}
+
+    monkeypatch.setattr(agent.volumedirs, "set_up", slow_set_up)
+
+    async def main():
+        k.loop = asyncio.get_running_loop()
+        pod_dir, worker = _pod_worker(k, tmp_path)
+        worker._volumes_ready = True  # its volumes were set up once: a relist rewrites them
+        refresh = asyncio.ensure_future(k._refresh_volumes([str(pod_dir)]))
+        await asyncio.sleep(0)
+        set_up.release.set()  # the loop runs while the volumes are written
+        await refresh
+
+    asyncio.run(asyncio.wait_for(main(), DEADLINE))
+    assert not set_up.waited_out and looked_up == [(None, False)]

@@ -292,3 +292,13 @@ def test_only_container_only_plugins_may_run_in_the_host_namespace():
     assert cni.host_namespace_refusal("loopback") is None
     for kind in ("bridge", "ptp", "macvlan", "something-new"):
         assert "refusing to run CNI plugin" in cni.host_namespace_refusal(kind)
+
+
+def test_a_checks_prev_result_names_the_sandbox_as_the_check_does():
+    prev = {"cniVersion": "1.0.0", "interfaces": [{"name": "kmbr0", "mac": "m"},
+                                                  {"name": "eth0", "sandbox": "/proc/self/fd/9"}], "ips": []}
+    assert cni.renamed_sandbox(prev, "/proc/self/fd/12") == {
+        "cniVersion": "1.0.0", "interfaces": [{"name": "kmbr0", "mac": "m"},
+                                              {"name": "eth0", "sandbox": "/proc/self/fd/12"}], "ips": []}
+    assert prev["interfaces"][1]["sandbox"] == "/proc/self/fd/9"  # a copy
+    assert cni.renamed_sandbox({"ips": []}, "/x") == {"ips": []}

@@ -22,6 +22,7 @@ REFERENCE = "/usr/lib/cni"
 CLUSTER = "10.244.0.0/16"
 NSENTER = shutil.which("nsenter")
 UNSHARE = shutil.which("unshare")
+OWN_NETNS = os.open("/proc/self/ns/net", os.O_RDONLY | os.O_CLOEXEC)  # for the fake plugins, which never enter it
 
 real_plugins = pytest.mark.skipif(
     os.geteuid() != 0 or not os.path.exists(f"{REFERENCE}/bridge") or not NSENTER or not UNSHARE,
@@ -58,11 +59,11 @@ def test_plugin_gets_the_spec_environment_and_its_config_on_stdin(tmp_path, monk
             print(json.dumps({"cniVersion": "1.0.0", "ips": [{"address": "10.1.2.3/24"}]}))
     """)
     shell = fake_cni(tmp_path)
-    res = shell.add("ctr-1", "/proc/1/ns/net", "eth0", args={"K8S_POD_NAME": "web"})
+    res = shell.add("ctr-1", OWN_NETNS, "eth0", args={"K8S_POD_NAME": "web"})
     assert res.ips == ["10.1.2.3"]
     seen = json.loads((tmp_path / "bin" / "ADD").read_text())
     env = {k: v for k, v in seen["env"].items() if k != "LC_CTYPE"}  # Python's own locale coercion
-    assert env == {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "ctr-1", "CNI_NETNS": "/proc/1/ns/net",
+    assert env == {"CNI_COMMAND": "ADD", "CNI_CONTAINERID": "ctr-1", "CNI_NETNS": f"/proc/self/fd/{OWN_NETNS}",
                    "CNI_IFNAME": "eth0", "CNI_ARGS": "IgnoreUnknown=1;K8S_POD_NAME=web",
                    "CNI_PATH": f"{tmp_path / 'none'}:{tmp_path / 'bin'}", "PATH": cni.PLUGIN_PATH}
     assert seen["stdin"] == {"cniVersion": "1.0.0", "name": "fake", "type": "loopback", "k": "v"}
@@ -81,7 +82,7 @@ def test_a_plugin_past_its_timeout_is_killed_with_what_it_started(tmp_path):
             child.wait()
     """)
     with pytest.raises(cni.CNIError) as err:
-        fake_cni(tmp_path, timeout=2).add("ctr-1", "/proc/1/ns/net")
+        fake_cni(tmp_path, timeout=2).add("ctr-1", OWN_NETNS)
     assert str(err.value) == 'plugin type="loopback" name="fake" failed (add): netplugin did not finish in 2s and was killed'
     for pid in map(int, (tmp_path / "bin" / "pids").read_text().split()):
         wait_for(lambda: not alive(pid), message=f"plugin process {pid} to be gone")
@@ -94,7 +95,7 @@ def test_garbage_from_a_plugin_is_one_clear_error(tmp_path):
         sys.exit(3)
     """)
     with pytest.raises(cni.CNIError) as err:
-        fake_cni(tmp_path).add("ctr-1", "/proc/1/ns/net")
+        fake_cni(tmp_path).add("ctr-1", OWN_NETNS)
     assert str(err.value) == ('plugin type="loopback" name="fake" failed (add): netplugin failed but error parsing '
                               'its diagnostic message "Traceback (most recent call last):": '
                               'Expecting value: line 1 column 1 (char 0)')
@@ -110,7 +111,7 @@ def test_a_bridge_plugin_never_runs_outside_a_fabric(tmp_path, fabric, says):
         open(os.path.join(record, "ran"), "w").close()
     """)
     with pytest.raises(cni.CNIError) as err:
-        fake_cni(tmp_path, "bridge", fabric=fabric).add("ctr-1", "/proc/1/ns/net")
+        fake_cni(tmp_path, "bridge", fabric=fabric).add("ctr-1", OWN_NETNS)
     assert str(err.value).startswith(f'plugin type="bridge" name="fake" failed (add): {says}')
     assert not (tmp_path / "bin" / "ran").exists()
 
@@ -119,7 +120,7 @@ def test_missing_plugin_is_libcnis_error(tmp_path):
     shell = cnishell.CNI(tmp_path / "net.d", [str(tmp_path / "a"), str(tmp_path / "b")], "/nonexistent/fabric")
     shell.write_conflist(cni.kubemu_conflist("10.244.0.0/24", CLUSTER, str(tmp_path / "networks"), "kmbr0"))
     with pytest.raises(cni.CNIError) as err:
-        shell.add("ctr-1", "/proc/1/ns/net")
+        shell.add("ctr-1", OWN_NETNS)
     assert str(err.value) == (f'plugin type="bridge" name="kubemu" failed (add): '
                               f'failed to find plugin "bridge" in path [{tmp_path / "a"} {tmp_path / "b"}]')
 
@@ -141,7 +142,7 @@ def test_an_invalid_config_is_a_config_error(tmp_path):
     bad = tmp_path / "net.d" / "00-broken.conflist"
     bad.write_text('{"cniVersion": "1.0.0", "name": "x", "plugins": [')
     with pytest.raises(cni.ConfigError) as err:
-        shell.add("ctr-1", "/proc/1/ns/net")
+        shell.add("ctr-1", OWN_NETNS)
     assert str(err.value).startswith(f"{bad}: invalid CNI config: not JSON: ") and "\n" not in str(err.value)
 
 
@@ -171,6 +172,7 @@ class Netns:
         self.path = f"/proc/{self.proc.pid}/ns/net"
         host = os.stat("/proc/self/ns/net").st_ino
         wait_for(lambda: self._inode() not in (None, host), message="the holder's network namespace")
+        self.fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)  # what the kubelet hands the plugins
 
     def _inode(self) -> int | None:
         try:
@@ -183,6 +185,9 @@ class Netns:
                               timeout=DEADLINE, **kw)
 
     def kill(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
@@ -221,7 +226,7 @@ def eth0_addresses(pod: Netns) -> list[str] | None:
 def test_add_check_delete_with_the_reference_plugins(tmp_path, netns):
     fabric, pod = netns(), netns()
     shell, ips = node_cni(tmp_path, fabric, 3, "10.244.3.0/24")
-    res = shell.add("ctr-1", pod.path, "eth0")
+    res = shell.add("ctr-1", pod.fd, "eth0")
     assert len(res.ips) == 1 and res.ips[0].startswith("10.244.3.") and res.ips[0] != "10.244.3.1"
     assert eth0_addresses(pod) == [f"{res.ips[0]}/24"]
     assert (ips / res.ips[0]).read_text().split() == ["ctr-1", "eth0"]
@@ -229,12 +234,16 @@ def test_add_check_delete_with_the_reference_plugins(tmp_path, netns):
     assert fabric.run("cat", "/proc/sys/net/ipv4/ip_forward").stdout.strip() == "1"
     assert subprocess.run(["ip", "link", "show", "kmbr3"], capture_output=True).returncode != 0  # not in the host
 
-    shell.check("ctr-1", pod.path, "eth0", res.raw)
+    again = os.dup(pod.fd)  # the same namespace under another descriptor: a later CHECK's
+    try:
+        shell.check("ctr-1", again, "eth0", res.raw)
+    finally:
+        os.close(again)
 
-    shell.delete("ctr-1", pod.path, "eth0", res.raw)
+    shell.delete("ctr-1", pod.fd, "eth0", res.raw)
     assert not (ips / res.ips[0]).exists()
     assert eth0_addresses(pod) is None
-    shell.delete("ctr-1", pod.path, "eth0", res.raw)  # DEL is idempotent
+    shell.delete("ctr-1", pod.fd, "eth0", res.raw)  # DEL is idempotent
 
 
 @real_plugins
@@ -242,8 +251,8 @@ def test_pods_on_two_nodes_reach_each_other_by_ip_without_nat(tmp_path, netns):
     fabric, pod_a, pod_b = netns(), netns(), netns()
     node0, _ = node_cni(tmp_path, fabric, 0, "10.244.0.0/24")
     node1, _ = node_cni(tmp_path, fabric, 1, "10.244.1.0/24")
-    a = node0.add("pod-a", pod_a.path)
-    b = node1.add("pod-b", pod_b.path)
+    a = node0.add("pod-a", pod_a.fd)
+    b = node1.add("pod-b", pod_b.fd)
     server = subprocess.Popen(
         [NSENTER, f"--net={pod_b.path}", "--", sys.executable, "-c", textwrap.dedent(f"""
             import socket
@@ -264,19 +273,16 @@ def test_pods_on_two_nodes_reach_each_other_by_ip_without_nat(tmp_path, netns):
     finally:
         terminate(server)
         server.stdout.close()
-    node0.delete("pod-a", pod_a.path, "eth0", a.raw)
-    node1.delete("pod-b", pod_b.path, "eth0", b.raw)
+    node0.delete("pod-a", pod_a.fd, "eth0", a.raw)
+    node1.delete("pod-b", pod_b.fd, "eth0", b.raw)
 
 
 @real_plugins
 def test_dead_sandbox_is_deleted_with_an_empty_netns(tmp_path, netns):
     fabric, pod = netns(), netns()
     shell, ips = node_cni(tmp_path, fabric, 0, "10.244.0.0/24")
-    res = shell.add("ctr-1", pod.path)
-    netns_path = pod.path
+    res = shell.add("ctr-1", pod.fd)
     pod.kill()
-    with pytest.raises(cni.CNIError, match="failed to open netns|no such file"):
-        shell.check("ctr-1", netns_path, "eth0", res.raw)
     assert (ips / res.ips[0]).exists()
     shell.delete("ctr-1", None, "eth0", res.raw)
     assert not (ips / res.ips[0]).exists()
@@ -286,13 +292,13 @@ def test_dead_sandbox_is_deleted_with_an_empty_netns(tmp_path, netns):
 def test_exhausted_range_is_the_plugins_error_and_is_cleaned_up(tmp_path, netns):
     fabric, pod_a, pod_b = netns(), netns(), netns()
     shell, ips = node_cni(tmp_path, fabric, 9, "10.244.9.0/30")  # .1 is the gateway: one pod fits
-    a = shell.add("pod-a", pod_a.path)
+    a = shell.add("pod-a", pod_a.fd)
     assert a.ips == ["10.244.9.2"]
     with pytest.raises(cni.CNIError) as err:
-        shell.add("pod-b", pod_b.path)
+        shell.add("pod-b", pod_b.fd)
     assert (err.value.plugin_type, err.value.command, err.value.code) == ("bridge", "add", 999)
     assert str(err.value).startswith('plugin type="bridge" name="kubemu" failed (add): failed to allocate for range 0: '
                                      'no IP addresses available in range set: 10.244.9.1-10.244.9.2')
     assert eth0_addresses(pod_b) is None  # the half-built veth went with the DEL after the failed ADD
     assert sorted(p.name for p in ips.iterdir() if p.name[0].isdigit()) == ["10.244.9.2"]
-    shell.delete("pod-a", pod_a.path, "eth0", a.raw)
+    shell.delete("pod-a", pod_a.fd, "eth0", a.raw)

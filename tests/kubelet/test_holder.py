@@ -58,7 +58,7 @@ def sandbox_of(info: HolderInfo) -> dict:
 @NEEDS_ROOT
 def test_a_holder_holds_new_namespaces_detached_as_a_shim_is(sandbox):
     info = sandbox
-    assert info.netns_path == f"/proc/{info.pid}/ns/net" and info.netns_inode == ns_inode(info.pid, "net")
+    assert info.netns_inode == ns_inode(info.pid, "net")
     for kind in ("net", "mnt", "uts", "ipc"):
         assert ns_inode(info.pid, kind) != ns_inode(os.getpid(), kind), kind
     proc = psutil.Process(info.pid)
@@ -128,7 +128,7 @@ print(json.dumps({"greeting": c.recv(100).decode(), "queue": libc.msgget(0x6b6d7
 
 def loopback_up(info: HolderInfo) -> None:
     """What CNI's loopback plugin does for the kubelet: the pod's `lo` up."""
-    subprocess.run(["nsenter", f"--net={info.netns_path}", "ip", "link", "set", "lo", "up"], check=True)
+    subprocess.run(["nsenter", f"--net=/proc/{info.pid}/ns/net", "ip", "link", "set", "lo", "up"], check=True)
 
 
 @NEEDS_ROOT
@@ -301,7 +301,7 @@ def test_a_holder_in_the_kubelets_own_network_namespace_is_refused_and_killed(ru
 
 
 @NEEDS_ROOT
-def test_a_holder_nobody_waits_for_any_more_exits(runtime):  # noqa: F811
+def test_a_holder_nobody_waits_for_any_more_exits(runtime, tmp_path):  # noqa: F811
     """The kubelet gave up waiting (its timeout) and closed the pipe: a holder it will never
     know of must not hold a pod's namespaces for nobody."""
     ready_r, ready_w = os.pipe()
@@ -312,7 +312,8 @@ def test_a_holder_nobody_waits_for_any_more_exits(runtime):  # noqa: F811
         os.dup2(pid_w, holder.PID_FD)
 
     os.close(ready_r)  # nobody will read what it says
-    subprocess.run(py("from kubelet.holder import main; main()", "--hostname", HOSTNAME),
+    subprocess.run(py("from kubelet.holder import main; main()", "--hostname", HOSTNAME,
+                      "--pending", str(tmp_path / holder.PENDING)),
                    env=runtime.env_base, stdin=subprocess.DEVNULL, preexec_fn=fds,
                    pass_fds=(holder.READY_FD, holder.PID_FD), check=False, timeout=60)
     os.close(ready_w)
@@ -320,3 +321,21 @@ def test_a_holder_nobody_waits_for_any_more_exits(runtime):  # noqa: F811
     with os.fdopen(pid_r) as f:
         pid = int(f.read())
     wait_for(lambda: not alive(pid), message="the unwanted holder to exit")
+
+
+@NEEDS_ROOT
+def test_a_holder_names_itself_before_it_is_ready_and_an_unrecorded_one_is_reaped(runtime):  # noqa: F811
+    """The kubelet may die between a holder's start and its record: the holder's own word
+    (sandbox.pending) is how it is found and killed, never the recorded one."""
+    info = start(runtime)
+    pod_dir = runtime.pod_dir(POD)
+    pending = json.loads(Path(pod_dir, holder.PENDING).read_text())
+    assert pending == {"pid": info.pid, "start": info.start_ticks}
+    holder.reap_pending(pod_dir, (info.pid, info.start_ticks))  # the recorded one: kept, the file forgotten
+    assert holder.alive(info.pid, info.start_ticks) and not Path(pod_dir, holder.PENDING).exists()
+    orphan = start(runtime)
+    holder.reap_pending(pod_dir, (info.pid, info.start_ticks))  # a kubelet that recorded only the first
+    wait_for(lambda: not holder.alive(orphan.pid, orphan.start_ticks), message="the unrecorded holder killed")
+    assert holder.alive(info.pid, info.start_ticks)
+    holder.kill(info.pid, info.start_ticks)
+    holder.reap_pending(pod_dir, None)  # nothing pending: nothing to do

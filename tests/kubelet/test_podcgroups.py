@@ -102,7 +102,7 @@ def test_layout():
 
 def test_without_a_cgroup_root_it_says_why():
     pc = podcgroups.PodCgroups(None)
-    assert not pc.available and "--cgroup-root" in pc.why_not and "\n" not in pc.why_not
+    assert not pc.available and not pc.holds_pods and "--cgroup-root" in pc.why_not and "\n" not in pc.why_not
     assert pc.usage("u") is None
     pc.remove_pod("u")  # nothing to do
 
@@ -112,10 +112,12 @@ def test_without_a_memory_controller_it_says_why(monkeypatch, tmp_path):
         (cgroups.Cgroup(tmp_path / rel, 1), frozenset({"pids"}))])
     pc = podcgroups.PodCgroups("kubemu/h/node-1")
     assert not pc.available and pc.why_not.startswith("no memory controller")
+    assert pc.holds_pods  # pods still go in their cgroups, in the pids hierarchy
     monkeypatch.setattr(podcgroups, "everywhere", lambda rel: [
         (cgroups.Cgroup(Path("/proc/1/nosuch") / rel, 1), frozenset({"memory"}))])
     pc = podcgroups.PodCgroups("kubemu/h/node-1")
     assert not pc.available and pc.why_not.startswith("cannot make pod cgroups (/proc/1/nosuch/")
+    assert not pc.holds_pods
 
 
 def test_bad_input_is_one_clear_error(monkeypatch, tmp_path):
@@ -212,12 +214,12 @@ def test_the_kernel_oom_kills_past_the_container_limit_and_counts_it(node_root):
     the_pod = pod(ctr("hog", limits={"memory": "32Mi"}), uid=uid)
     hog = pc.container(the_pod, "hog")
     counter = Path(hog.oom_counter["path"])
-    assert podcgroups.oom_kills(counter.read_text()) == 0
+    assert cgroups.oom_kills(counter.read_text()) == 0
     # allocates (and touches) 1 MiB at a time up to 256 MiB: only the kernel can stop it
     proc = _in_cgroups(hog.procs, [sys.executable, "-c",
                                    "b = []\nfor _ in range(256): b.append(bytearray(1 << 20))\nprint('survived')"])
     assert proc.wait(timeout=60) == -9
-    assert podcgroups.oom_kills(counter.read_text()) == 1
+    assert cgroups.oom_kills(counter.read_text()) == 1
     pc.remove_pod(uid)
     assert not _left(f"{node_root}/kubepods/burstable/pod{uid}")
 

@@ -14,6 +14,7 @@ import pytest
 from kubelet import portforward
 from kubelet.sandboxes import SANDBOX_FILE, Record
 from kubelet.shim import write_json
+from kubemu.child import proc_stat
 from kubemu.nsutil import ns_inode
 from tests.conftest import DEADLINE, wait_for
 
@@ -40,7 +41,7 @@ def pod_netns():
     proc = subprocess.Popen(["unshare", "--net", sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True)
     try:
         port = int(proc.stdout.readline())
-        yield proc.pid, port
+        yield portforward.Netns(proc.pid, proc_stat(proc.pid)[1], ns_inode(proc.pid, "net")), port
     finally:
         proc.kill()
         proc.wait()
@@ -52,12 +53,11 @@ def netns_of_every_thread() -> set[int]:
 
 @NEEDS_NETNS
 def test_a_server_on_the_pods_localhost_is_reached_and_no_kubelet_thread_moves(pod_netns):
-    pid, port = pod_netns
-    path = f"/proc/{pid}/ns/net"
+    netns, port = pod_netns
     before = netns_of_every_thread()
 
     async def talk() -> bytes:
-        sock = await portforward.connect(path, "sb", port, os.stat(path).st_ino)
+        sock = await portforward.connect(netns, "sb", port)
         try:
             loop = asyncio.get_running_loop()
             await loop.sock_sendall(sock, b"hello")
@@ -77,10 +77,10 @@ def test_a_server_on_the_pods_localhost_is_reached_and_no_kubelet_thread_moves(p
 
 @NEEDS_NETNS
 def test_a_refused_port_is_containerds_message(pod_netns):
-    pid, port = pod_netns
-    path = f"/proc/{pid}/ns/net"
+    netns, port = pod_netns
+    path = netns.path
     with pytest.raises(portforward.ForwardError) as err:
-        asyncio.run(portforward.connect(path, "uid-1", port + 1 if port < 65535 else port - 1))
+        asyncio.run(portforward.connect(netns, "uid-1", port + 1 if port < 65535 else port - 1))
     other = port + 1 if port < 65535 else port - 1
     assert str(err.value).startswith(
         f'failed to execute portforward in network namespace "{path}": failed to connect to localhost:{other} '
@@ -91,25 +91,27 @@ def test_a_refused_port_is_containerds_message(pod_netns):
 
 @NEEDS_NETNS
 def test_a_namespace_that_is_not_the_sandboxs_any_more_is_not_entered(pod_netns):
-    pid, port = pod_netns
+    netns, port = pod_netns
     with pytest.raises(portforward.ForwardError, match="is not the sandbox's any more"):
-        asyncio.run(portforward.connect(f"/proc/{pid}/ns/net", "sb", port, inode=1))
-    with pytest.raises(portforward.ForwardError, match="failed to open network namespace"):
-        asyncio.run(portforward.connect("/proc/0/ns/net", "sb", port))
+        asyncio.run(portforward.connect(portforward.Netns(netns.pid, netns.start, 1), "sb", port))
+    with pytest.raises(portforward.ForwardError, match="is not the sandbox's any more: process .* has exited"):
+        asyncio.run(portforward.connect(portforward.Netns(netns.pid, netns.start + 1, netns.inode), "sb", port))
+    with pytest.raises(portforward.ForwardError, match="is not the sandbox's any more: cannot open"):
+        asyncio.run(portforward.connect(portforward.Netns(0, 0, netns.inode), "sb", port))
 
 
 def test_the_namespace_a_pod_is_reached_in(tmp_path):
     pod_dir = tmp_path / "default_web_u1"
     pod_dir.mkdir()
-    assert portforward.sandbox_netns(str(pod_dir)) == ("default_web_u1", None, None)  # no sandbox: the node's
+    assert portforward.sandbox_netns(str(pod_dir)) == ("default_web_u1", None)  # no sandbox: the node's
     me = os.getpid()
     start = int(open(f"/proc/{me}/stat").read().rpartition(")")[2].split()[19])
     own = Record(1, "u1-1", me, start, ns_inode(me, "net"), {}, ())
     write_json(str(pod_dir / SANDBOX_FILE), own.as_json())
-    assert portforward.sandbox_netns(str(pod_dir)) == ("u1-1", None, None)  # hostNetwork
+    assert portforward.sandbox_netns(str(pod_dir)) == ("u1-1", None)  # hostNetwork
     other = Record(1, "u1-1", me, start, 12345, {}, ())
     write_json(str(pod_dir / SANDBOX_FILE), other.as_json())
-    assert portforward.sandbox_netns(str(pod_dir)) == ("u1-1", f"/proc/{me}/ns/net", 12345)
+    assert portforward.sandbox_netns(str(pod_dir)) == ("u1-1", portforward.Netns(me, start, 12345))
     gone = Record(1, "u1-1", me, start + 1, 12345, {}, ())
     write_json(str(pod_dir / SANDBOX_FILE), gone.as_json())
     with pytest.raises(portforward.ForwardError, match='sandbox "u1-1": the sandbox is not running'):
@@ -165,8 +167,43 @@ def test_the_netns_thread_is_a_thread_of_its_own():
     threading.Thread.start = spy
     try:
         with pytest.raises(portforward.ForwardError):
-            portforward.sockets_in("/nonexistent/ns/net")
+            portforward.sockets_in(portforward.Netns(0, 0, 1))
     finally:
         threading.Thread.start = original
     assert names == ["portforward-netns"]
     wait_for(lambda: "portforward-netns" not in {t.name for t in threading.enumerate()})
+
+
+@NEEDS_NETNS
+def test_a_failure_inside_the_netns_thread_is_a_forward_error(pod_netns, monkeypatch):
+    netns, _ = pod_netns
+
+    def broken() -> None:
+        raise RuntimeError("no sockets today")
+    monkeypatch.setattr(portforward, "_pair", broken)
+    with pytest.raises(portforward.ForwardError, match="no sockets today"):
+        portforward.sockets_in(netns)
+
+
+@NEEDS_NETNS
+def test_a_cancelled_connect_closes_the_sockets_its_thread_made(pod_netns, monkeypatch):
+    netns, port = pod_netns
+    made, release = [], threading.Event()
+    pair = portforward._pair
+
+    def slow_pair():
+        release.wait(DEADLINE)
+        made.extend(s for s in pair() if s is not None)
+        return made[0], (made[1] if len(made) > 1 else None)
+    monkeypatch.setattr(portforward, "_pair", slow_pair)
+
+    async def cancel() -> None:
+        task = asyncio.ensure_future(portforward.connect(netns, "sb", port))
+        await asyncio.sleep(0)
+        task.cancel()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.get_running_loop().run_in_executor(None, wait_for, lambda: made and all(
+            s.fileno() == -1 for s in made))
+    asyncio.run(cancel())

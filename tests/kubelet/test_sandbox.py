@@ -256,6 +256,26 @@ def test_adopted_containers_without_a_sandbox_are_replaced_in_a_new_one():
     assert [a.container for a in of(acts, KillContainer)] == ["app"]
 
 
+def test_an_adopted_sandbox_found_dead_starts_nothing_whatever_the_network():
+    """The stand-in is dead before the network's state is applied: a sync in between would
+    start the exited container in a sandbox that does not exist (on the host's network)."""
+    found = {"app": {"state": "running", "restart_count": 0, "pid": 100, "started_at": T0 - 50},
+             "side": {"state": "exited", "restart_count": 0, "exit_code": 1, "started_at": T0 - 50,
+                      "finished_at": T0 - 40}}
+    for network_ready in (True, False):
+        w = PodWorker.adopt(pod(ctr("app"), ctr("side")), S, T0, found, sandboxed=True, sandbox=None)
+        acts = w.sandbox_found(False, network_ready, NOT_READY, T0)
+        assert starts(acts) == [] and [a.container for a in of(acts, KillContainer)] == ["app"]
+        assert ("SandboxChanged", SANDBOX_CHANGED, "Normal") in events(acts)
+
+
+def test_an_adopted_live_sandbox_found_on_a_network_not_ready_runs_on():
+    found = {"app": {"state": "running", "restart_count": 0, "pid": 100, "started_at": T0 - 50}}
+    w = PodWorker.adopt(pod(), S, T0, found, sandboxed=True, sandbox=(0, IP))
+    assert of(w.sandbox_found(True, False, NOT_READY, T0), KillContainer) == []
+    assert w.sandbox.ready and w.status(T0)["podIP"] == "10.244.1.5"
+
+
 @pytest.mark.parametrize("policy", ["Always", "OnFailure"])
 def test_a_killed_container_restarts_after_sandbox_death_whatever_the_policy_allows(policy):
     w, _ = ready_pod(pod(policy=policy))

@@ -6,12 +6,16 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+from pathlib import Path
 
 import pytest
 
-from kubelet import cni, cnishell, holder
+from kubelet import cni, cnishell, holder, volumedirs
 from kubelet.sandbox import CreateSandbox
 from kubelet.sandboxes import SANDBOX_FILE, HolderWatch, Record, SandboxFailed, Sandboxes, read_record
+from kubelet.shim import write_json
+from kubemu.child import proc_stat
 from tests.conftest import DEADLINE, wait_for
 from tests.kubelet.test_cnishell import REFERENCE, fake_plugin, netns, node_cni, real_plugins  # noqa: F401
 
@@ -19,8 +23,10 @@ root = pytest.mark.skipif(os.geteuid() != 0, reason="a sandbox holder unshares n
 
 POD = {"metadata": {"name": "web", "namespace": "default", "uid": "u-1"}, "spec": {"containers": [{"name": "a"}]}}
 ADD_OK = """
+    netns = os.environ["CNI_NETNS"]
     with open(os.path.join(record, os.environ["CNI_COMMAND"]), "w") as f:
-        json.dump({"env": dict(os.environ), "stdin": json.load(sys.stdin)}, f)
+        json.dump({"env": dict(os.environ), "stdin": json.load(sys.stdin),
+                   "netns_inode": os.stat(netns).st_ino if netns else None}, f)
     if os.environ["CNI_COMMAND"] == "ADD":
         print(json.dumps({"cniVersion": "1.0.0", "ips": [{"address": "10.9.0.7/24"}]}))
 """
@@ -59,14 +65,16 @@ def test_create_writes_sandbox_json_and_remove_deletes_and_kills(tmp_path, pod_d
                        "netns_inode": record.netns_inode, "ifname": "eth0", "result": record.result,
                        "ips": ["10.9.0.7"]}
     assert record.netns_inode != os.stat("/proc/self/ns/net").st_ino
-    add = json.loads((tmp_path / "bin" / "ADD").read_text())["env"]
-    assert add["CNI_CONTAINERID"] == "u-1-2" and add["CNI_NETNS"] == f"/proc/{record.pid}/ns/net"
+    seen = json.loads((tmp_path / "bin" / "ADD").read_text())
+    add = seen["env"]
+    assert add["CNI_CONTAINERID"] == "u-1-2" and add["CNI_NETNS"].startswith("/proc/self/fd/")
+    assert seen["netns_inode"] == record.netns_inode  # the holder's, through the descriptor it inherited
     assert "K8S_POD_NAME=web" in add["CNI_ARGS"] and "K8S_POD_INFRA_CONTAINER_ID=u-1-2" in add["CNI_ARGS"]
     assert read_record(pod_dir) == record
 
     sandboxes.remove(pod_dir, POD)
     deleted = json.loads((tmp_path / "bin" / "DEL").read_text())
-    assert deleted["env"]["CNI_NETNS"] == f"/proc/{record.pid}/ns/net"
+    assert deleted["netns_inode"] == record.netns_inode
     assert deleted["stdin"]["prevResult"] == record.result
     wait_for(lambda: not sandboxes.alive(record), message="the holder killed")
     assert read_record(pod_dir) is None
@@ -127,6 +135,7 @@ def test_reference_plugins_give_the_sandbox_an_ip_and_its_death_frees_it(tmp_pat
     record = sandboxes.create(pod_dir, POD, CreateSandbox(0, "u-1-0", "web"))
     assert len(record.ips) == 1 and record.ips[0].startswith("10.244.1.")
     assert (leases / record.ips[0]).read_text().startswith("u-1-0")
+    sandboxes.check(pod_dir, record)  # the reference plugins find it as ADD left it
     os.kill(record.pid, signal.SIGKILL)
     wait_for(lambda: not sandboxes.alive(record), message="the holder dead")
     sandboxes.remove(pod_dir, POD)
@@ -163,3 +172,94 @@ def test_holder_watch_hears_a_death_at_once(tmp_path, pod_dir):
         watch.watch(pod_dir, record)
         return await asyncio.wait_for(heard, DEADLINE)
     assert asyncio.run(gone_already()) == 4
+
+
+@pytest.fixture
+def host_process():
+    """A process in the host's network namespace: what a dead holder's PID may have become."""
+    proc = subprocess.Popen(["sleep", "infinity"], stdin=subprocess.DEVNULL)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@root
+def test_a_reused_holder_pid_is_never_given_to_a_plugin(tmp_path, pod_dir, host_process, monkeypatch):
+    sandboxes = fake_sandboxes(tmp_path, ADD_OK)
+    start = proc_stat(host_process.pid)[1]
+    # the holder said ready, then died, and its PID went to a process of the host's
+    reused = holder.HolderInfo(host_process.pid, start - 1, 12345)
+    monkeypatch.setattr(holder, "start", lambda *a, **kw: reused)
+    with pytest.raises(SandboxFailed, match=r'failed to setup network for sandbox "u-1-0": process \d+ has exited'):
+        sandboxes.create(pod_dir, POD, CreateSandbox(0, "u-1-0", "web"))
+    assert not (tmp_path / "bin" / "ADD").exists() and not (tmp_path / "bin" / "DEL").exists()
+    assert host_process.poll() is None and read_record(pod_dir) is None
+
+    # a recorded sandbox whose holder's PID was reused is DELeted without a namespace
+    write_json(os.path.join(pod_dir, SANDBOX_FILE), Record(0, "u-1-0", host_process.pid, start - 1, 12345,
+                                                           {"cniVersion": "1.0.0"}, ()).as_json())
+    sandboxes.remove(pod_dir, POD)
+    assert json.loads((tmp_path / "bin" / "DEL").read_text())["env"]["CNI_NETNS"] == ""
+    assert host_process.poll() is None
+
+
+@root
+def test_the_holder_is_recorded_before_anything_else_can_fail(tmp_path, pod_dir, monkeypatch):
+    sandboxes = fake_sandboxes(tmp_path, ADD_OK)
+    seen = []
+
+    def mount(pod_dir_, pod, pid, start):
+        seen.append(read_record(pod_dir_))
+        return {}
+    monkeypatch.setattr(volumedirs, "mount_memory_volumes", mount)
+    record = sandboxes.create(pod_dir, POD, CreateSandbox(0, "u-1-0", "web"))
+    assert seen[0] is not None and (seen[0].pid, seen[0].start, seen[0].complete) == (record.pid, record.start, False)
+
+
+@root
+def test_an_unexpected_exception_during_add_kills_the_holder_and_deletes(tmp_path, pod_dir, monkeypatch):
+    sandboxes = fake_sandboxes(tmp_path, ADD_OK)
+    started = []
+    real_start = holder.start
+    monkeypatch.setattr(holder, "start", lambda *a, **kw: started.append(real_start(*a, **kw)) or started[-1])
+
+    def add_then_die(*args, **kwargs):
+        cni_add(*args, **kwargs)
+        raise KeyboardInterrupt
+    cni_add = sandboxes.cni.add
+    monkeypatch.setattr(sandboxes.cni, "add", add_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        sandboxes.create(pod_dir, POD, CreateSandbox(0, "u-1-0", "web"))
+    info = started[0]
+    wait_for(lambda: not holder.alive(info.pid, info.start_ticks), message="the holder killed")
+    assert json.loads((tmp_path / "bin" / "DEL").read_text())["netns_inode"] == info.netns_inode
+    assert read_record(pod_dir) is None
+
+
+@root
+def test_check_runs_cni_check_in_the_live_holders_namespace(tmp_path, pod_dir):
+    sandboxes = fake_sandboxes(tmp_path, ADD_OK)
+    (Path(pod_dir) / "pod.json").write_text(json.dumps(POD))
+    record = sandboxes.create(pod_dir, POD, CreateSandbox(0, "u-1-0", "web"))
+    sandboxes.check(pod_dir, record)
+    seen = json.loads((tmp_path / "bin" / "CHECK").read_text())
+    assert seen["netns_inode"] == record.netns_inode and seen["stdin"]["prevResult"] == record.result
+    assert "K8S_POD_NAME=web" in seen["env"]["CNI_ARGS"]
+    os.kill(record.pid, signal.SIGKILL)
+    wait_for(lambda: not sandboxes.alive(record), message="the holder dead")
+    with pytest.raises(SandboxFailed, match='sandbox "u-1-0" is not running'):
+        sandboxes.check(pod_dir, record)
+
+
+@root
+def test_a_holder_started_for_a_kubelet_that_died_before_recording_it_is_killed(tmp_path, pod_dir):
+    sandboxes = fake_sandboxes(tmp_path, ADD_OK)
+    orphan = holder.start(pod_dir, "web", [])  # ... and the kubelet died here, before sandbox.json
+    record = sandboxes.create(pod_dir, POD, CreateSandbox(0, "u-1-0", "web"))
+    wait_for(lambda: not holder.alive(orphan.pid, orphan.start_ticks), message="the orphan holder killed")
+    assert sandboxes.alive(record) and not (Path(pod_dir) / holder.PENDING).exists()
+    sandboxes.remove(pod_dir, POD)
+
+    orphan = holder.start(pod_dir, "web", [])
+    sandboxes.remove(pod_dir, POD)  # the pod went while the kubelet was away
+    wait_for(lambda: not holder.alive(orphan.pid, orphan.start_ticks), message="the orphan holder killed")

@@ -2,10 +2,12 @@
 busy container's CPU and memory read from its real cgroup."""
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import subprocess
 import sys
+import threading
 import uuid
 
 import pytest
@@ -14,7 +16,7 @@ from kubelet import stats
 from kubelet.podcgroups import PodCgroups, Usage
 from kubelet.stats import NODE, PodRef, Rates, Stats
 from kubemu import cgroups, ownership, wire
-from tests.conftest import remove_cluster_cgroups, wait_for
+from tests.conftest import DEADLINE, remove_cluster_cgroups, wait_for
 
 MI = 1 << 20
 
@@ -143,3 +145,43 @@ def test_a_busy_container_shows_its_cpu_and_memory(tmp_path):
         busy.wait()
         ownership.Owned(0, 0, None, node_root).release()
         remove_cluster_cgroups(tmp_path)
+
+
+class SlowRuntime(FakeRuntime):
+    """Its pod directories take until `release` is set (by the loop) to list."""
+
+    def __init__(self, pods: dict[str, dict[str, bool]]):
+        super().__init__(pods)
+        self.release = threading.Event()
+        self.waited_out = False
+
+    def list_pod_dirs(self) -> list[str]:
+        self.waited_out = not self.release.wait(10.0)
+        return super().list_pod_dirs()
+
+
+class NoUsage:
+    """Pod cgroups with nothing to read."""
+    available, why_not, cgroup_root = True, None, "kubemu-test-no-such-cgroup"
+
+    def usage(self, uid: str, container: str | None = None) -> None:
+        return None
+
+
+def test_a_round_of_readings_does_not_hold_up_the_loop():
+    runtime = SlowRuntime({"default_web_u-1": {"app": True}})
+    node = Stats("node-1", runtime, NoUsage(), period=3600)
+
+    async def main():
+        task = asyncio.ensure_future(node.run())
+        try:
+            await asyncio.sleep(0)  # the round has begun; the loop still runs to release it
+            runtime.release.set()
+            while not node.pods:
+                await asyncio.sleep(0.01)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(asyncio.wait_for(main(), DEADLINE))
+    assert not runtime.waited_out and node.pods == {PodRef("default", "web", "u-1"): ["app"]}

@@ -3,7 +3,10 @@ one error per broken volume (the others set up all the same)."""
 import os
 import stat
 
-from kubelet import volumedirs
+import pytest
+
+from kubelet import holder, volumedirs
+from kubemu import nsutil
 from kubelet.volumes import VolumeError
 
 CM = {"data": {"k": "v1"}}
@@ -114,3 +117,51 @@ def test_runtime_mounts_parents_first_memory_as_its_directory_and_the_kubelets_f
 def test_mount_env_names_each_mount_path():
     bound = [volumedirs.Mount("/etc/config", "/p/v/cfg", True), volumedirs.Mount("/data-1/x", "/h", False)]
     assert volumedirs.mount_env(bound) == {"KUBEMU_MOUNT_ETC_CONFIG": "/p/v/cfg", "KUBEMU_MOUNT_DATA_1_X": "/h"}
+
+
+MEMORY = {"name": "cache", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}
+root = pytest.mark.skipif(os.geteuid() != 0, reason="a sandbox holder unshares namespaces: needs root")
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    """A real sandbox holder for a pod directory reached through a symlink (a state directory
+    may be one)."""
+    (tmp_path / "real" / "pod").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    pod_dir = str(tmp_path / "link" / "pod")
+    info = holder.start(pod_dir, "web", [])
+    yield pod_dir, info
+    holder.kill(info.pid, info.start_ticks)
+
+
+def _tmpfs_points(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/mountinfo") as f:
+        return [line.split()[4] for line in f if " - tmpfs " in line]
+
+
+@root
+def test_a_memory_volume_is_mounted_once_in_the_pods_namespace_only(sandbox):
+    pod_dir, info = sandbox
+    real = os.path.realpath(volumedirs.volume_path(pod_dir, MEMORY))
+    for _ in range(2):  # the second call finds it mounted, by its real path
+        assert volumedirs.mount_memory_volumes(pod_dir, pod_with(MEMORY), info.pid, info.start_ticks) == {}
+    assert _tmpfs_points(info.pid).count(real) == 1
+    assert real not in _tmpfs_points(os.getpid())
+
+
+@root
+def test_a_holder_whose_pid_is_not_its_own_any_more_is_not_entered(sandbox):
+    pod_dir, info = sandbox
+    errors = volumedirs.mount_memory_volumes(pod_dir, pod_with(MEMORY), info.pid, info.start_ticks + 1)
+    assert errors["cache"].message.startswith("mount failed: the pod's sandbox is gone: process ")
+    assert os.path.realpath(volumedirs.volume_path(pod_dir, MEMORY)) not in _tmpfs_points(info.pid)
+
+
+@root
+def test_without_nsenter_a_memory_volume_is_one_clear_error(sandbox, monkeypatch):
+    pod_dir, info = sandbox
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(nsutil, "SBIN_PATH", "/nonexistent")
+    errors = volumedirs.mount_memory_volumes(pod_dir, pod_with(MEMORY), info.pid, info.start_ticks)
+    assert {k: v.message for k, v in errors.items()} == {"cache": "mount failed: nsenter (util-linux) not found"}

@@ -353,7 +353,8 @@ def test_the_kubelet_s_network_flags(state_dir):
     flags = dict(zip(argv[argv.index("--api"):][::2], argv[argv.index("--api"):][1::2]))
     expected = {"--network-mode": "cni", "--fabric-netns": "/run/netns/kubemu-abcd1234",
                 "--cni-conf-dir": f"{state_dir}/nodes/node-1/cni/net.d", "--cni-bin-dir": "/usr/lib/cni:/opt/cni/bin",
-                "--cluster-cidr": "10.244.0.0/16", "--cgroup-root": ownership.cgroup_name(state_dir, "node-1")}
+                "--cluster-cidr": "10.244.0.0/16", "--cgroup-root": ownership.cgroup_name(state_dir, "node-1"),
+                "--pod-max-pids": "4096"}
     assert {k: flags.get(k) for k in expected} == expected
     argv = _kubelet_argv(state, "node-1", HOST_RECORD)
     assert argv[argv.index("--network-mode"):argv.index("--network-mode") + 4] == (

@@ -208,3 +208,15 @@ def test_the_components_flags():
     assert netplan.kubelet_flags(host, "/s/nodes/node-1") == [
         "--network-mode", "host", "--network-mode-reason", "not root: CAP_NET_ADMIN is needed for pod networks"]
     assert netplan.controller_manager_flags(host) == []
+
+
+@pytest.mark.parametrize("field, value", [
+    ("made_run_netns", "false"), ("made_run_netns_dir", 0), ("node_mask", "24"), ("node_mask", True),
+    ("cluster_cidr", 10), ("mode", ["cni"]), ("reason", {}),
+])
+def test_a_field_of_the_wrong_type_is_no_record(field, value):
+    assert Record.from_json({**record().to_json(), field: value}) is None
+
+
+def test_every_record_field_has_its_type():
+    assert netplan._RECORD_TYPES.keys() == Record.__dataclass_fields__.keys()

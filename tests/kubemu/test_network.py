@@ -209,6 +209,7 @@ def test_what_down_could_not_remove_is_not_forgotten(fabric, monkeypatch, caplog
     real = network.run_step
     monkeypatch.setattr(network, "run_step", lambda step: None if isinstance(
         step, (netplan.DelLink, netplan.DelNetns)) else real(step))
+    caplog.clear()  # the first `up` may have said its CIDRs moved (another cluster has the defaults)
     with caplog.at_level(logging.WARNING, logger="kubemu.network"):
         rec = network.setup(fabric)
     assert rec.mode == HOST and rec.reason.startswith(f"what the last `up` made is still there (netns {first.netns}, ")
@@ -223,7 +224,8 @@ def test_what_down_could_not_remove_is_not_forgotten(fabric, monkeypatch, caplog
 def test_an_explicit_cidr_overlapping_a_host_route_is_an_error(fabric):
     h8 = network.state_hash(fabric)
     before = snapshot(h8)
-    lan = next(r for r in network.host_routes() if r != "default" and not r.startswith("127."))
+    lan = next(r for r in network.host_routes() if r != "default" and not r.startswith("127.")
+               and ipaddress.IPv4Network(r, strict=False).prefixlen >= 16)
     cidr = str(ipaddress.IPv4Network(lan, strict=False).supernet(new_prefix=16))
     with pytest.raises(NetplanError, match=rf"^--pod-network-cidr {cidr} overlaps the host's route to "):
         network.setup(fabric, pod_network_cidr=cidr)
@@ -274,3 +276,22 @@ def test_run_netns_is_released_only_when_empty(tmp_path, monkeypatch):
     finally:
         if network._mounted(str(run_netns)):
             subprocess.run(["umount", str(run_netns)])
+
+
+def test_a_record_copied_from_another_state_directory_is_no_record(tmp_path, caplog):
+    theirs, ours = tmp_path / "theirs", tmp_path / "ours"
+    theirs.mkdir()
+    ours.mkdir()
+    rec = netplan.cni_record(network.state_hash(theirs), "10.244.0.0/16", "10.96.0.0/12", 24, network.RUN_NETNS)
+    network.save(theirs, rec)
+    assert network.load(theirs) == rec
+    network.save(ours, rec)  # `cp -a theirs ours`
+    with caplog.at_level(logging.WARNING, logger="kubemu.network"):
+        assert network.load(ours) is None
+    assert "names the pod network of another state directory" in caplog.text
+    network.down(ours)  # removes nothing of theirs (it would run `ip netns del kubemu-<theirs>`)
+    elsewhere = netplan.Record(**{**netplan.cni_record(network.state_hash(ours), "10.244.0.0/16", "10.96.0.0/12",
+                                                       24, network.RUN_NETNS).to_json(),
+                                  "netns_path": "/var/run/other/" + netplan.fabric_names(network.state_hash(ours))[0]})
+    network.save(ours, elsewhere)
+    assert network.load(ours) is None

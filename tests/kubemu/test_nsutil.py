@@ -4,12 +4,14 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import signal
 import socket
 
 import pytest
 
 from kubemu import nsutil
+from kubemu.child import proc_stat
 
 NEEDS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and mounts need root (CAP_SYS_ADMIN)")
 
@@ -135,3 +137,33 @@ def test_errors_are_oserrors_with_the_errno():
     assert got["error"] in (errno.ENOENT, errno.EPERM) and "/nonexistent-kmtest" in got["message"]
     with pytest.raises(FileNotFoundError):
         nsutil.ns_inode(2 ** 22 + 1, "net")  # above pid_max's default ceiling: no such process
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_open_ns_gives_the_recorded_processs_namespace_only():
+    me = os.getpid()
+    start = proc_stat(me)[1]
+    inode = nsutil.ns_inode(me, "net")
+    fd = nsutil.open_ns(me, "net", start, inode)
+    try:
+        assert os.fstat(fd).st_ino == inode and nsutil.fd_path(fd) == f"/proc/self/fd/{fd}"
+    finally:
+        os.close(fd)
+    before = _open_fds()
+    for pid, ticks, ino, said in ((me, start + 1, inode, "has exited"), (me, start, inode + 1, "not the recorded"),
+                                  (0, start, None, "cannot open /proc/0/ns/net")):
+        with pytest.raises(nsutil.NamespaceGone, match=said):
+            nsutil.open_ns(pid, "net", ticks, ino)
+    assert _open_fds() == before  # nothing left open by a refusal
+
+
+def test_nsenter_path_looks_in_sbin_too(monkeypatch):
+    if not shutil.which("nsenter", path=nsutil.SBIN_PATH):
+        pytest.skip("no nsenter (util-linux) on this machine")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert os.path.basename(nsutil.nsenter_path()) == "nsenter"
+    monkeypatch.setattr(nsutil, "SBIN_PATH", "/nonexistent")
+    assert nsutil.nsenter_path() is None

@@ -157,3 +157,16 @@ def test_settle_waits_for_the_node_to_empty_by_itself_and_no_longer():
     ownership.Owned(1, 1, stuck).settle(0.1)
     assert time.monotonic() - started < DEADLINE  # gave up at its timeout
     ownership.Owned(1, 1, None).settle(DEADLINE)  # without a cgroup: nothing to wait on
+
+
+def test_a_record_copied_from_another_state_directory_is_no_record(tmp_path):
+    theirs, ours = tmp_path / "theirs" / "nodes" / "node-0", tmp_path / "ours" / "nodes" / "node-0"
+    theirs.mkdir(parents=True)
+    ours.mkdir(parents=True)
+    ownership.Owned(123, 456, None).save(theirs)
+    assert ownership.Owned.load(theirs) == ownership.Owned(123, 456, None)
+    (ours / ownership.RECORD).write_bytes((theirs / ownership.RECORD).read_bytes())  # `cp -a`
+    assert ownership.Owned.load(ours) is None
+    # a record from before kubemu wrote where it was made is still loaded
+    (ours / ownership.RECORD).write_text('{"init": {"pid": 7, "start": 8}, "cgroup": null}')
+    assert ownership.Owned.load(ours) == ownership.Owned(7, 8, None)

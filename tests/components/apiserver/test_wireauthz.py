@@ -48,6 +48,8 @@ POD = {"metadata": {"name": "web", "namespace": "team"}}
      _a("update", "deployments", "scale", namespace="default", name="d", group="apps")),
     ("log", {"name": "web", "namespace": "team", "container": "c"},
      _a("get", "pods", "log", namespace="team", name="web")),
+    ("token_request", {"name": "default", "namespace": "team", "object": {"kind": "TokenRequest"}},
+     _a("create", "serviceaccounts", "token", namespace="team", name="default")),
 ])
 def test_resource_requests(method, params, want):
     assert attributes(U, method, params) == want
