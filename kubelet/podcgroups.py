@@ -158,11 +158,6 @@ def pod_relative(qos: str, uid: str) -> str:
     return f"{QOS_DIRS[qos]}/pod{uid}".lstrip("/")
 
 
-def pod_path(qos: str, uid: str) -> str:
-    """The pod's cgroup relative to the node's."""
-    return f"{KUBEPODS}/{pod_relative(qos, uid)}"
-
-
 # --- reading usage (no cgroup is made) -------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -95,9 +95,9 @@ def test_files_for():
 
 
 def test_layout():
-    assert podcgroups.pod_path(GUARANTEED, "u") == "kubepods/podu"
-    assert podcgroups.pod_path(BURSTABLE, "u") == "kubepods/burstable/podu"
-    assert podcgroups.pod_path(BESTEFFORT, "u") == "kubepods/besteffort/podu"
+    assert f"{podcgroups.KUBEPODS}/{podcgroups.pod_relative(GUARANTEED, 'u')}" == "kubepods/podu"
+    assert f"{podcgroups.KUBEPODS}/{podcgroups.pod_relative(BURSTABLE, 'u')}" == "kubepods/burstable/podu"
+    assert f"{podcgroups.KUBEPODS}/{podcgroups.pod_relative(BESTEFFORT, 'u')}" == "kubepods/besteffort/podu"
 
 
 def test_without_a_cgroup_root_it_says_why():
