@@ -37,13 +37,16 @@ def _pod_processes(node: SandboxNode, name: str) -> list[psutil.Process]:
     """The pod's shims and their children, and its holder."""
     pod_dir = node.pod_dir(name)
     found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmd = proc.info["cmdline"] or []
-        if pod_dir and "kubelet.shim" in cmd and any(a.startswith(f"{pod_dir}/") for a in cmd):
-            found += [proc, *proc.children()]
-    record = node.sandbox(name)
-    if record:
-        found.append(psutil.Process(record["holder"]["pid"]))
+    try:
+        for proc in psutil.process_iter(["cmdline"]):
+            cmd = proc.info["cmdline"] or []
+            if pod_dir and "kubelet.shim" in cmd and any(a.startswith(f"{pod_dir}/") for a in cmd):
+                found += [proc, *proc.children()]
+        record = node.sandbox(name)
+        if record:  # recorded before its network is made: a holder may still be replaced
+            found.append(psutil.Process(record["holder"]["pid"]))
+    except psutil.NoSuchProcess:
+        return []  # one went away while looked at: the caller looks again
     return found
 
 
