@@ -56,6 +56,7 @@ import time
 from dataclasses import dataclass, replace
 
 from kubemu.api.quantity import cpu_millis, format_memory, memory_bytes
+from kubemu import netplan
 from kubemu.api.times import format_micro_time, format_time, parse_micro_time
 from kubemu.sdnotify import notify, watchdog_interval
 
@@ -333,7 +334,7 @@ class Kubelet:
         try:
             conflist = cni.kubemu_conflist(pod_cidr, net.cluster_cidr,
                                            os.path.join(self.opts.node_dir, "cni", "networks"),
-                                           cni.bridge_name(pod_cidr, net.cluster_cidr))
+                                           netplan.bridge_name(pod_cidr, net.cluster_cidr))
             self.sandboxes.cni.write_conflist(conflist)
         except (ValueError, OSError) as exc:
             log.error("cannot write the network config for podCIDR %s: %s", pod_cidr,

@@ -187,15 +187,6 @@ def kubemu_conflist(pod_cidr: str, cluster_cidr: str, data_dir: str, bridge: str
     }
 
 
-def bridge_name(pod_cidr: str, cluster_cidr: str) -> str:
-    """`kmbr<i>`, i the index of the node's podCIDR among the cluster CIDR's blocks of its size:
-    unique per node inside the cluster, and well within IFNAMSIZ."""
-    pod, cluster = ipaddress.IPv4Network(pod_cidr), ipaddress.IPv4Network(cluster_cidr)
-    if not pod.subnet_of(cluster):
-        raise ValueError(f"podCIDR {pod} is not inside the cluster CIDR {cluster}")
-    return f"kmbr{(int(pod.network_address) - int(cluster.network_address)) >> (32 - pod.prefixlen)}"
-
-
 # --- one plugin run --------------------------------------------------------------------------
 
 def invocation(conflist: Conflist, plugin: dict, command: str, rt: Runtime, prev: dict | None) -> Invocation:

@@ -179,6 +179,29 @@ def host_link(cluster_cidr: str, node_mask: int) -> HostLink:
     return HostLink(block, block.broadcast_address - 1, block.broadcast_address - 2)
 
 
+def bridge_name(pod_cidr: str, cluster_cidr: str) -> str:
+    """`kmbr<i>`, i the index of the node's podCIDR among the cluster CIDR's blocks of its size:
+    unique per node inside the cluster, and well within IFNAMSIZ."""
+    pod, cluster = ipaddress.IPv4Network(pod_cidr), ipaddress.IPv4Network(cluster_cidr)
+    if not pod.subnet_of(cluster):
+        raise ValueError(f"podCIDR {pod} is not inside the cluster CIDR {cluster}")
+    return f"kmbr{(int(pod.network_address) - int(cluster.network_address)) >> (32 - pod.prefixlen)}"
+
+
+# The service CIDR's well-known addresses, as kube-apiserver and kubeadm take them: the
+# `kubernetes` Service gets the first, kubeadm's `kube-dns` Service the tenth.
+KUBERNETES_SERVICE_INDEX = 1
+DNS_SERVICE_INDEX = 10
+
+
+def service_ip(service_cidr: str, index: int) -> str:
+    """The `index`-th address of the service CIDR (1 = its first usable address)."""
+    net = ipaddress.IPv4Network(service_cidr)
+    if not 0 < index < net.num_addresses - 1:
+        raise ValueError(f"the service CIDR {net} has no address number {index}")
+    return str(net.network_address + index)
+
+
 # --- what `up` records ----------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ ADMIN_GROUP = "kubeadm:cluster-admins"       # kubeadm >= 1.29's admin.conf grou
 ADMIN = "kubernetes-admin"
 SCHEDULER = "system:kube-scheduler"
 CONTROLLER_MANAGER = "system:kube-controller-manager"
+KUBE_PROXY = "system:kube-proxy"                # bound to system:node-proxier, as kube-proxy's kubeconfig user
 
 
 @dataclass(frozen=True)

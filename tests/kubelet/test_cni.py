@@ -97,14 +97,6 @@ def test_kubemu_conflist():
     assert cni.load_conflist(json.dumps(conf)).name == "kubemu"
 
 
-def test_bridge_name_is_the_block_index():
-    assert cni.bridge_name("10.244.0.0/24", "10.244.0.0/16") == "kmbr0"
-    assert cni.bridge_name("10.244.7.0/24", "10.244.0.0/16") == "kmbr7"
-    assert cni.bridge_name("10.245.255.128/25", "10.244.0.0/15") == "kmbr1023"
-    with pytest.raises(ValueError, match="not inside the cluster CIDR"):
-        cni.bridge_name("10.9.0.0/24", "10.244.0.0/16")
-
-
 # --- invocations -----------------------------------------------------------------------------
 
 def test_plugin_config_takes_the_lists_name_and_version_and_drops_runtime_config():

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from kubelet import cni, cnishell
+from kubemu import netplan
 from tests.conftest import DEADLINE, alive, terminate, wait_for
 
 REFERENCE = "/usr/lib/cni"
@@ -213,7 +214,7 @@ def node_cni(tmp_path: Path, fabric: Netns, node: int, pod_cidr: str) -> tuple[c
     """A node's CNI (its own config dir and host-local dataDir) and where its IPs are recorded."""
     shell = cnishell.CNI(tmp_path / f"node{node}" / "net.d", [REFERENCE], fabric.path, DEADLINE)
     data_dir = tmp_path / f"node{node}" / "networks"
-    shell.write_conflist(cni.kubemu_conflist(pod_cidr, CLUSTER, str(data_dir), cni.bridge_name(pod_cidr, CLUSTER)))
+    shell.write_conflist(cni.kubemu_conflist(pod_cidr, CLUSTER, str(data_dir), netplan.bridge_name(pod_cidr, CLUSTER)))
     return shell, data_dir / "kubemu"
 
 

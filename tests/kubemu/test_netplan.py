@@ -220,3 +220,18 @@ def test_a_field_of_the_wrong_type_is_no_record(field, value):
 
 def test_every_record_field_has_its_type():
     assert netplan._RECORD_TYPES.keys() == Record.__dataclass_fields__.keys()
+
+
+def test_bridge_name_is_the_block_index():
+    assert netplan.bridge_name("10.244.0.0/24", "10.244.0.0/16") == "kmbr0"
+    assert netplan.bridge_name("10.244.7.0/24", "10.244.0.0/16") == "kmbr7"
+    assert netplan.bridge_name("10.245.255.128/25", "10.244.0.0/15") == "kmbr1023"
+    with pytest.raises(ValueError, match="not inside the cluster CIDR"):
+        netplan.bridge_name("10.9.0.0/24", "10.244.0.0/16")
+
+
+def test_service_ips_are_counted_from_the_cidrs_first_address():
+    assert netplan.service_ip("10.96.0.0/12", netplan.KUBERNETES_SERVICE_INDEX) == "10.96.0.1"
+    assert netplan.service_ip("10.96.0.0/12", netplan.DNS_SERVICE_INDEX) == "10.96.0.10"
+    with pytest.raises(ValueError, match="no address number 10"):
+        netplan.service_ip("10.96.0.0/29", 10)

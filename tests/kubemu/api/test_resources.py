@@ -44,7 +44,8 @@ def test_resource_facts():
         set(pods.field_selectors)
     assert {r.kind for r in RESOURCES if r.stored} == {
         "Namespace", "Pod", "Node", "Lease", "ReplicaSet", "Deployment", "Event", "ServiceAccount",
-        "ConfigMap", "Secret", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+        "ConfigMap", "Secret", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding",
+        "Service", "Endpoints", "EndpointSlice"}
     review = resolve("selfsubjectaccessreviews")
     assert (review.group, review.verbs, review.stored) == ("authorization.k8s.io", ("create",), False)
     names = [n for r in RESOURCES for n in r.names]
