@@ -13,16 +13,22 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
-# Pod networks need Debian's CNI reference plugins (bridge, host-local, loopback in /usr/lib/cni).
-# Installed only when missing, as root, where apt-get is; never fails the build: without them
-# kubemu says why and pods share the host's network.
+# Pod networks need Debian's CNI reference plugins (bridge, host-local, loopback in /usr/lib/cni)
+# and nftables (kube-proxy's rules); kube-proxy clears stale UDP flows with conntrack. Each is
+# installed only when missing, as root, where apt-get is; never fails the build: without them
+# kubemu says why (pods share the host's network; stale UDP flows are left to time out).
+SYSTEM_DEPS := containernetworking-plugins:/usr/lib/cni/bridge nftables:/usr/sbin/nft conntrack:/usr/sbin/conntrack
+
 system-deps:
-	@if [ ! -x /usr/lib/cni/bridge ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  (apt-get install -y -q --no-install-recommends containernetworking-plugins \
-	   || (apt-get update -q && apt-get install -y -q --no-install-recommends containernetworking-plugins)) \
-	   >/dev/null 2>&1 || echo "make: could not install containernetworking-plugins: pods will share the host's network"; \
-	fi
+	@for dep in $(SYSTEM_DEPS); do \
+	  pkg=$${dep%%:*}; file=$${dep#*:}; \
+	  if [ ! -x "$$file" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    export DEBIAN_FRONTEND=noninteractive; \
+	    (apt-get install -y -q --no-install-recommends $$pkg \
+	     || (apt-get update -q && apt-get install -y -q --no-install-recommends $$pkg)) \
+	     >/dev/null 2>&1 || echo "make: could not install $$pkg: kubemu will say what it does without it"; \
+	  fi; \
+	done
 
 up: $(STAMP) system-deps
 	$(VENV)/bin/kubemu up $(ARGS)

@@ -167,12 +167,15 @@ def _flag(raw: dict, key: str, name: str) -> bool:
     raise ConfigError(f'invalid CNI config {_go_quote(name)}: {key} must be true or false, not {json.dumps(value)}')
 
 
-def kubemu_conflist(pod_cidr: str, cluster_cidr: str, data_dir: str, bridge: str) -> dict:
+def kubemu_conflist(pod_cidr: str, cluster_cidr: str, data_dir: str, bridge: str,
+                    service_cidr: str | None = None) -> dict:
     """The node's network: a bridge per node (its gateway the podCIDR's first address) with
     host-local IPAM on the podCIDR, and loopback. The bridge's gateway routes the rest of the
-    cluster, the fabric forwarding between nodes' bridges. Every route carries its `gw`:
+    cluster, the fabric forwarding between nodes' bridges, and the service CIDR, where
+    kube-proxy's rules in the fabric rewrite ClusterIPs. Every route carries its `gw`:
     plugins 1.1.1's CHECK fails on a route without one ("Expected Route ... not found")."""
     gateway = str(next(ipaddress.IPv4Network(pod_cidr).hosts()))
+    routes = [{"dst": cidr, "gw": gateway} for cidr in (cluster_cidr, service_cidr) if cidr]
     return {
         "cniVersion": CNI_VERSION,
         "name": NETWORK_NAME,
@@ -180,7 +183,7 @@ def kubemu_conflist(pod_cidr: str, cluster_cidr: str, data_dir: str, bridge: str
             {"type": "bridge", "bridge": bridge, "isGateway": True, "ipMasq": False, "hairpinMode": True,
              "ipam": {"type": "host-local",
                       "ranges": [[{"subnet": pod_cidr}]],
-                      "routes": [{"dst": cluster_cidr, "gw": gateway}],
+                      "routes": routes,
                       "dataDir": data_dir}},
             {"type": "loopback"},
         ],

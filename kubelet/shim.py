@@ -424,12 +424,14 @@ class ContainerMounts:
             except OSError as exc:
                 raise StartError(f"cannot create the container's mount namespace: "
                                  f"{exc.strerror.lower()}") from None
-            for point in nsfs_mounts(_mountinfo()):  # copies would keep other namespaces alive
-                _detach(point)
             # Opened in this namespace (a bind takes its source from the caller's own), before
-            # any overlay: one on `/` would show them copy-on-write.
+            # any overlay: one on `/` would show them copy-on-write; and before the namespace
+            # files go, so that one a volume names is still bound (a namespace file may be bound
+            # from a mount no longer attached).
             for m in mounts:
                 sources.append(_open_source(m) if m.type == "bind" else -1)
+            for point in nsfs_mounts(_mountinfo()):  # copies would keep other namespaces alive
+                _detach(point)
             for m, source in zip(mounts, sources):
                 self._perform(m, source)
         except plan.MountError as exc:

@@ -113,8 +113,9 @@ def up(ctx: Ctx, nodes: int, store_replicas: str, hollow_nodes: int, fast: bool,
        timeout: float, api_port: int | None, name: str | None, no_kubeconfig: bool, network_mode: str | None,
        pod_network_cidr: str | None, service_cidr: str | None) -> None:
     """Create the cluster (kubeadm's role): the PKI and kubeconfigs, one init per node, the
-    control plane as static pods of node-0; wait until every node is Ready; then, as kind
-    does, merge a context for it into your kubeconfig and make it current."""
+    control plane as static pods of node-0 and kube-proxy on every node; wait until every node
+    is Ready; create the cluster DNS addon unless it exists; then, as kind does, merge a context
+    for it into your kubeconfig and make it current."""
     try:
         names, hollow = cluster.up(ctx.state, nodes, fast=fast, store_replicas=int(store_replicas),
                                    hollow_nodes=hollow_nodes, api_port=api_port, network_mode=network_mode,
@@ -124,6 +125,7 @@ def up(ctx: Ctx, nodes: int, store_replicas: str, hollow_nodes: int, fast: bool,
     try:
         statuses = cluster.wait_started(ctx.state, names, timeout)
         cluster.wait_ready(ctx.state, names + hollow, timeout)
+        _, refused = cluster.apply_addons(ctx.state, timeout)  # kubeadm's addon phase: the API answers now
     except TimeoutError as exc:
         cluster.down(ctx.state)
         fail(f"{exc}; see {ctx.state.nodes_dir}/*/logs/")
@@ -131,6 +133,8 @@ def up(ctx: Ctx, nodes: int, store_replicas: str, hollow_nodes: int, fast: bool,
         console.print("interrupted: stopping...")
         cluster.down(ctx.state)
         sys.exit(130)
+    for line in refused:  # the cluster works without them: said, not fatal
+        click.echo(f"warning: addon {line}", err=True)
     console.print(views.ps_table(names, statuses, pods={n: [pod for _d, pod in ctx.state.pods(n)] for n in names}))
     kubectl = f"kubectl --kubeconfig {ctx.state.admin_conf}"
     if not no_kubeconfig:
@@ -468,7 +472,7 @@ def _int_list(ctx, param, value: str | None) -> list[int] | None:
 
 @main.command()
 @click.argument("suite", type=click.Choice(["restart", "failover", "wire", "api", "startup", "footprint",
-                                            "store", "reconcile", "all"]))
+                                            "store", "reconcile", "service", "all"]))
 @click.option("--quick", is_flag=True,
               help="fewer trials, shorter windows: under a minute per suite (store: about 3 minutes)")
 @click.option("--kills", type=int, default=None,
@@ -506,7 +510,8 @@ def bench(suite: str, quick: bool, kills: int | None, trials: int | None, client
     startup    `kubemu up` -> every node Ready, beside kind and minikube
     footprint  an idle cluster's memory (PSS) and CPU per role, beside k3s
     store      durable writes, reads, failover beside etcd and PySyncObj
-    reconcile  pods reconciled through Deployments on hollow nodes"""
+    reconcile  pods reconciled through Deployments on hollow nodes
+    service    Services: new Service and endpoint change -> served, DNS q/s, ClusterIP beside pod IP"""
     from bench.runner import SuiteUnavailable, failed, run_suite  # benchmarks load only when asked for
 
     peer_list = [p.strip() for p in peers.split(",") if p.strip() not in ("", "none")]

@@ -1,9 +1,10 @@
 """`kubemu up` and `kubemu down`: the kubeadm analog. Writes the PKI and kubeconfigs (kubeadm's
-certs and kubeconfig phases, kubemu/pki.py), each node's units and, on the control-plane node
-(node-0), the static pod manifests of the control plane; starts one init per
-node in its own session and cgroup; waits for every node to be Ready; later stops them in order,
-leaving no process of theirs behind and touching no other (kubemu/ownership.py). Worker nodes
-reach the control plane by its endpoint, as `kubeadm join` does."""
+certs and kubeconfig phases, kubemu/pki.py), each node's units and kube-proxy static pod and,
+on the control-plane node (node-0), the static pod manifests of the control plane; starts one
+init per node in its own session and cgroup; waits for every node to be Ready; creates the DNS
+addon (kubemu/addons.py); later stops them in order, leaving no process of theirs behind and
+touching no other (kubemu/ownership.py). Worker nodes reach the control plane by its endpoint,
+as `kubeadm join` does."""
 from __future__ import annotations
 
 import functools
@@ -22,7 +23,8 @@ from pathlib import Path
 import psutil
 
 from . import _wire_auth as wireauth
-from . import cgroups, kubeconfig, netplan, network, ownership, wire
+from . import addons, cgroups, kubeconfig, netplan, network, ownership, wire
+from .api.identity import KUBE_PROXY
 from .child import proc_stat
 from .statedir import ENV, StateDir, write_atomic
 
@@ -140,6 +142,13 @@ spec:
 """
 
 
+# kube-proxy on every node (hollow ones aside: they run no pods), as kubeadm's DaemonSet runs
+# it; a static pod while kubemu has no DaemonSet controller.
+KUBE_PROXY_IMAGE = "registry.k8s.io/kube-proxy:v1.32.0"
+KUBE_PROXY_HEADER = "# Written by `kubemu up`: kube-proxy of {node} as a static pod (kubeadm runs a DaemonSet).\n"
+FABRIC_VOLUME = "fabric-netns"
+
+
 # kubeadm's requests for the control plane's static pods: Burstable pods, whose CPU shares keep
 # them from being starved by busy pods (a pod without requests is BestEffort: 2 shares).
 CONTROL_PLANE_REQUESTS = {"store": {"cpu": "100m", "memory": "100Mi"}, "apiserver": {"cpu": "250m"},
@@ -173,7 +182,8 @@ def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings, a
                       "--wire-secrets", str(secrets),
                       "--store-credentials", str(wireauth.secret_path(secrets, wireauth.APISERVER)),
                       "--kubelet-client-credentials", str(wireauth.secret_path(secrets, wireauth.KUBELET_CLIENT))]
-                     + apiserver_tls_flags(state.pki_dir, api_port),
+                     + apiserver_tls_flags(state.pki_dir, api_port)
+                     + (netplan.apiserver_flags(net) if net else []),
         "scheduler": [sys.executable, "-m", "components.scheduler", "--api", api,
                       "--wire-credentials", str(wireauth.secret_path(secrets, wireauth.SCHEDULER)),
                       "--backoff-initial", f"{t.scheduler_backoff[0]:g}",
@@ -227,6 +237,39 @@ def write_control_plane(state: StateDir, replicas: int = STORE_REPLICAS, timings
             name=name, argv=json.dumps(argv), requests=json.dumps(CONTROL_PLANE_REQUESTS[name])))
     (state.root / "store-endpoints").write_text("".join(f"{ep}\n" for ep in endpoints.values()))
     state.api_endpoint_file.write_text(api_endpoint(state) + "\n")
+
+
+def kube_proxy_argv(state: StateDir, node: str, net: netplan.Record) -> list[str]:
+    """The node's kube-proxy: one wire identity for all of them (kubeadm's kube-proxy
+    ServiceAccount), node-0's also serving what comes from the host link."""
+    credentials = wireauth.ensure_secret(wireauth.secrets_dir(state.root), KUBE_PROXY)
+    return [sys.executable, "-m", "components.kube_proxy", "--api", api_endpoint(state),
+            "--wire-credentials", str(credentials), "--hostname-override", node,
+            *netplan.kube_proxy_flags(net, host_side=node == CONTROL_PLANE_NODE)]
+
+
+def kube_proxy_pod(state: StateDir, node: str, net: netplan.Record) -> dict:
+    """The node's kube-proxy static pod. With pod networks it gets the fabric's namespace file
+    as a hostPath volume: a container's mount namespace keeps only the namespace files it names
+    (kubelet/shim.py), and kube-proxy enters the fabric by that file."""
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "kube-proxy", "namespace": "kube-system", "labels": {"k8s-app": "kube-proxy"}},
+           "spec": {"priorityClassName": "system-node-critical", "hostNetwork": True,
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [{"name": "kube-proxy", "image": KUBE_PROXY_IMAGE,
+                                    "command": kube_proxy_argv(state, node, net)}]}}
+    if net.mode == netplan.CNI:
+        pod["spec"]["volumes"] = [{"name": FABRIC_VOLUME, "hostPath": {"path": net.netns_path, "type": "File"}}]
+        pod["spec"]["containers"][0]["volumeMounts"] = [{"name": FABRIC_VOLUME, "mountPath": net.netns_path}]
+    return pod
+
+
+def write_kube_proxy(state: StateDir, node: str, net: netplan.Record) -> None:
+    """The node's kube-proxy static pod manifest (its manifests directory exists: write_node)."""
+    import yaml  # here: only `up` writes manifests
+
+    _write_if_changed(state.node_dir(node) / "manifests" / "kube-proxy.yaml", KUBE_PROXY_HEADER.format(node=node)
+                      + yaml.safe_dump(kube_proxy_pod(state, node, net), sort_keys=False, width=1000))
 
 
 def _write_if_changed(path: Path, text: str, mode: int = 0o644) -> None:
@@ -290,15 +333,19 @@ def server_url(port: int) -> str:
     return f"https://{BIND_ADDRESS}:{port}"
 
 
-def write_pki(state: StateDir, nodes: list[str], api_port: int) -> None:
+def write_pki(state: StateDir, nodes: list[str], api_port: int, net: netplan.Record | None = None) -> None:
     """kubeadm's certs and kubeconfig phases: <state>/pki (kept and reused; a certificate near
     its expiry, from another CA or with other names is made again, and said), the components'
-    kubeconfigs, and each node's kubelet.conf with its own client certificate."""
+    kubeconfigs, and each node's kubelet.conf with its own client certificate. The apiserver's
+    certificate names the addresses of the pod network `net` (see pki.apiserver_spec)."""
     from . import pki  # here: importing cryptography costs every command ~0.1 s
     wireauth.ensure_secret(wireauth.secrets_dir(state.root), wireauth.ADMIN)  # the CLI's wire identity
     ca, why = pki.ensure_ca(state.pki_dir)
     _say_renewed("ca", why)
-    _say_renewed(pki.APISERVER.name, pki.ensure_cert(state.pki_dir, pki.APISERVER, ca)[1])
+    apiserver = pki.APISERVER if net is None else pki.apiserver_spec(
+        netplan.advertise_address(net),
+        netplan.service_ip(netplan.service_cidr(net), netplan.KUBERNETES_SERVICE_INDEX))
+    _say_renewed(apiserver.name, pki.ensure_cert(state.pki_dir, apiserver, ca)[1])
     pki.ensure_service_account_keys(state.pki_dir)
     server = server_url(api_port)
     confs = [(state.admin_conf, state.pki_dir, pki.ADMIN),  # kubeadm's kubeconfig phase
@@ -499,7 +546,8 @@ def up(state: StateDir, count: int, *, fast: bool = False, store_replicas: int =
        pod_network_cidr: str | None = None, service_cidr: str | None = None) -> tuple[list[str], list[str]]:
     """Write and boot the cluster; (the nodes with an init, the hollow nodes). `api_port`:
     see preferred_api_port; the port chosen is state.api_port(). The pod network (`network_mode`
-    cni, host or None for cni where possible; kubemu/network.py) is made before any node starts."""
+    cni, host or None for cni where possible; kubemu/network.py) is made before any node starts,
+    and before the PKI: the apiserver's certificate names its addresses."""
     already = stoppable(state)
     if already:
         raise RuntimeError(f"a cluster is already running in {state.root} (nodes: {', '.join(already)}); "
@@ -507,11 +555,13 @@ def up(state: StateDir, count: int, *, fast: bool = False, store_replicas: int =
     timings = FAST_TIMINGS if fast else DEFAULT_TIMINGS
     nodes = node_names(count)
     port = resolve_api_port(state, api_port)
-    write_pki(state, nodes, port)
     net = network.setup(state.root, network_mode, pod_network_cidr, service_cidr, count + hollow_nodes)
     try:
+        write_pki(state, nodes, port, net)  # the apiserver's certificate names the network's addresses
+        wireauth.ensure_secret(wireauth.secrets_dir(state.root), addons.IDENTITY)  # before the apiserver starts
         for node in nodes:
             write_node(state, node, timings.kubelet_restart_sec, watchdog_sec, kubelet_args(state, node, timings, net))
+            write_kube_proxy(state, node, net)
         write_control_plane(state, store_replicas, timings, api_port=port, net=net)
         hollow = write_hollow(state, hollow_nodes, timings)
         for node in nodes:
@@ -597,6 +647,18 @@ def wait_ready(state: StateDir, nodes: list[str], timeout: float) -> None:
         raise TimeoutError(f"the apiserver did not answer within {timeout:g}s")
     missing = [n for n in nodes if not seen.get(n)]
     raise TimeoutError(f"node(s) {', '.join(missing)} not Ready within {timeout:g}s")
+
+
+def apply_addons(state: StateDir, timeout: float) -> tuple[list[str], list[str]]:
+    """kubeadm's addon phase, once the API answers: the cluster DNS (kubemu/addons.py), each
+    object created unless it exists; (what was created, what could not be, one line each)."""
+    from .apiclient import SyncApiClient  # the wire's asyncio client only when asked
+
+    net = network.load(state.root) or netplan.host_record("no network record", None)
+    secret = wireauth.secret_path(wireauth.secrets_dir(state.root), addons.IDENTITY)  # made by `up`
+    objects = addons.coredns(net, api_endpoint(state), str(secret))
+    with SyncApiClient(api_endpoint(state), timeout=10, credentials=wireauth.state_credentials(state.root)) as api:
+        return addons.create_if_absent(api, objects, timeout)
 
 
 def processes(state: StateDir) -> list[psutil.Process]:

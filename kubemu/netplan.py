@@ -6,7 +6,10 @@ nodes: one bridge per node (made by the CNI bridge plugin), forwarding on, `unre
 for the pod and service CIDRs and no default route, so nothing a pod sends leaves the cluster.
 The host reaches the pods through one veth (`km-<h8>` ↔ `host0`) and two routes bound to it;
 the host's own forwarding is never touched. The host link takes the cluster CIDR's last
-node-sized block, which node IPAM therefore never hands out. kubemu/network.py runs the steps.
+node-sized block, which node IPAM therefore never hands out. kube-proxy's nftables tables live
+in the fabric too (one per node), so `nft` is one of the tools pod networks need. Without pod
+networks, Services take their addresses from a loopback block (HOST_SERVICE_CIDR).
+kubemu/network.py runs the steps.
 """
 from __future__ import annotations
 
@@ -23,7 +26,21 @@ DEFAULT_NODE_MASK = 24                  # kube-controller-manager's --node-cidr-
 SMALLEST_NODE_BLOCK = 29                # a gateway and 5 pods: enough for hollow nodes, which run none
 CNI_BIN_DIRS = ("/usr/lib/cni", "/opt/cni/bin")  # Debian's plugins, then upstream's place
 CNI_PLUGINS = ("bridge", "host-local", "loopback")
-TOOLS = ("ip", "nsenter", "sysctl")     # iproute2, util-linux, procps
+# The tools pod networks need, and the Debian packages holding them.
+TOOLS = {"ip": "iproute2", "nsenter": "util-linux", "sysctl": "procps", "nft": "nftables"}
+# Without pod networks every ClusterIP is a loopback address: one a userspace proxy can bind
+# and the host reaches as it is (kubemu's choice; real clusters always have a routed range).
+HOST_SERVICE_CIDR = "127.96.0.0/12"
+CLUSTER_DOMAIN = "cluster.local"        # kubeadm's networking.dnsDomain
+# Per-namespace sysctls of the fabric (never the host's): ICMP errors unlimited, so a Service
+# without endpoints refuses every connection at once (kube-proxy's reject) rather than after
+# 1-4 s; bridged replies through iptables/nftables, so conntrack un-DNATs a reply from a pod on
+# the client's own bridge (br_netfilter, as on a real node).
+ICMP_RATELIMIT = "net.ipv4.icmp_ratelimit"
+BRIDGE_NF_CALL_IPTABLES = "net.bridge.bridge-nf-call-iptables"
+NO_BR_NETFILTER = ("kubemu: the pod network has no br_netfilter (no /proc/sys/net/bridge in it): kube-proxy "
+                   "masquerades Service traffic between pods of one node, whose servers then see the node's "
+                   "bridge address as the client")
 FABRIC_PEER = "host0"                   # the fabric's end of the host link
 CAP_NET_ADMIN, CAP_SYS_ADMIN = 12, 21   # linux/capability.h
 README_HINT = 'see README "Pod networking"'
@@ -55,7 +72,9 @@ def network_mode(euid: int, cap_eff: int, missing_tools: Sequence[str], plugins_
         reason = (("not root: " if euid != 0 else "") + " and ".join(missing_caps)
                   + (" is" if len(missing_caps) == 1 else " are") + " needed for pod networks")
     elif missing_tools:
-        reason = f"{', '.join(missing_tools)} not found: pod networks need them (iproute2, util-linux, procps)"
+        packages = ", ".join(dict.fromkeys(TOOLS.get(t, t) for t in missing_tools))
+        reason = (f"{', '.join(missing_tools)} not found: pod networks need "
+                  f"{'it' if len(missing_tools) == 1 else 'them'} ({packages})")
     elif missing_plugins:
         reason = (f"no CNI plugin {', '.join(missing_plugins)} in {':'.join(cni_bin_dirs)} "
                   "(Debian's containernetworking-plugins)")
@@ -220,6 +239,7 @@ class Record:
     fabric_addr: str | None = None
     made_run_netns: bool = False      # `ip netns add` mounted /run/netns for us
     made_run_netns_dir: bool = False  # ... and created the directory
+    br_netfilter: bool = False        # the fabric has /proc/sys/net/bridge: bridged traffic can pass nftables
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -246,7 +266,7 @@ _OPT_STR = (str, type(None))
 _RECORD_TYPES = {"mode": (str,), "reason": _OPT_STR, "netns": _OPT_STR, "netns_path": _OPT_STR,
                  "cluster_cidr": _OPT_STR, "service_cidr": _OPT_STR, "node_mask": (int, type(None)),
                  "host_link": _OPT_STR, "host_addr": _OPT_STR, "fabric_addr": _OPT_STR,
-                 "made_run_netns": (bool,), "made_run_netns_dir": (bool,)}
+                 "made_run_netns": (bool,), "made_run_netns_dir": (bool,), "br_netfilter": (bool,)}
 
 
 def fabric_names(h8: str) -> tuple[str, str]:
@@ -262,10 +282,17 @@ def cni_record(h8: str, cluster_cidr: str, service_cidr: str, node_mask: int, ru
 
 
 def host_record(reason: str, kept: Record | None) -> Record:
+    """Services on HOST_SERVICE_CIDR; an earlier pod network's CIDRs kept (not its service CIDR:
+    the host mode's own one is no CIDR a pod network could route)."""
     if kept is None:
-        return Record(HOST, reason)
-    return Record(HOST, reason, cluster_cidr=kept.cluster_cidr, service_cidr=kept.service_cidr,
+        return Record(HOST, reason, service_cidr=HOST_SERVICE_CIDR)
+    return Record(HOST, reason, cluster_cidr=kept.cluster_cidr, service_cidr=HOST_SERVICE_CIDR,
                   node_mask=kept.node_mask)
+
+
+def kept_service_cidr(kept: Record | None) -> str | None:
+    """The service CIDR a new pod network keeps from the last `up`: a pod network's only."""
+    return kept.service_cidr if kept is not None and kept.mode == CNI else None
 
 
 # --- the steps ------------------------------------------------------------------------------
@@ -372,9 +399,12 @@ Step = AddNetns | SetSysctl | AddVeth | AddAddr | LinkUp | AddRoute | DelLink | 
 
 def fabric_plan(rec: Record) -> list[Step]:
     """The steps that build a cluster's fabric; the host's routes last, once the fabric behind
-    them is complete."""
+    them is complete. The first step makes the namespace: the shell looks into it then for
+    /proc/sys/net/bridge (rec.br_netfilter), which decides one sysctl."""
     ns, link, host, fabric = rec.netns, rec.host_link, rec.host_addr, rec.fabric_addr
+    bridge = [SetSysctl(ns, BRIDGE_NF_CALL_IPTABLES, "1")] if rec.br_netfilter else []
     return [AddNetns(ns), LinkUp(ns, "lo"), SetSysctl(ns, "net.ipv4.ip_forward", "1"),
+            SetSysctl(ns, ICMP_RATELIMIT, "0"), *bridge,
             AddVeth(link, FABRIC_PEER, ns),
             AddAddr(None, link, f"{host}/32"), LinkUp(None, link),
             AddAddr(ns, FABRIC_PEER, f"{fabric}/32"), LinkUp(ns, FABRIC_PEER),
@@ -402,13 +432,52 @@ def undoes(step: Step) -> type:
 
 # --- what the components are told -----------------------------------------------------------
 
+def service_cidr(rec: Record) -> str:
+    """The Services' addresses: the pod network's service CIDR, HOST_SERVICE_CIDR without one."""
+    if rec.mode != CNI:
+        return HOST_SERVICE_CIDR
+    return rec.service_cidr or DEFAULT_SERVICE_CIDR
+
+
+def dns_service_ip(rec: Record) -> str:
+    """The kube-dns Service's ClusterIP (kubeadm's: the service CIDR's tenth address)."""
+    return service_ip(service_cidr(rec), DNS_SERVICE_INDEX)
+
+
 def kubelet_flags(rec: Record, node_dir: str) -> list[str]:
-    """The kubelet's network flags (kubelet/__main__.py parses them)."""
+    """The kubelet's network flags (kubelet/__main__.py parses them). Without pod networks no
+    --cluster-dns: pods share the host's network and keep its resolv.conf (the kubelet's
+    MissingClusterDNS case); the kube-dns ClusterIP answers on port 53 only where the userspace
+    proxy may bind it (root)."""
     if rec.mode != CNI:
         return ["--network-mode", HOST, "--network-mode-reason", rec.reason or ""]
     return ["--network-mode", CNI, "--fabric-netns", rec.netns_path,
             "--cni-conf-dir", f"{node_dir}/cni/net.d", "--cni-bin-dir", ":".join(CNI_BIN_DIRS),
-            "--cluster-cidr", rec.cluster_cidr]
+            "--cluster-cidr", rec.cluster_cidr, "--service-cidr", service_cidr(rec),
+            "--cluster-dns", dns_service_ip(rec), "--cluster-domain", CLUSTER_DOMAIN]
+
+
+def advertise_address(rec: Record) -> str:
+    """The apiserver's address for pods (the `kubernetes` Service's endpoint): the host's end
+    of the host link, which every pod reaches through the fabric; loopback without pod networks."""
+    return rec.host_addr if rec.mode == CNI and rec.host_addr else "127.0.0.1"
+
+
+def apiserver_flags(rec: Record) -> list[str]:
+    """kube-apiserver's Service flags."""
+    return ["--service-cluster-ip-range", service_cidr(rec), "--advertise-address", advertise_address(rec)]
+
+
+def kube_proxy_flags(rec: Record, host_side: bool) -> list[str]:
+    """kube-proxy's network flags. With pod networks: nftables rules in the fabric, each node's
+    proxy scoped to its own bridge; `host_side` (node-0's) also takes what arrives from the host
+    link, and NodePorts on the fabric's address there. Without: the userspace proxy on loopback."""
+    if rec.mode != CNI:
+        return ["--proxy-mode", "userspace", "--bind-address", "127.0.0.1"]
+    flags = ["--proxy-mode", "nftables", "--cluster-cidr", rec.cluster_cidr, "--fabric-netns", rec.netns_path]
+    if host_side:
+        flags += ["--host-interface", FABRIC_PEER, "--host-address", rec.fabric_addr]
+    return flags
 
 
 def controller_manager_flags(rec: Record) -> list[str]:

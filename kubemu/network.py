@@ -122,6 +122,16 @@ def _run(argv: list[str]) -> str:
     return done.stdout
 
 
+def has_br_netfilter(netns: str) -> bool:
+    """Whether the namespace has the bridge's netfilter sysctls (/proc/sys/net is the reading
+    process's namespace's: read from inside). kubemu never loads the module: that is host state."""
+    try:
+        _run(["ip", "netns", "exec", netns, "sysctl", "-n", netplan.BRIDGE_NF_CALL_IPTABLES])
+    except StepFailed:
+        return False
+    return True
+
+
 def _link_exists(dev: str) -> bool:
     return os.path.exists(f"/sys/class/net/{dev}")  # the host's links: this process is in its netns
 
@@ -197,6 +207,8 @@ def setup(state_root: Path, requested: str | None = None, pod_network_cidr: str 
             return _fall_back(state_root, f"could not set up the pod network: {exc}", kept, explicit)
         for note in notes:
             log.warning("%s", note)
+        if not rec.br_netfilter:
+            log.warning("%s", netplan.NO_BR_NETFILTER)
         save(state_root, rec)
         return rec
 
@@ -205,7 +217,7 @@ def _plan(state_root: Path, pod_network_cidr: str | None, service_cidr: str | No
           kept: Record | None) -> tuple[Record, list[str]]:
     routes = host_routes()
     cluster = netplan.choose_cluster_cidr(routes, pod_network_cidr, kept.cluster_cidr if kept else None)
-    service = netplan.choose_service_cidr(routes, service_cidr, cluster.cidr, kept.service_cidr if kept else None)
+    service = netplan.choose_service_cidr(routes, service_cidr, cluster.cidr, netplan.kept_service_cidr(kept))
     mask, mask_note = netplan.node_mask_for(nodes, cluster.cidr)
     if kept and kept.node_mask and kept.cluster_cidr == cluster.cidr and kept.node_mask >= mask:
         mask, mask_note = kept.node_mask, None  # the nodes' podCIDRs have that size
@@ -214,17 +226,20 @@ def _plan(state_root: Path, pod_network_cidr: str | None, service_cidr: str | No
 
 
 def build(rec: Record) -> Record:
-    """Run fabric_plan(rec); rec with what /run/netns needed. On a failure what this call made
-    is removed (nothing that was there before), then StepFailed is raised."""
+    """Run fabric_plan(rec); rec with what /run/netns needed and whether the new namespace has
+    br_netfilter (looked at once it exists: the rest of the plan depends on it). On a failure
+    what this call made is removed (nothing that was there before), then StepFailed is raised."""
     had_dir, had_mount = os.path.isdir(RUN_NETNS), _mounted(RUN_NETNS)
     made, done = rec, set()
     try:
-        for step in netplan.fabric_plan(rec):
+        add_netns, *_ = netplan.fabric_plan(rec)
+        run_step(add_netns)
+        done.add(type(add_netns))
+        made = Record(**{**rec.to_json(), "made_run_netns": not had_mount and _mounted(RUN_NETNS),
+                         "made_run_netns_dir": not had_dir, "br_netfilter": has_br_netfilter(rec.netns)})
+        for step in netplan.fabric_plan(made)[1:]:
             run_step(step)
             done.add(type(step))
-            if isinstance(step, netplan.AddNetns):
-                made = Record(**{**rec.to_json(), "made_run_netns": not had_mount and _mounted(RUN_NETNS),
-                                 "made_run_netns_dir": not had_dir})
     except StepFailed:
         for step in netplan.teardown_plan(made):
             if netplan.undoes(step) in done:

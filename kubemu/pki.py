@@ -57,7 +57,17 @@ class CertSpec:
     validity: datetime.timedelta = field(default=LEAF_VALIDITY, compare=False)
 
 
-APISERVER = CertSpec("apiserver", "kube-apiserver", server=True, dns_names=APISERVER_DNS, ip_addresses=APISERVER_IPS)
+
+
+def apiserver_spec(advertise_address: str = "127.0.0.1", first_service_ip: str = FIRST_SERVICE_IP) -> CertSpec:
+    """The apiserver's serving certificate, as kubeadm makes it: its names for loopback, the
+    address it advertises (the `kubernetes` Service's endpoint) and the first service IP (the
+    `kubernetes` Service's ClusterIP), so a client verifies it by any of them."""
+    ips = tuple(dict.fromkeys(("127.0.0.1", advertise_address, first_service_ip)))
+    return CertSpec("apiserver", "kube-apiserver", server=True, dns_names=APISERVER_DNS, ip_addresses=ips)
+
+
+APISERVER = apiserver_spec()
 ADMIN = CertSpec("admin", identity.ADMIN, (identity.ADMIN_GROUP,))
 SCHEDULER = CertSpec("scheduler", identity.SCHEDULER)
 CONTROLLER_MANAGER = CertSpec("controller-manager", identity.CONTROLLER_MANAGER)

@@ -112,7 +112,7 @@ MANIFESTS = [
     ("nan.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: nan}\nspec: {x: .nan}\n", "not JSON compliant"),
     ("types.yaml", yaml.safe_dump_all(WRONG_TYPES), "is invalid"),
     ("kinds.yaml", yaml.safe_dump_all([{"apiVersion": "x/v1", "kind": "Foo", "metadata": {"name": "f"}},
-                                       {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}},
+                                       {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}},
                                        {"kind": "Pod"}, {"apiVersion": "v1"}, [1, 2], "text", 5]),
      "resource mapping not found"),
     ("list.yaml", "kind: List\nitems: [1, {kind: Pod}, {apiVersion: v1, kind: Pod, metadata: {name: [x]}}]\n",

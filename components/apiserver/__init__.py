@@ -4,6 +4,8 @@
                                    [--state-dir DIR] [--secure-port 6443] [--bind-address 127.0.0.1]
                                    [--tls-cert-file F --tls-private-key-file F] [--client-ca-file F]
                                    [--service-account-key-file F] [--service-account-signing-key-file F]
+                                   [--advertise-address 127.0.0.1] [--service-cluster-ip-range 10.96.0.0/12]
+                                   [--service-node-port-range 30000-32767]
 
 The ZeroMQ wire (below) is how kubemu's components talk; HTTPS (`rest/`, only with
 --tls-cert-file) serves the Kubernetes REST API to kubectl and the client libraries from the same
@@ -51,6 +53,11 @@ modified; ...` (reason Conflict); Invalid with the ValidationError text and deta
 paths); Gone reason Expired `too old resource version: 1 (5)`; TooLarge over 1.5 MiB; BadRequest,
 among others for a parameter nested deeper than `kubemu.api.limits.MAX_DEPTH` (refused at the door,
 before any handler walks it: `object is nested more than 100 levels deep (the limit)`).
+
+Services get their clusterIP and nodePorts from in-process allocators (`serviceips`, driven by
+`servicestrategy`), rebuilt from the stored Services before the first Service write; the
+apiserver keeps the `kubernetes` Service in `default` and its endpoints pointing at its HTTPS door
+on --advertise-address (`kubernetes_service`).
 
 Parts: `storage` (objects in the store), `handlers` (the methods), `watchcache` (one store watch
 per resource fanned out to watchers), `namespaces` (the namespaces creates check, from a watch),

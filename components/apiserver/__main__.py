@@ -1,9 +1,12 @@
 """python -m components.apiserver --listen ENDPOINT --store-endpoints EP1,EP2,EP3 [--audit-log FILE]
-       [--secure-port 6443 --bind-address 127.0.0.1 --tls-cert-file F --tls-private-key-file F
-        --client-ca-file F --service-account-key-file F --service-account-signing-key-file F]"""
+       [--secure-port 6443 --bind-address 127.0.0.1 --advertise-address 127.0.0.1
+        --tls-cert-file F --tls-private-key-file F
+        --client-ca-file F --service-account-key-file F --service-account-signing-key-file F]
+       [--service-cluster-ip-range 10.96.0.0/12] [--service-node-port-range 30000-32767]"""
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import sys
@@ -13,7 +16,9 @@ from kubemu._wire_auth import credentials_flag
 from kubemu.serviceaccount_token import DEFAULT_ISSUER
 
 from .handlers import BOOKMARK_INTERVAL
-from .server import BIND_ADDRESS, SECURE_PORT, APIServer, HTTPSConfig, StartupError
+from .serviceips import DEFAULT_NODE_PORT_RANGE, DEFAULT_SERVICE_CIDR, parse_port_range
+from .server import ADVERTISE_ADDRESS, BIND_ADDRESS, SECURE_PORT, APIServer, HTTPSConfig, ServiceConfig, \
+    StartupError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"port of the HTTPS API (default {SECURE_PORT}; 0: not served)")
     https.add_argument("--bind-address", default=BIND_ADDRESS,
                        help=f"address the HTTPS API listens on (default {BIND_ADDRESS})")
+    https.add_argument("--advertise-address", default=ADVERTISE_ADDRESS,
+                       help="the address the `kubernetes` Service's endpoints name, listened on too when "
+                            f"it is not --bind-address (default {ADVERTISE_ADDRESS})")
     https.add_argument("--tls-cert-file", default=None,
                        help="the serving certificate (PEM); without it HTTPS is not served")
     https.add_argument("--tls-private-key-file", default=None, help="the serving certificate's key (PEM)")
@@ -53,7 +61,29 @@ def build_parser() -> argparse.ArgumentParser:
     https.add_argument("--kubelet-client-credentials", metavar="FILE", type=credentials_flag, default=None,
                        help="present this identity's secret (<identity>.secret) to the kubelets, which serve "
                             "pods/exec and pods/attach (kube-apiserver's --kubelet-client-certificate)")
+    services = p.add_argument_group("Services")
+    services.add_argument("--service-cluster-ip-range", default=DEFAULT_SERVICE_CIDR,
+                          help=f"the CIDR Services' clusterIPs come from (default {DEFAULT_SERVICE_CIDR})")
+    services.add_argument("--service-node-port-range", default=DEFAULT_NODE_PORT_RANGE,
+                          help=f"the ports NodePort Services get (default {DEFAULT_NODE_PORT_RANGE})")
     return p
+
+
+def service_config(args: argparse.Namespace) -> ServiceConfig:
+    """The Service flags, or SystemExit saying which one is wrong."""
+    try:
+        cidr = ipaddress.IPv4Network(args.service_cluster_ip_range, strict=True)
+    except ValueError as err:
+        raise SystemExit(f"--service-cluster-ip-range {args.service_cluster_ip_range}: not an IPv4 CIDR "
+                         f"({err})") from None
+    if cidr.num_addresses < 4:
+        raise SystemExit(f"--service-cluster-ip-range {cidr}: too small (the kubernetes Service takes its "
+                         "first address)")
+    try:
+        ports = parse_port_range(args.service_node_port_range)
+    except ValueError as err:
+        raise SystemExit(f"--service-node-port-range {err}") from None
+    return ServiceConfig(cluster_ip_range=str(cidr), node_port_range=ports)
 
 
 def https_config(args: argparse.Namespace) -> HTTPSConfig:
@@ -61,7 +91,12 @@ def https_config(args: argparse.Namespace) -> HTTPSConfig:
         raise SystemExit(f"--secure-port {args.secure_port}: not a port (0 disables HTTPS)")
     if args.tls_cert_file and not args.tls_private_key_file:
         raise SystemExit("--tls-cert-file needs --tls-private-key-file")
-    return HTTPSConfig(port=args.secure_port, bind_address=args.bind_address, cert_file=args.tls_cert_file,
+    try:
+        ipaddress.ip_address(args.advertise_address)
+    except ValueError:
+        raise SystemExit(f"--advertise-address {args.advertise_address}: not an IP address") from None
+    return HTTPSConfig(port=args.secure_port, bind_address=args.bind_address,
+                       advertise_address=args.advertise_address, cert_file=args.tls_cert_file,
                        key_file=args.tls_private_key_file, client_ca_file=args.client_ca_file,
                        service_account_key_files=args.service_account_key_file,
                        service_account_signing_key_file=args.service_account_signing_key_file,
@@ -77,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         return eventloop.run(APIServer(args.listen, args.store_endpoints, audit_log=args.audit_log,
                                       bookmark_interval=args.bookmark_interval, state_dir=args.state_dir,
                                       https=https_config(args), wire_secrets=args.wire_secrets,
-                                      store_credentials=args.store_credentials).run())
+                                      store_credentials=args.store_credentials,
+                                      services=service_config(args)).run())
     except StartupError as err:
         print(f"apiserver: {err}", file=sys.stderr)
         return 1

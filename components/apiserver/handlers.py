@@ -4,6 +4,10 @@ Each mutating method reads the object, asks `strategy` what the verb makes of it
 result conditionally on the revision it read (retrying from the read when another writer got
 there first and the request named no resourceVersion of its own). With `dry_run` everything
 runs but the write: the answer is what would have been stored, its resourceVersion unchanged.
+
+A Service's clusterIP and nodePorts come from `Allocations` (servicestrategy.py), rebuilt from the
+Services in the store before the first Service write (kube-apiserver's repair), taken before the
+write and given back if it fails, on a dry run, and when the Service goes.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from kubemu.api import fields as fieldsel
+from kubemu.api.fielderrors import ValidationError
 from kubemu.api import labels as labelsel
 from kubemu.api.limits import MAX_DEPTH, MAX_VALUES, ShapeError, check_shape
 from kubemu.api.objects import scale_of
@@ -29,6 +34,8 @@ from store.client import Compacted, FutureRevision
 
 from . import podlogs, warnings
 from . import strategy as st
+from .serviceips import DEFAULT_NODE_PORT_RANGE, DEFAULT_SERVICE_CIDR, parse_port_range
+from .servicestrategy import Allocations
 from .audit import HTTP_CODES, AuditLog, now_rfc3339
 from .caller import caller_name
 from .namespaces import NamespaceCache
@@ -172,11 +179,13 @@ def _decode_continue(token: str, prefix: str) -> tuple[bytes, int]:
 
 class API:
     """The wire methods. `handlers()` is the Server's handler table. `clock` (a UTC datetime) and
-    `rand` (generateName suffixes, uids) are for tests."""
+    `rand` (generateName suffixes, uids) are for tests; `services` allocates Services' clusterIPs
+    and nodePorts (--service-cluster-ip-range, --service-node-port-range)."""
 
     def __init__(self, storage: Storage, cache: WatchCache, audit: AuditLog, *,
                  bookmark_interval: float = BOOKMARK_INTERVAL, state_dir: str | None = None,
-                 clock: Callable[[], datetime.datetime] | None = None, rand: random.Random | None = None):
+                 clock: Callable[[], datetime.datetime] | None = None, rand: random.Random | None = None,
+                 services: Allocations | None = None):
         self.storage = storage
         self.state_dir = Path(state_dir) if state_dir else None
         self.cache = cache
@@ -185,6 +194,9 @@ class API:
         self.namespaces = NamespaceCache(storage, cache)
         self.clock = clock or (lambda: datetime.datetime.now(datetime.timezone.utc))
         self.rand = rand or random.SystemRandom()
+        self.services = services or Allocations(DEFAULT_SERVICE_CIDR, parse_port_range(DEFAULT_NODE_PORT_RANGE))
+        self._services_repaired = False
+        self._services_lock = asyncio.Lock()
 
     def handlers(self) -> dict:
         mutating = {"create": self.create, "update": self.update, "update_status": self.update_status,
@@ -307,8 +319,46 @@ class API:
 
     # --- writes
 
-    async def _commit(self, r: Resource, key: str, rev: int, outcome: st.Outcome, dry_run: bool) -> dict:
-        """Carry out a strategy's outcome on `key`, read at `rev`: Conflict if it changed since."""
+    async def service_allocations(self) -> Allocations:
+        """The Service allocators, rebuilt from the Services in the store on first use."""
+        if not self._services_repaired:
+            async with self._services_lock:
+                if not self._services_repaired:
+                    listed = await self.list("services")
+                    for warning in self.services.rebuild(listed["items"]):
+                        log.warning("service allocation repair: %s", warning)
+                    self._services_repaired = True
+        return self.services
+
+    async def _allocate(self, old: dict | None, obj: dict):
+        """`obj` with its clusterIP and nodePorts, and the Transaction that took them."""
+        allocations = await self.service_allocations()
+        try:
+            return allocations.update(old, obj)
+        except ValidationError as err:
+            raise st.invalid(err) from None
+
+    async def _commit(self, r: Resource, key: str, rev: int, outcome: st.Outcome, dry_run: bool,
+                      old: dict) -> dict:
+        """Carry out a strategy's outcome on `key`, read at `rev` (as `old`): Conflict if it
+        changed since. A Service's allocations follow its writes."""
+        if r.kind != "Service" or isinstance(outcome, Unchanged):
+            return await self._write(r, key, rev, outcome, dry_run)
+        if isinstance(outcome, Remove):
+            out = await self._write(r, key, rev, outcome, dry_run)
+            if not dry_run:
+                (await self.service_allocations()).release(old)
+            return out
+        obj, txn = await self._allocate(old, outcome.obj)
+        try:
+            out = await self._write(r, key, rev, Write(obj), dry_run)
+        except BaseException:
+            txn.revert()
+            raise
+        txn.revert() if dry_run else txn.commit()
+        return out
+
+    async def _write(self, r: Resource, key: str, rev: int, outcome: st.Outcome, dry_run: bool) -> dict:
         obj = outcome.obj
         if isinstance(outcome, Unchanged):
             return obj
@@ -340,7 +390,7 @@ class API:
                 raise not_found(r, name)
             outcome, explicit = change(old, rev)
             try:
-                return await self._commit(r, key, rev, outcome, dry_run)
+                return await self._commit(r, key, rev, outcome, dry_run, old)
             except Conflict as err:
                 if err.details.get("reason") != "Conflict" or explicit or attempt == PATCH_ATTEMPTS - 1:
                     raise
@@ -355,6 +405,19 @@ class API:
         r = _resource(resource)
         obj = st.prepare_create(r, object, namespace, now=self.clock(), rand=self.rand,
                                 field_validation=field_validation, warn=warnings.add)
+        if r.kind != "Service":
+            return await self._create(r, obj, dry_run)
+        obj, txn = await self._allocate(None, obj)
+        try:
+            out = await self._create(r, obj, dry_run)
+        except BaseException:
+            txn.revert()
+            raise
+        if dry_run:
+            txn.revert()
+        return out
+
+    async def _create(self, r: Resource, obj: dict, dry_run: bool) -> dict:
         meta = obj["metadata"]
         name = st.object_name(obj)
         key = _key(r, meta.get("namespace") if r.namespaced else None, name)
@@ -406,7 +469,7 @@ class API:
         st.check_resource_version(r, name, precondition, rev)
         outcome = st.prepare_update(r, old, rev, new, status=status, finalize=finalize,
                                     field_validation=field_validation, warn=warnings.add)
-        return await self._commit(r, key, rev, outcome, dry_run)
+        return await self._commit(r, key, rev, outcome, dry_run, old)
 
     # --- patch
 

@@ -27,11 +27,14 @@ from store.client import StoreClient
 from .audit import AuditLog
 from .authn import Authenticator, bound_object_lookup, service_account_lookup
 from .handlers import API, BOOKMARK_INTERVAL
+from .kubernetes_service import Reconciler, desired
 from .rbaccache import RBACCache
 from .rest import discovery, openapi
 from .rest.app import RestAPI
 from .rest.server import HTTPSServer, ssl_context
 from .reviews import Reviews
+from .serviceips import DEFAULT_NODE_PORT_RANGE, DEFAULT_SERVICE_CIDR, PortRange, parse_port_range
+from .servicestrategy import Allocations
 from .storage import Storage
 from .tokens import Tokens
 from .watchcache import WatchCache
@@ -41,6 +44,8 @@ log = logging.getLogger("kubemu.apiserver")
 
 SECURE_PORT = 6443
 BIND_ADDRESS = "127.0.0.1"
+ADVERTISE_ADDRESS = "127.0.0.1"
+UNSPECIFIED = ("0.0.0.0", "::")
 BOOTSTRAP_POLL = 0.01
 
 
@@ -49,6 +54,7 @@ class HTTPSConfig:
     """kube-apiserver's flags for its secure port (port 0 or no certificate: not served)."""
     port: int = SECURE_PORT
     bind_address: str = BIND_ADDRESS
+    advertise_address: str = ADVERTISE_ADDRESS  # where pods reach it: listened on too
     cert_file: str | None = None
     key_file: str | None = None
     client_ca_file: str | None = None
@@ -57,12 +63,29 @@ class HTTPSConfig:
     service_account_issuer: str = satoken.DEFAULT_ISSUER
     kubelet_client_credentials: Credentials | None = None  # presented to the kubelets (exec, attach)
 
+    def hosts(self) -> list[str]:
+        """The addresses the door listens on: --bind-address, and --advertise-address when that
+        is another (specific) address, so that the `kubernetes` Service's endpoint answers."""
+        hosts = [self.bind_address]
+        if self.advertise_address not in (self.bind_address, *UNSPECIFIED) \
+                and self.bind_address not in UNSPECIFIED:
+            hosts.append(self.advertise_address)
+        return hosts
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """kube-apiserver's Service flags."""
+    cluster_ip_range: str = DEFAULT_SERVICE_CIDR
+    node_port_range: PortRange = parse_port_range(DEFAULT_NODE_PORT_RANGE)
+
 
 class APIServer:
     def __init__(self, listen: str, store_endpoints, *, audit_log: str | None = None,
                  bookmark_interval: float = BOOKMARK_INTERVAL, state_dir: str | None = None,
                  https: HTTPSConfig = HTTPSConfig(), wire_secrets: str | None = None,
-                 store_credentials: Credentials | None = None):
+                 store_credentials: Credentials | None = None, services: ServiceConfig = ServiceConfig()):
+        self.services = services
         self.state_dir = state_dir
         self.wire_secrets = wire_secrets
         self.store_credentials = store_credentials
@@ -78,7 +101,8 @@ class APIServer:
         cache = WatchCache(client)
         audit = AuditLog(self.audit_path)
         api = API(Storage(client), cache, audit, bookmark_interval=self.bookmark_interval,
-                  state_dir=self.state_dir)
+                  state_dir=self.state_dir,
+                  services=Allocations(self.services.cluster_ip_range, self.services.node_port_range))
         rbac = RBACCache(cache)
         auth = ServerAuth(self.wire_secrets, self._wire_authorizer(rbac)) if self.wire_secrets else None
         server = None
@@ -88,6 +112,7 @@ class APIServer:
             loop.add_signal_handler(sig, stop.set)
         await rbac.start()
         https = None
+        reconciler = None
         init = asyncio.create_task(self._bootstrap(api, rbac), name="bootstrap")
         try:
             https, tokens = self._https_door(api, rbac)  # its files are read before anything listens
@@ -103,14 +128,19 @@ class APIServer:
                          ", authenticating every peer" if auth else "")
                 if https is not None:
                     cfg = self.https
-                    with _starting(f"--bind-address {cfg.bind_address} --secure-port {cfg.port}"):
+                    also = f" --advertise-address {cfg.advertise_address}" if len(cfg.hosts()) > 1 else ""
+                    with _starting(f"--bind-address {cfg.bind_address}{also} --secure-port {cfg.port}"):
                         port = await https.start()
-                    log.info("serving HTTPS on %s:%d", cfg.bind_address, port)
+                    log.info("serving HTTPS on %s:%d", ", ".join(cfg.hosts()), port)
+                    reconciler = asyncio.create_task(self._kubernetes_service(api, init, port),
+                                                     name="kubernetes service")
                 sdnotify.notify("READY=1\nSTATUS=serving")
                 await stop.wait()
         finally:
             log.info("shutting down")
             init.cancel()
+            if reconciler is not None:
+                reconciler.cancel()
             if https is not None:
                 await https.close()
             if server is not None:
@@ -154,7 +184,14 @@ class APIServer:
         with _starting(f"--tls-cert-file {cfg.cert_file} / --tls-private-key-file {cfg.key_file}"
                        + (f" / --client-ca-file {cfg.client_ca_file}" if cfg.client_ca_file else "")):
             context = ssl_context(cfg.cert_file, cfg.key_file, cfg.client_ca_file)
-        return HTTPSServer(rest.serve, cfg.bind_address, cfg.port, context, on_close=rest.close), wire_tokens
+        return HTTPSServer(rest.serve, cfg.hosts(), cfg.port, context, on_close=rest.close), wire_tokens
+
+    async def _kubernetes_service(self, api: API, bootstrap: asyncio.Task, port: int) -> None:
+        """Once the default namespace is there, keep the `kubernetes` Service pointing at the
+        HTTPS door (kube-apiserver's endpoint reconciler)."""
+        await asyncio.shield(bootstrap)
+        want = desired(self.services.cluster_ip_range, self.https.advertise_address, port)
+        await Reconciler(api, want, self.services.cluster_ip_range).run()
 
     @staticmethod
     def _wire_authorizer(rbac: RBACCache):

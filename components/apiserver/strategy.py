@@ -9,11 +9,12 @@ answer with. `handlers.py` reads, calls these, and writes conditionally on the r
     prepare_create(r, obj, namespace, now=, rand=, field_validation=)  -> the object to store
         rest.BeforeCreate (server-set metadata, generateName, uid, creationTimestamp), the kind's
         PrepareForCreate (a Pod's status, a Namespace's finalizer and phase, no status for a
-        Deployment/ReplicaSet), defaulting, generation 1, Validate.
+        Deployment/ReplicaSet, a Service's empty load balancer), defaulting, generation 1, Validate.
+        (A Service's clusterIP and nodePorts are allocated by the handlers: servicestrategy.)
     admit_create(r, obj, namespace_obj)       the NamespaceLifecycle admission
     prepare_update(r, old, rev, new, status=, field_validation=) -> Write | Remove | Unchanged
-        the status subresource's spec/status separation, server fields kept, generation bumped
-        when spec changes, ValidateUpdate; a deleting object whose last finalizer went is removed.
+        the status subresource's spec/status separation, server fields kept (a Service's
+        allocated clusterIP and nodePorts too), generation bumped when spec changes, ValidateUpdate; a deleting object whose last finalizer went is removed.
     patched(r, old, rev, patch, patch_type)   -> (the patched object, whether it names a stale RV)
     prepare_delete(r, old, grace, policy, now=) -> Write | Remove | Unchanged
         grace periods (a Pod's own, 0 for unbound or finished pods), propagation finalizers,
@@ -46,6 +47,8 @@ from kubemu.api.objects import SCALABLE_KINDS, apply_scale, default_object, vali
 from kubemu.api.patch import PatchError, apply_patch, schema_for
 from kubemu.api.resources import Resource
 from kubemu.wire import BadRequest, Conflict, Forbidden, Invalid, NotFound, WireError
+
+from . import servicestrategy
 
 NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' utilrand alphabet
 GENERATED_SUFFIX = 5
@@ -346,6 +349,8 @@ def prepare_create(r: Resource, object: Any, namespace: str | None, *, now: date
         obj.pop("status", None)
     elif r.kind == "Namespace":
         obj["status"] = {"phase": "Active"}
+    elif r.kind == "Service":
+        servicestrategy.prepare_for_create(obj)
     obj = default_object(obj)
     if "spec" in obj:
         _meta(obj)["generation"] = 1
@@ -417,6 +422,8 @@ def prepare_update(r: Resource, old: dict, rev: int, new: dict, *, status: bool,
         else:
             meta.pop(field, None)
     meta["resourceVersion"] = str(rev)
+    if r.kind == "Service" and not status:
+        servicestrategy.prepare_for_update(old, obj)
     obj = default_object(obj)
     meta = _meta(obj)
     if obj.get("spec") != old.get("spec") and "generation" in old_meta:

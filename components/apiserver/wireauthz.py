@@ -17,8 +17,9 @@ is in that namespace, as /api/v1/namespaces/<name> is. A method not in this
 table, or a resource no table knows, gives None: the caller refuses what it cannot name.
 
 The wire identity IS the user name (kubemu._wire_auth); `user_info` gives it its groups: the
-admin is in kubeadm:cluster-admins, a kubelet (system:node:<node>) in system:nodes, everyone
-in system:authenticated.
+admin is in kubeadm:cluster-admins, a kubelet (system:node:<node>) in system:nodes, a
+ServiceAccount (system:serviceaccount:<ns>:<name>, e.g. the cluster DNS) in system:serviceaccounts
+and system:serviceaccounts:<ns> as its token would put it, everyone in system:authenticated.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from typing import Any
 
 from kubemu._wire_auth import ADMIN
 from kubemu.api.authz import Attributes
-from kubemu.api.identity import ADMIN_GROUP, NODE_PREFIX, NODES, UserInfo, authenticated
+from kubemu.api.identity import (ADMIN_GROUP, NODE_PREFIX, NODES, SERVICE_ACCOUNT_PREFIX, UserInfo,
+                                 authenticated, service_account_groups)
 from kubemu.api.resources import UnknownResourceError, resolve
 
 # method -> (verb, subresource); "" = the resource itself
@@ -48,6 +50,9 @@ def user_info(identity: str) -> UserInfo:
         return authenticated(identity, (ADMIN_GROUP,))
     if identity.startswith(NODE_PREFIX):
         return authenticated(identity, (NODES,))
+    namespace, sep, name = identity[len(SERVICE_ACCOUNT_PREFIX):].partition(":")
+    if identity.startswith(SERVICE_ACCOUNT_PREFIX) and sep and namespace and name and ":" not in name:
+        return authenticated(identity, service_account_groups(namespace))
     return authenticated(identity)
 
 

@@ -2,7 +2,10 @@
                                            [--root-ca-file PEM]
                                            [--allocate-node-cidrs --cluster-cidr CIDR
                                             [--node-cidr-mask-size N]
-                                            [--service-cluster-ip-range CIDR]]"""
+                                             [--service-cluster-ip-range CIDR]]
+                                           [--max-endpoints-per-slice N]
+                                           [--endpoint-updates-batch-period SECONDS]
+                                           [--endpointslice-updates-batch-period SECONDS]"""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +15,7 @@ import sys
 
 from cryptography import x509
 
+from components.controllers.endpointslice import DEFAULT_MAX_PER_SLICE, MAX_PER_SLICE_LIMIT
 from components.controllers.nodeipam import DEFAULT_NODE_MASK, NodeIPAMSettings
 from components.controllers.nodelifecycle import NodeLifecycleSettings
 from kubemu._wire_auth import CREDENTIALS_HELP, credentials_flag
@@ -38,6 +42,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _endpoints_per_slice(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_PER_SLICE_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_PER_SLICE_LIMIT}")
+    return value
+
+
 def _seconds(text: str) -> float:
     value = float(text)
     if value < 0:
@@ -56,8 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m components.controller_manager",
                                 description="kubemu's controller-manager: the ReplicaSet, "
                                             "Deployment, node lifecycle, node IPAM, garbage "
-                                            "collector, namespace, ServiceAccount and root CA "
-                                            "publisher controllers")
+                                            "collector, namespace, ServiceAccount, root CA "
+                                            "publisher, Endpoints and EndpointSlice "
+                                            "controllers")
     p.add_argument("--api", required=True, metavar="ENDPOINT",
                    help="the apiserver's wire endpoint (ipc:// or tcp://)")
     p.add_argument("--wire-credentials", type=credentials_flag, metavar="FILE", help=CREDENTIALS_HELP)
@@ -68,6 +80,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ReplicaSets synced at once (default 5)")
     p.add_argument("--concurrent-deployment-syncs", type=_positive_int, default=5, metavar="N",
                    help="Deployments synced at once (default 5)")
+    p.add_argument("--concurrent-endpoint-syncs", type=_positive_int, default=5, metavar="N",
+                   help="Services whose Endpoints are synced at once (default 5)")
+    p.add_argument("--concurrent-service-endpoint-syncs", type=_positive_int, default=5,
+                   metavar="N", help="Services whose EndpointSlices are synced at once "
+                                     "(default 5)")
+    p.add_argument("--max-endpoints-per-slice", type=_endpoints_per_slice,
+                   default=DEFAULT_MAX_PER_SLICE, metavar="N",
+                   help=f"endpoints in one EndpointSlice at most (default "
+                        f"{DEFAULT_MAX_PER_SLICE}, at most {MAX_PER_SLICE_LIMIT})")
+    p.add_argument("--endpoint-updates-batch-period", type=_seconds, default=0.0,
+                   metavar="SECONDS", help="how long pod changes are gathered before a "
+                                           "Service's Endpoints are written (default 0)")
+    p.add_argument("--endpointslice-updates-batch-period", type=_seconds, default=0.0,
+                   metavar="SECONDS", help="how long pod changes are gathered before a "
+                                           "Service's EndpointSlices are written (default 0)")
     p.add_argument("--node-monitor-period", type=_positive_seconds, default=5.0,
                    metavar="SECONDS", help="seconds between node health passes (default 5)")
     p.add_argument("--node-monitor-grace-period", type=_seconds, metavar="SECONDS",
@@ -132,6 +159,11 @@ def config_from(args: argparse.Namespace) -> Config:
                   concurrent_deployment_syncs=args.concurrent_deployment_syncs,
                   node_monitor_period=args.node_monitor_period, node_lifecycle=settings,
                   resync_period=args.resync_period, credentials=args.wire_credentials,
+                  concurrent_endpoint_syncs=args.concurrent_endpoint_syncs,
+                  concurrent_service_endpoint_syncs=args.concurrent_service_endpoint_syncs,
+                  max_endpoints_per_slice=args.max_endpoints_per_slice,
+                  endpoint_updates_batch_period=args.endpoint_updates_batch_period,
+                  endpointslice_updates_batch_period=args.endpointslice_updates_batch_period,
                   root_ca=read_root_ca(args.root_ca_file) if args.root_ca_file else None,
                   node_ipam=NodeIPAMSettings.parse(args.cluster_cidr,
                                                    args.node_cidr_mask_size or None,

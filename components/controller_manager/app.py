@@ -14,7 +14,10 @@ from dataclasses import dataclass
 
 from components.controllers.nodeipam import NodeIPAMSettings
 from components.controllers.nodelifecycle import NodeLifecycleSettings
+from components.controllers.endpointslice import DEFAULT_MAX_PER_SLICE
 from components.controller_manager.deployment import DeploymentController
+from components.controller_manager.endpoints import EndpointsController
+from components.controller_manager.endpointslice import EndpointSliceController
 from components.controller_manager.garbagecollector import GarbageCollector
 from components.controller_manager.informers import SharedInformers
 from components.controller_manager.namespace import NamespaceController
@@ -29,7 +32,8 @@ from kubemu.apiclient import ApiClient
 log = logging.getLogger("kubemu.controller_manager")
 
 CONTROLLERS = ("replicaset", "deployment", "nodelifecycle", "nodeipam", "garbagecollector",
-               "namespace", "serviceaccount", "root-ca-cert-publisher")
+               "namespace", "serviceaccount", "root-ca-cert-publisher", "endpoint",
+               "endpointslice")
 GC_PERIOD = 30.0   # seconds between garbage collector passes when nothing triggers one
 
 
@@ -45,6 +49,11 @@ class Config:
     credentials: tuple[str, str] | None = None  # the wire identity presented to the apiserver
     root_ca: str | None = None   # the CA bundle (PEM) the root CA publisher publishes
     node_ipam: NodeIPAMSettings | None = None  # with --allocate-node-cidrs only
+    concurrent_endpoint_syncs: int = 5
+    concurrent_service_endpoint_syncs: int = 5   # the EndpointSlice controller's workers
+    max_endpoints_per_slice: int = DEFAULT_MAX_PER_SLICE
+    endpoint_updates_batch_period: float = 0.0
+    endpointslice_updates_batch_period: float = 0.0
 
 
 def build_controllers(config: Config, api: ApiClient, informers: SharedInformers) -> list:
@@ -60,6 +69,11 @@ def build_controllers(config: Config, api: ApiClient, informers: SharedInformers
         "serviceaccount": lambda: ServiceAccountsController(api, informers),
         "root-ca-cert-publisher": lambda: RootCACertPublisher(api, informers, config.root_ca),
         "nodeipam": lambda: NodeIPAMController(api, informers, config.node_ipam),
+        "endpoint": lambda: EndpointsController(api, informers, config.concurrent_endpoint_syncs,
+                                                config.endpoint_updates_batch_period),
+        "endpointslice": lambda: EndpointSliceController(
+            api, informers, config.concurrent_service_endpoint_syncs,
+            config.max_endpoints_per_slice, config.endpointslice_updates_batch_period),
     }
     # controllers that run only when configured, and the flag that says why not
     missing = {"root-ca-cert-publisher": (config.root_ca is None, "no --root-ca-file"),

@@ -34,7 +34,7 @@ deletion and the owner is synced again.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from components.controllers import (Adopt, CreateObject, CreatePod, CreateReplicaSet,
@@ -83,10 +83,15 @@ def _object_key(kind: str, namespace: str | None, name: str) -> tuple:
 
 
 class ActionExecutor:
-    def __init__(self, api: ApiClient, informers: SharedInformers, recorder: EventRecorder):
+    def __init__(self, api: ApiClient, informers: SharedInformers, recorder: EventRecorder,
+                 on_written: Callable[[CreateObject | UpdateObject | DeleteObject, dict | None],
+                                      None] | None = None):
         self.api = api
         self.informers = informers
         self.recorder = recorder
+        # told each object this executor created or updated (what the API returned) or deleted
+        # (None): the EndpointSlice/Endpoints controllers' records of their own writes
+        self.on_written = on_written
 
     async def execute(self, actions: Iterable, observer: PodObserver | None = None) -> None:
         written: dict[tuple, dict] = {}   # what this sync's writes returned, by object
@@ -173,8 +178,9 @@ class ActionExecutor:
         elif isinstance(action, UpdateNode):
             await self._update_node(action, written)
         elif isinstance(action, DeleteObject):
-            await self._delete(resource_of(action.kind, action.api_version), action.namespace,
-                               action.name, action.uid, action.propagation_policy)
+            if await self._delete(resource_of(action.kind, action.api_version), action.namespace,
+                                  action.name, action.uid, action.propagation_policy):
+                self._written(action, None)
         elif isinstance(action, PatchObject):
             await self._patch_object(action)
         elif isinstance(action, CreateObject):
@@ -249,13 +255,20 @@ class ActionExecutor:
         self._remember("Node", None, action.name, obj, written)
 
     async def _delete(self, r: Resource, namespace: str | None, name: str, uid: str,
-                      policy: str | None = None) -> None:
+                      policy: str | None = None) -> bool:
+        """Delete; False if it was gone already."""
         try:
             await self.api.delete(r.plural, name, _ns(r, namespace), propagation_policy=policy,
                                   preconditions={"uid": uid})
         except (NotFound, Conflict) as err:
             if not is_gone(err):
                 raise
+            return False
+        return True
+
+    def _written(self, action, obj: dict | None) -> None:
+        if self.on_written is not None:
+            self.on_written(action, obj)
 
     async def _patch_object(self, action: PatchObject) -> None:
         r = resource_of(action.kind, action.api_version)
@@ -271,16 +284,18 @@ class ActionExecutor:
     async def _create_object(self, action: CreateObject) -> None:
         r = resource_of(action.object["kind"], action.object.get("apiVersion"))
         try:
-            await self.api.create(r.plural, action.object, _ns(r, action.namespace))
+            obj = await self.api.create(r.plural, action.object, _ns(r, action.namespace))
         except AlreadyExists:
             return  # the informer reports the object that is there
+        self._written(action, obj)
 
     async def _update_object(self, action: UpdateObject) -> None:
         r = resource_of(action.object["kind"], action.object.get("apiVersion"))
         try:
-            await self.api.update(r.plural, action.object, _ns(r, action.namespace))
+            obj = await self.api.update(r.plural, action.object, _ns(r, action.namespace))
         except NotFound:
             return  # deleted meanwhile: its delete event syncs it again
+        self._written(action, obj)
 
 
 def _batches(actions: Iterable) -> list:

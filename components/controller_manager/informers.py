@@ -8,7 +8,9 @@ The indexes are what keeps a sync from scanning every pod in the cluster:
   are filed under ``orphan_value(namespace)`` (the only candidates for adoption);
 * ``owner``      - by every ownerReference uid (the garbage collector's "who depends on X");
 * ``uid``        - by metadata.uid (identity, as the garbage collector sees it);
-* ``node``       - pods by spec.nodeName (the node lifecycle's taint-based eviction).
+* ``node``       - pods by spec.nodeName (the node lifecycle's taint-based eviction);
+* ``service``    - EndpointSlices by "<namespace>/<kubernetes.io/service-name label>" (the
+  EndpointSlice controller's slices of one Service).
 
 ConfigMaps and ServiceAccounts are watched by name only (kube-root-ca.crt, default): the
 controllers that need them own those names, and nothing else of them is worth a copy.
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 
-from components.controllers import rootcacertpublisher, serviceaccounts
+from components.controllers import endpointslice, rootcacertpublisher, serviceaccounts
 from components.controllers.nodelifecycle import LEASE_NAMESPACE
 from components.controllers.podutil import controller_ref, meta
 from kubemu.api.resources import BY_KIND, Resource, for_kind
@@ -28,6 +30,7 @@ CONTROLLER_INDEX = "controller"
 OWNER_INDEX = "owner"
 UID_INDEX = "uid"
 NODE_INDEX = "node"
+SERVICE_INDEX = "service"
 
 
 def orphan_value(namespace: str) -> str:
@@ -56,6 +59,11 @@ def _by_node(obj: dict) -> list[str]:
     return [node] if node else []
 
 
+def _by_service(obj: dict) -> list[str]:
+    service = (meta(obj).get("labels") or {}).get(endpointslice.LABEL_SERVICE_NAME)
+    return [endpointslice.service_key(meta(obj).get("namespace"), service)] if service else []
+
+
 _INDEXERS = {
     "pods": {CONTROLLER_INDEX: _by_controller, OWNER_INDEX: _by_owner, UID_INDEX: _by_uid,
              NODE_INDEX: _by_node},
@@ -66,6 +74,9 @@ _INDEXERS = {
     "namespaces": {},
     "configmaps": {},
     "serviceaccounts": {},
+    "services": {},
+    "endpoints": {},
+    "endpointslices": {SERVICE_INDEX: _by_service},
 }
 # Resources watched in one namespace only (the node lifecycle needs just the node leases).
 _NAMESPACES = {"leases": LEASE_NAMESPACE}

@@ -24,6 +24,12 @@ log = logging.getLogger("kubemu.controller_manager")
 Sync = Callable[[Hashable], Awaitable[float | None]]
 
 
+class RetryLater(Exception):
+    """A sync that cannot finish yet for a known reason (a cache behind the controller's own
+    writes, a pod's Node not cached yet): retried with backoff and logged like an API error,
+    without a traceback."""
+
+
 class Workers:
     def __init__(self, name: str, sync: Sync, count: int = 1):
         if count < 1:
@@ -67,7 +73,7 @@ class Workers:
 
     def _failed(self, key: Hashable, err: Exception) -> None:
         retries = self.queue.num_requeues(key)
-        if isinstance(err, WireError):
+        if isinstance(err, (WireError, RetryLater)):
             # API errors (a conflict with a newer version, a cache behind our own write, an
             # apiserver restarting) are routine: the retry sees fresher caches.
             level = logging.INFO if retries < 5 else logging.WARNING

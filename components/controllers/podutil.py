@@ -1,5 +1,6 @@
 """Helpers shared by the workload controllers: times, pod readiness/availability, label
-selectors, owner references, the pod-template-hash, and Kubernetes' pod deletion ranking."""
+selectors, owner references, a Service port's container port (find_port), the
+pod-template-hash, and Kubernetes' pod deletion ranking."""
 from __future__ import annotations
 
 import copy
@@ -170,6 +171,30 @@ def rank_for_deletion(pods: Iterable[dict], related: Iterable[dict] | None = Non
             per_node[node] = per_node.get(node, 0) + 1
     return sorted(pods, key=lambda p: deletion_rank_key(
         p, per_node.get((p.get("spec") or {}).get("nodeName") or "", 0)))
+
+
+def find_port(pod: dict, service_port: dict) -> int | None:
+    """The container port a Service port's targetPort means on `pod` (k8s podutil.FindPort): a
+    number is itself; a name is looked up in the ports of the pod's containers and of its
+    sidecars (init containers with restartPolicy Always), with the Service port's protocol.
+    None when the name is not there (the pod then offers the Service without that port).
+    An absent targetPort is the port itself (the apiserver's default)."""
+    target = service_port.get("targetPort", service_port.get("port"))
+    if isinstance(target, bool):
+        return None
+    if isinstance(target, int):
+        return target
+    if not isinstance(target, str):
+        return None
+    protocol = service_port.get("protocol") or "TCP"
+    spec = pod.get("spec") or {}
+    sidecars = [c for c in spec.get("initContainers") or [] if c.get("restartPolicy") == "Always"]
+    for container in list(spec.get("containers") or []) + sidecars:
+        for port in container.get("ports") or []:
+            if port.get("name") == target and (port.get("protocol") or "TCP") == protocol:
+                value = port.get("containerPort")
+                return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return None
 
 
 def pod_from_template(template: dict, namespace: str, owner: dict, owner_kind: str,

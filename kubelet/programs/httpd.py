@@ -16,25 +16,7 @@ import signal
 import socket
 import sys
 
-
-def listen_address() -> str:
-    """Every address in a network namespace of the pod's own, that is one that some ancestor
-    (the container's shim, at the latest) is not in: a wrapper such as `sh -c` shares ours.
-    Loopback otherwise, and wherever that cannot be told."""
-    try:
-        ours = os.stat("/proc/self/ns/net").st_ino
-    except OSError:
-        return "127.0.0.1"
-    own, pid = False, os.getppid()
-    while pid > 1 and not own:
-        try:
-            own = os.stat(f"/proc/{pid}/ns/net").st_ino != ours
-            with open(f"/proc/{pid}/stat") as f:
-                pid = int(f.read().rsplit(")", 1)[1].split()[1])  # its parent
-        except (OSError, ValueError, IndexError):
-            break
-    return "0.0.0.0" if own else "127.0.0.1"
-
+from kubemu.netnsinfo import listen_address
 
 WELCOME = b"""<!DOCTYPE html>
 <html><head><title>Welcome to kubemu!</title></head>

@@ -18,16 +18,21 @@ labelled `kubernetes.io/bootstrapping: rbac-defaults` and annotated
     the health checks) for every authenticated user; system:public-info-viewer (/version and
     the health checks) for everyone, authenticated or not;
   * system:kube-scheduler and system:kube-controller-manager for the users of those names;
-  * system:node for the group system:nodes.
+  * system:node for the group system:nodes;
+  * system:node-proxier (kube-proxy: reads Services, Endpoints, EndpointSlices and Nodes, writes
+    Events) for the user system:kube-proxy, as kubeadm binds it (kubeadm:node-proxier);
+  * system:coredns (the cluster DNS reads Services, Endpoints, EndpointSlices, Pods and
+    Namespaces) for the ServiceAccount kube-system/coredns, as kubeadm's CoreDNS addon binds it.
 
 Where kubemu differs, and why:
 
-  * the rules name only kinds kubemu serves (no StatefulSets, Jobs, Services, ...);
+  * the rules name only kinds kubemu serves (no StatefulSets, Jobs, Ingresses, ...);
   * kubemu's controller-manager acts under its one identity (kube-controller-manager with
     --use-service-account-credentials=false), so system:kube-controller-manager also holds
     what Kubernetes grants its controllers' own roles (system:controller:deployment-controller,
     replicaset-controller, namespace-controller, generic-garbage-collector, node-controller,
-    root-ca-cert-publisher, service-account-controller);
+    root-ca-cert-publisher, service-account-controller, endpoint-controller,
+    endpointslice-controller);
   * kubeadm authorizes kubelets with the Node authorizer (each kubelet reaches only its own
     node and pods) and leaves system:node unbound; kubemu has no Node authorizer and binds
     system:node to the group system:nodes, as Kubernetes did before 1.8: a kubelet may read
@@ -37,8 +42,8 @@ from __future__ import annotations
 
 import copy
 
-from .identity import (ADMIN_GROUP, AUTHENTICATED, CONTROLLER_MANAGER, NODES, SCHEDULER, SYSTEM_MASTERS,
-                       UNAUTHENTICATED)
+from .identity import (ADMIN_GROUP, AUTHENTICATED, CONTROLLER_MANAGER, KUBE_PROXY, NODES, SCHEDULER,
+                       SYSTEM_MASTERS, UNAUTHENTICATED)
 
 API_VERSION = "rbac.authorization.k8s.io/v1"
 GROUP = "rbac.authorization.k8s.io"
@@ -54,6 +59,10 @@ CORE, APPS, COORDINATION = "", "apps", "coordination.k8s.io"
 AUTHENTICATION, AUTHORIZATION, AUTOSCALING = ("authentication.k8s.io", "authorization.k8s.io",
                                               "autoscaling")
 EVENTS_GROUP = "events.k8s.io"
+DISCOVERY = "discovery.k8s.io"
+NODE_PROXIER = "system:node-proxier"
+COREDNS = "system:coredns"
+COREDNS_ACCOUNT = ("kube-system", "coredns")  # kubeadm's CoreDNS addon's ServiceAccount
 METRICS = "metrics.k8s.io"
 
 
@@ -84,13 +93,14 @@ def cluster_role(name: str, rules: list[dict] | None = None, *, labels: dict | N
     return role
 
 
-def cluster_role_binding(name: str, role: str, *, groups=(), users=(), defaults: bool = True
-                         ) -> dict:
+def cluster_role_binding(name: str, role: str, *, groups=(), users=(), service_accounts=(),
+                         defaults: bool = True) -> dict:
     meta: dict = {"name": name}
     if defaults:
         meta.update(labels=dict(LABELS), annotations=dict(ANNOTATIONS))
     subjects = [{"kind": "Group", "apiGroup": GROUP, "name": g} for g in groups] + \
-               [{"kind": "User", "apiGroup": GROUP, "name": u} for u in users]
+               [{"kind": "User", "apiGroup": GROUP, "name": u} for u in users] + \
+               [{"kind": "ServiceAccount", "namespace": ns, "name": n} for ns, n in service_accounts]
     return {"apiVersion": API_VERSION, "kind": "ClusterRoleBinding", "metadata": meta,
             "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": role},
             "subjects": subjects}
@@ -124,13 +134,16 @@ def _cluster_roles() -> list[dict]:
             rule(("impersonate",), (CORE,), ("serviceaccounts",)),
             rule(WRITE, (CORE,), ("pods", "pods/attach", "pods/exec", "pods/portforward")),
             rule(("create",), (CORE,), ("pods/eviction",)),
-            rule(WRITE, (CORE,), ("serviceaccounts", "configmaps", "secrets")),
+            rule(WRITE, (CORE,), ("serviceaccounts", "configmaps", "secrets", "services",
+                                  "endpoints")),
             rule(("create",), (CORE,), ("serviceaccounts/token",)),
             rule(WRITE, (APPS,), ("deployments", "deployments/scale", "deployments/rollback",
                                   "replicasets", "replicasets/scale")),
         ]),
         cluster_role("system:aggregate-to-view", labels=_aggregated_to("view"), rules=[
             rule(READ, (CORE,), ("pods", "serviceaccounts", "configmaps")),
+            rule(READ, (CORE,), ("services", "services/status", "endpoints")),
+            rule(READ, (DISCOVERY,), ("endpointslices",)),
             rule(READ, (CORE,), ("events", "pods/status", "namespaces/status", "pods/log")),
             # reading namespaces in a namespace means reading *that* namespace
             rule(READ, (CORE,), ("namespaces",)),
@@ -157,6 +170,8 @@ def _cluster_roles() -> list[dict]:
             rule(("update", "patch"), (CORE,), ("pods/status",)),
             rule(("create",), (CORE,), ("pods/eviction",)),
             rule(READ, (CORE,), ("secrets", "configmaps")),
+            # a pod's service environment variables
+            rule(READ, (CORE,), ("services",)),
             rule(("create",), (CORE,), ("serviceaccounts/token",)),
             # the node heartbeat in kube-node-lease
             rule(("get", "create", "update", "patch", "delete"), (COORDINATION,), ("leases",)),
@@ -194,8 +209,20 @@ def _cluster_roles() -> list[dict]:
             # ... the replicaset and deployment controllers create pods and ReplicaSets, ...
             rule(("create",), (CORE,), ("pods",)),
             rule(("create",), (APPS,), ("replicasets",)),
-            # ... and root-ca-cert-publisher creates kube-root-ca.crt in every namespace
+            # ... root-ca-cert-publisher creates kube-root-ca.crt in every namespace, ...
             rule(("create",), (CORE,), ("configmaps",)),
+            # ... and the endpoint and endpointslice controllers write a Service's endpoints
+            rule(("create",), (CORE,), ("endpoints",)),
+            rule(("create",), (DISCOVERY,), ("endpointslices",)),
+        ]),
+        cluster_role(NODE_PROXIER, [
+            rule(READ, (CORE,), ("services", "endpoints", "nodes")),
+            rule(READ, (DISCOVERY,), ("endpointslices",)),
+            events_rule(),
+        ]),
+        cluster_role(COREDNS, [
+            rule(("list", "watch"), (CORE,), ("endpoints", "services", "pods", "namespaces")),
+            rule(("list", "watch"), (DISCOVERY,), ("endpointslices",)),
         ]),
     ]
 
@@ -210,6 +237,8 @@ def _cluster_role_bindings() -> list[dict]:
         cluster_role_binding(SCHEDULER, SCHEDULER, users=(SCHEDULER,)),
         cluster_role_binding(CONTROLLER_MANAGER, CONTROLLER_MANAGER, users=(CONTROLLER_MANAGER,)),
         cluster_role_binding("system:node", "system:node", groups=(NODES,)),
+        cluster_role_binding(NODE_PROXIER, NODE_PROXIER, users=(KUBE_PROXY,)),
+        cluster_role_binding(COREDNS, COREDNS, service_accounts=(COREDNS_ACCOUNT,)),
         # kubeadm init (>= 1.29): admin.conf's group, and not a bootstrap default
         cluster_role_binding(ADMIN_GROUP, "cluster-admin", groups=(ADMIN_GROUP,),
                              defaults=False),
@@ -224,4 +253,4 @@ def bootstrap_objects() -> list[dict]:
     return copy.deepcopy(_OBJECTS)
 
 
-__all__ = ["bootstrap_objects", "rule", "SCHEDULER", "CONTROLLER_MANAGER"]
+__all__ = ["bootstrap_objects", "rule", "SCHEDULER", "CONTROLLER_MANAGER", "NODE_PROXIER", "COREDNS"]

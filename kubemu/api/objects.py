@@ -30,7 +30,7 @@ import copy
 import ipaddress
 from typing import Any, Callable
 
-from . import configobjects, pod, rbacobjects
+from . import configobjects, pod, rbacobjects, service
 from .fielderrors import (DUPLICATE, FieldError, ValidationError, child, duplicate, forbidden,
                           index, not_supported, required)
 from .meta import (TYPES, Checker, check_int_or_percent, check_label_selector,
@@ -708,12 +708,13 @@ DEFAULTERS: dict[str, Callable[[Any], Any]] = {
     "Namespace": default_namespace, "Pod": pod.default_pod, "Node": default_node,
     "Lease": default_lease, "ReplicaSet": default_replicaset, "Deployment": default_deployment,
     "Event": default_event, **rbacobjects.DEFAULTERS, **configobjects.DEFAULTERS,
+    **service.DEFAULTERS,
 }
 VALIDATORS: dict[str, Callable[..., list[FieldError]]] = {
     "Namespace": validate_namespace, "Pod": pod.validate_pod, "Node": validate_node,
     "Lease": validate_lease, "ReplicaSet": validate_replicaset,
     "Deployment": validate_deployment, "Event": validate_event, **rbacobjects.VALIDATORS,
-    **configobjects.VALIDATORS,
+    **configobjects.VALIDATORS, **service.VALIDATORS,
 }
 
 
@@ -744,7 +745,8 @@ def validate_object_update(old: Any, new: Any, *, strict: bool = True,
                            require_resource_version: bool = True) -> list[FieldError]:
     """The new object on its own, then what may not change: metadata's immutable fields, the
     kind, a ReplicaSet's or Deployment's spec.selector (immutable in apps/v1), a binding's roleRef,
-    an immutable ConfigMap's or Secret's data and a Secret's type, a Node's podCIDRs once set."""
+    an immutable ConfigMap's or Secret's data and a Secret's type, a Node's podCIDRs once set, a
+    Service's clusterIP, an EndpointSlice's addressType."""
     errors = validate_object(new, strict=strict)
     if not isinstance(old, dict) or not isinstance(new, dict):
         return errors
@@ -760,7 +762,8 @@ def validate_object_update(old: Any, new: Any, *, strict: bool = True,
     kind = new.get("kind") if isinstance(new.get("kind"), str) else None
     if kind == "Node":
         errors += validate_node_update(old, new)
-    for table in (rbacobjects.UPDATE_VALIDATORS, configobjects.UPDATE_VALIDATORS):
+    for table in (rbacobjects.UPDATE_VALIDATORS, configobjects.UPDATE_VALIDATORS,
+                  service.UPDATE_VALIDATORS):
         if kind in table:
             errors += table[kind](old, new)
     return errors

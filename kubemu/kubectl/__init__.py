@@ -1,9 +1,10 @@
-"""kubectl's habits in `kubemu`: get, describe, apply, create, delete, scale, rollout, events.
+"""kubectl's habits in `kubemu`: get, describe, apply, create, delete, expose, scale, rollout, events.
 
     kubemu [-s ENDPOINT] get pods [-n NS | -A] [-l SEL] [--field-selector SEL] [-o wide|json|yaml|name] [-w]
     kubemu describe deployment web
     kubemu apply -f app.yaml          kubemu create -f pod.yaml        kubemu delete -f app.yaml
     kubemu scale deployment/web --replicas 3
+    kubemu expose deployment web --port 80 --target-port 8000 [--type NodePort]
     kubemu rollout status|history|undo deployment/web
     kubemu events [--for pod/web] [-w]
     kubemu port-forward pod/web 18080:8000 [--address 127.0.0.1,::1]
@@ -28,10 +29,11 @@ def register(group: click.Group) -> None:
     from .cmd_delete import delete
     from .cmd_describe import describe_cmd
     from .cmd_events import events
+    from .cmd_expose import expose
     from .cmd_get import get
     from .cmd_portforward import port_forward
     from .cmd_rollout import rollout
     from .cmd_scale import scale
 
-    for command in (get, describe_cmd, apply, create, delete, scale, rollout, events, port_forward):
+    for command in (get, describe_cmd, apply, create, delete, expose, scale, rollout, events, port_forward):
         group.add_command(command)

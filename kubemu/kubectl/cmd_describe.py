@@ -10,6 +10,7 @@ from kubemu.apiclient import NotFound, SyncApiClient
 
 from .cmd_get import no_resources_message
 from .describe import Related, describe
+from .describe_service import SERVICE_NAME_LABEL
 from .options import GoCommand, all_namespaces_option, namespace_option
 from .session import CommandError, connect, handle_errors, server_error
 from .targets import namespace_of, parse_targets
@@ -50,6 +51,9 @@ def related_objects(api: SyncApiClient, r: Resource, obj: dict) -> Related:
         related.replicasets = api.list_all("replicasets", ns)["items"]
     elif r.kind == "ReplicaSet":
         related.pods = api.list_all("pods", ns)["items"]
+    elif r.kind == "Service":
+        related.endpointslices = api.list_all("endpointslices", ns,
+                                              f"{SERVICE_NAME_LABEL}={meta.get('name', '')}")["items"]
     return related
 
 

@@ -26,6 +26,7 @@ class Related:
     pods: list[dict] = field(default_factory=list)
     replicasets: list[dict] = field(default_factory=list)
     lease: dict | None = None
+    endpointslices: list[dict] = field(default_factory=list)
 
 
 class Writer:
@@ -189,10 +190,13 @@ Describer = Callable[[dict, Related, float], str]
 def describer(kind: str) -> Describer:
     from .describe_node import describe_node
     from .describe_pod import describe_pod
+    from .describe_service import describe_endpoints, describe_endpointslice, describe_service
     from .describe_workloads import describe_deployment, describe_replicaset
 
     return {"Pod": describe_pod, "Node": describe_node, "Deployment": describe_deployment,
-            "ReplicaSet": describe_replicaset, "Namespace": describe_namespace}.get(kind, describe_generic)
+            "ReplicaSet": describe_replicaset, "Namespace": describe_namespace,
+            "Service": describe_service, "Endpoints": describe_endpoints,
+            "EndpointSlice": describe_endpointslice}.get(kind, describe_generic)
 
 
 def describe(obj: dict, related: Related, now: float) -> str:

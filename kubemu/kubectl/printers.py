@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from kubemu.api.labels import format_labels
 from kubemu.api.meta import format_selector
 
 from .timefmt import parse_time, since
@@ -205,6 +206,106 @@ def replicaset_row(rs: dict, now: float) -> Row:
             _age(rs, now), *_template_cells(rs)]
 
 
+# --- services ------------------------------------------------------------------------------
+
+def load_balancer_addresses(svc: dict) -> str:
+    """loadBalancerStatusStringer: the ingress points' IPs (else hostnames), sorted and
+    deduplicated. Never clipped: the apiserver's Table is printed wide, and kubectl prints
+    what the server sends."""
+    found = {i.get("ip") or i.get("hostname") for i in (_status(svc).get("loadBalancer") or {}).get("ingress") or []
+             if isinstance(i, dict)}
+    return ",".join(sorted(a for a in found if a))
+
+
+def service_external_ip(svc: dict) -> str:
+    """getServiceExternalIP: externalIPs; a LoadBalancer's ingress (`<pending>` while it has
+    none) before them; an ExternalName Service's name."""
+    spec = _spec(svc)
+    kind, external = spec.get("type"), ",".join(str(ip) for ip in spec.get("externalIPs") or [])
+    if kind in ("ClusterIP", "NodePort"):
+        return external or NONE
+    if kind == "LoadBalancer":
+        ingress = load_balancer_addresses(svc)
+        return ",".join(a for a in (ingress, external) if a) or "<pending>"
+    if kind == "ExternalName":
+        return spec.get("externalName") or ""
+    return "<unknown>"
+
+
+def service_ports(svc: dict) -> str:
+    """makePortString: `80/TCP`, `80:30080/TCP` with a NodePort, comma-joined."""
+    pieces = []
+    for p in _spec(svc).get("ports") or []:
+        node_port = p.get("nodePort") or 0
+        pieces.append(f"{p.get('port')}:{node_port}/{p.get('protocol', '')}" if node_port > 0
+                      else f"{p.get('port')}/{p.get('protocol', '')}")
+    return ",".join(pieces)
+
+
+def service_row(svc: dict, now: float) -> Row:
+    spec = _spec(svc)
+    cluster_ips = spec.get("clusterIPs") or []
+    return [_meta(svc).get("name", ""), str(spec.get("type") or ""), cluster_ips[0] if cluster_ips else NONE,
+            service_external_ip(svc), service_ports(svc) or NONE, _age(svc, now),
+            format_labels(spec.get("selector")) or NONE]
+
+
+MAX_LISTED = 3  # kubectl lists this many endpoints or ports, then `+ N more...`
+
+
+def _listed(items: list[str], count: int) -> str:
+    """The first MAX_LISTED of `count` items, then how many more there are."""
+    text = ",".join(items[:MAX_LISTED])
+    return f"{text} + {count - MAX_LISTED} more..." if count > MAX_LISTED else text
+
+
+def host_port(address: str, port) -> str:
+    """net.JoinHostPort: an IPv6 address in brackets."""
+    return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def format_endpoints(endpoints: dict) -> str:
+    """formatEndpoints: `ip:port` of each ready address for every port (bare IPs for a subset
+    without ports), `<none>` without subsets."""
+    subsets = endpoints.get("subsets") or []
+    if not subsets:
+        return NONE
+    listed: list[str] = []
+    for subset in subsets:
+        addresses = [a.get("ip", "") for a in subset.get("addresses") or []]
+        ports = subset.get("ports") or []
+        if not ports:
+            listed += addresses
+        for port in ports:
+            listed += [host_port(ip, port.get("port")) for ip in addresses]
+    return _listed(listed, len(listed))
+
+
+def _listed_or_unset(items: list[str]) -> str:
+    """listWithMoreString: `<unset>` when there is nothing."""
+    return _listed(items, len(items)) or "<unset>"
+
+
+def endpointslice_ports(slice_: dict) -> str:
+    """formatDiscoveryPorts: each port's number, else its name, else `*`."""
+    return _listed_or_unset([str(p["port"]) if p.get("port") is not None else p.get("name") or "*"
+                             for p in slice_.get("ports") or []])
+
+
+def endpointslice_endpoints(slice_: dict) -> str:
+    """formatDiscoveryEndpoints: every address of every endpoint, ready or not."""
+    return _listed_or_unset([str(a) for e in slice_.get("endpoints") or [] for a in e.get("addresses") or []])
+
+
+def endpoints_row(endpoints: dict, now: float) -> Row:
+    return [_meta(endpoints).get("name", ""), format_endpoints(endpoints), _age(endpoints, now)]
+
+
+def endpointslice_row(slice_: dict, now: float) -> Row:
+    return [_meta(slice_).get("name", ""), str(slice_.get("addressType") or ""), endpointslice_ports(slice_),
+            endpointslice_endpoints(slice_), _age(slice_, now)]
+
+
 # --- the rest ------------------------------------------------------------------------------
 
 def namespace_row(ns: dict, now: float) -> Row:
@@ -285,6 +386,11 @@ PRINTERS: dict[str, tuple[list[tuple[str, int]], RowFunc]] = {
                     ("CONTAINERS", 1), ("IMAGES", 1), ("SELECTOR", 1)], deployment_row),
     "ReplicaSet": ([("NAME", 0), ("DESIRED", 0), ("CURRENT", 0), ("READY", 0), ("AGE", 0),
                     ("CONTAINERS", 1), ("IMAGES", 1), ("SELECTOR", 1)], replicaset_row),
+    "Service": ([("NAME", 0), ("TYPE", 0), ("CLUSTER-IP", 0), ("EXTERNAL-IP", 0), ("PORT(S)", 0), ("AGE", 0),
+                 ("SELECTOR", 1)], service_row),
+    "Endpoints": ([("NAME", 0), ("ENDPOINTS", 0), ("AGE", 0)], endpoints_row),
+    "EndpointSlice": ([("NAME", 0), ("ADDRESSTYPE", 0), ("PORTS", 0), ("ENDPOINTS", 0), ("AGE", 0)],
+                      endpointslice_row),
     "Namespace": ([("NAME", 0), ("STATUS", 0), ("AGE", 0)], namespace_row),
     "Lease": ([("NAME", 0), ("HOLDER", 0), ("AGE", 0)], lease_row),
     "Event": ([("LAST SEEN", 0), ("TYPE", 0), ("REASON", 0), ("OBJECT", 0), ("SUBOBJECT", 1),
@@ -323,6 +429,5 @@ def name_column(kind: str, wide: bool = False) -> int | None:
 
 def labels_text(obj: dict) -> str:
     """--show-labels' LABELS cell: k=v pairs sorted by key, comma-joined."""
-    labels = _meta(obj).get("labels") or {}
-    return ",".join(f"{k}={labels[k]}" for k in sorted(labels)) or NONE
+    return format_labels(_meta(obj).get("labels")) or NONE
 

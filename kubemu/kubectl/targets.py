@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from components.controllers.podutil import is_pod_ready, parse_time, ready_since
 from kubemu.api.labels import Selector, selector_from_label_selector
-from kubemu.api.resources import Resource, resolve
+from kubemu.api.resources import RESOURCES, Resource, UnknownResourceError, resolve
 
 from .session import CommandError
 
@@ -42,7 +42,27 @@ def parse_targets(args: tuple[str, ...] | list[str]) -> list[Target]:
             else:
                 targets.append(Target(r, [name]))
         return targets
-    return [Target(resolve(kind), list(args[1:])) for kind in args[0].split(",") if kind]
+    return [Target(r, list(args[1:])) for kind in args[0].split(",") if kind for r in expand(kind)]
+
+
+def category(name: str) -> list[Resource]:
+    """The resources of a discovery category (`all`), in the order kubectl lists them on a
+    Kubernetes cluster: the core group first, then the other groups, each group's resources
+    alphabetically (as the apiserver's discovery serves them)."""
+    groups = list(dict.fromkeys(["", *(r.group for r in RESOURCES)]))
+    members = [r for r in RESOURCES if name.lower() in r.categories]
+    return sorted(members, key=lambda r: (groups.index(r.group), r.plural))
+
+
+def expand(name: str) -> list[Resource]:
+    """The resource a name means, else the members of the category it names."""
+    try:
+        return [resolve(name)]
+    except UnknownResourceError:
+        members = category(name)
+        if not members:
+            raise
+        return members
 
 
 def one_target(args: tuple[str, ...], verb: str) -> tuple[Resource, str]:

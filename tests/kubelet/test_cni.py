@@ -97,6 +97,14 @@ def test_kubemu_conflist():
     assert cni.load_conflist(json.dumps(conf)).name == "kubemu"
 
 
+def test_kubemu_conflist_routes_the_service_cidr_through_the_bridge_gateway():
+    """ClusterIPs are not on the pod's subnet: their packets go to the gateway, into the fabric,
+    where kube-proxy's DNAT takes them (a pod has no default route to send them by)."""
+    conf = cni.kubemu_conflist("10.244.3.0/24", "10.244.0.0/16", "/d", "kmbr3", service_cidr="10.96.0.0/12")
+    assert conf["plugins"][0]["ipam"]["routes"] == [{"dst": "10.244.0.0/16", "gw": "10.244.3.1"},
+                                                    {"dst": "10.96.0.0/12", "gw": "10.244.3.1"}]
+
+
 # --- invocations -----------------------------------------------------------------------------
 
 def test_plugin_config_takes_the_lists_name_and_version_and_drops_runtime_config():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -221,6 +222,35 @@ def test_an_unsafe_target_is_a_start_error_before_anything_runs(runtime, volume)
     state = exited(runtime)
     assert state.start_failed and state.message == (f'error mounting "{volume}" to rootfs at "/a/../etc": '
                                                     "the target must not contain '..'")
+
+
+NS_INODES = r"""
+import json, os, sys
+print(json.dumps([os.stat(p).st_ino for p in sys.argv[1:]]), flush=True)
+"""
+
+
+@NEEDS_ROOT
+def test_a_namespace_file_a_volume_names_is_bound_and_no_other(runtime, tmp_path):  # noqa: F811
+    """kube-proxy (a hostNetwork pod: no sandbox) enters the cluster's fabric by its namespace
+    file (`ip netns add`'s bind mount), given as a hostPath volume; every other namespace file
+    stays out of the container (a copy would keep that namespace alive)."""
+    named, other = tmp_path / "named", tmp_path / "other"
+    for path in (named, other):
+        path.touch()
+        subprocess.run(["mount", "--bind", "/proc/self/ns/uts", str(path)], check=True)
+    try:
+        target = f"/kmtest-{rand()}/fabric"
+        runtime.start(spec(runtime, py(NS_INODES, target, str(other)),
+                           mounts=[{"target": target, "source": str(named), "type": "bind", "file": True}]))
+        uts = os.stat("/proc/self/ns/uts").st_ino
+        seen = line(runtime)
+        assert seen[0] == uts, "the named namespace file is the namespace in the container"
+        assert seen[1] != uts, "another namespace file is not"
+        stop(runtime)
+    finally:
+        for path in (named, other):
+            subprocess.run(["umount", str(path)], check=True)
 
 
 TMPFS_SIZE = r"""

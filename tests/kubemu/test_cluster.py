@@ -9,12 +9,14 @@ import os
 import signal
 import socket
 import stat
+import sys
 
 import pytest
 import yaml
 from cryptography import x509
 
 from init.unitfile import load_unit
+from kubemu import _wire_auth as wireauth
 from kubemu import cgroups, cluster, kubeconfig, netplan, network, ownership, pki
 from kubemu.statedir import StateDir
 from tests.conftest import alive, spawn_marked, terminate, wait_for
@@ -377,6 +379,12 @@ def test_the_control_plane_runs_in_the_host_s_network_and_allocates_node_cidrs(s
                 "10.96.0.0/12", "--node-cidr-mask-size", "24"]
         assert (argv[-len(tail):] == tail) == ipam
         assert ("--allocate-node-cidrs" in argv) == ipam
+        argv = yaml.safe_load((state.node_dir("node-0") / "manifests" / "apiserver.yaml").read_text())[
+            "spec"]["containers"][0]["command"]
+        services = dict(zip(argv[-4::2], argv[-3::2]))  # the `kubernetes` Service's address and endpoint
+        assert services == ({"--service-cluster-ip-range": "10.96.0.0/12", "--advertise-address": "10.244.255.254"}
+                            if ipam else
+                            {"--service-cluster-ip-range": "127.96.0.0/12", "--advertise-address": "127.0.0.1"})
 
 
 def test_the_control_plane_has_kubeadms_requests_so_its_pods_are_burstable(state_dir):
@@ -402,3 +410,55 @@ def test_a_failed_up_before_any_node_starts_removes_the_network(state_dir, monke
     with pytest.raises(OSError):
         cluster.up(StateDir(state_dir), 1, api_port=0)
     assert made == removed == [state_dir]
+
+
+def _kube_proxy(state: StateDir, node: str) -> dict:
+    return yaml.safe_load((state.node_dir(node) / "manifests" / "kube-proxy.yaml").read_text())
+
+
+def test_every_node_runs_kube_proxy_as_a_static_pod(state_dir):
+    """kubeadm's kube-proxy, in the host's network namespace, one identity for all of them;
+    node-0's also takes what the host sends through the host link."""
+    state = StateDir(state_dir)
+    for node in ("node-0", "node-1"):
+        cluster.write_node(state, node)
+        cluster.write_kube_proxy(state, node, CNI_RECORD)
+    pods = {node: _kube_proxy(state, node) for node in ("node-0", "node-1")}
+    secret = wireauth.secret_path(wireauth.secrets_dir(state_dir), "system:kube-proxy")
+    assert secret.exists()
+    for node, pod in pods.items():
+        assert (pod["metadata"]["name"], pod["metadata"]["namespace"]) == ("kube-proxy", "kube-system")
+        assert pod["spec"]["hostNetwork"] is True and pod["spec"]["priorityClassName"] == "system-node-critical"
+        (container,) = pod["spec"]["containers"]
+        assert container["image"] == "registry.k8s.io/kube-proxy:v1.32.0"
+        argv = container["command"]
+        assert argv[:3] == [sys.executable, "-m", "components.kube_proxy"]
+        assert argv[3:11] == ["--api", cluster.api_endpoint(state), "--wire-credentials", str(secret),
+                              "--hostname-override", node, "--proxy-mode", "nftables"]
+        assert argv[argv.index("--fabric-netns") + 1] == "/run/netns/kubemu-abcd1234"
+        assert ("--host-interface" in argv) == (node == "node-0")
+        # a container keeps only the namespace files its volumes name (kubelet/shim.py)
+        assert pod["spec"]["volumes"] == [{"name": "fabric-netns", "hostPath": {
+            "path": "/run/netns/kubemu-abcd1234", "type": "File"}}]
+        assert container["volumeMounts"] == [{"name": "fabric-netns", "mountPath": "/run/netns/kubemu-abcd1234"}]
+    argv = pods["node-0"]["spec"]["containers"][0]["command"]
+    assert argv[argv.index("--host-address") + 1] == "10.244.255.253"
+
+    cluster.write_kube_proxy(state, "node-1", HOST_RECORD)
+    pod = _kube_proxy(state, "node-1")
+    assert pod["spec"]["containers"][0]["command"][9:] == ["--proxy-mode", "userspace", "--bind-address", "127.0.0.1"]
+    assert "volumes" not in pod["spec"]
+
+
+def test_up_writes_kube_proxy_for_real_nodes_and_the_apiserver_certificate_for_the_network(state_dir, monkeypatch):
+    """Hollow nodes run no pods: no kube-proxy for them. The apiserver's certificate names the
+    address pods reach it at and the `kubernetes` Service's ClusterIP."""
+    state = StateDir(state_dir)
+    monkeypatch.setattr(network, "setup", lambda root, *a: CNI_RECORD)
+    monkeypatch.setattr(cluster, "start_init", lambda state, node: None)
+    cluster.up(state, 2, hollow_nodes=3, api_port=0)
+    assert sorted(p.parent.parent.name for p in state.nodes_dir.glob("*/manifests/kube-proxy.yaml")) == [
+        "node-0", "node-1"]
+    cert = x509.load_pem_x509_certificate((state_dir / "pki" / "apiserver.crt").read_bytes())
+    assert pki.sans_of(cert)[1] == {"127.0.0.1", "10.244.255.254", "10.96.0.1"}
+    assert wireauth.secret_path(wireauth.secrets_dir(state_dir), "system:serviceaccount:kube-system:coredns").exists()

@@ -21,13 +21,20 @@ PLUGINS = set(netplan.CNI_PLUGINS)
     (1000, ALL_CAPS, [], PLUGINS, None, CNI, None),  # capabilities, not the uid, are what counts
     (0, 1 << netplan.CAP_NET_ADMIN, [], PLUGINS, None, HOST, "CAP_SYS_ADMIN is needed for pod networks"),
     (0, ALL_CAPS, ["ip", "nsenter"], PLUGINS, None, HOST,
-     "ip, nsenter not found: pod networks need them (iproute2, util-linux, procps)"),
+     "ip, nsenter not found: pod networks need them (iproute2, util-linux)"),
+    (0, ALL_CAPS, ["nft"], PLUGINS, None, HOST,  # kube-proxy's rules live in the fabric
+     "nft not found: pod networks need it (nftables)"),
     (0, ALL_CAPS, [], {"loopback"}, None, HOST,
      "no CNI plugin bridge, host-local in /usr/lib/cni:/opt/cni/bin (Debian's containernetworking-plugins)"),
     (1000, 0, ["ip"], set(), HOST, HOST, "kubemu up --network host"),  # asked for: no other reason
 ])
 def test_network_mode(euid, caps, tools, plugins, requested, kind, reason):
     assert netplan.network_mode(euid, caps, tools, plugins, requested) == netplan.Mode(kind, reason)
+
+
+def test_pod_networks_need_nft():
+    """kube-proxy's rules live in the fabric: without nft, no pod networks (one fallback path)."""
+    assert netplan.TOOLS["nft"] == "nftables"
 
 
 def test_network_cni_asked_for_but_impossible_is_an_error():
@@ -145,6 +152,7 @@ def test_fabric_plan_is_the_ip_commands_in_order():
         "ip netns add kubemu-abcd1234",
         "ip -n kubemu-abcd1234 link set lo up",
         "ip netns exec kubemu-abcd1234 sysctl -qw net.ipv4.ip_forward=1",
+        "ip netns exec kubemu-abcd1234 sysctl -qw net.ipv4.icmp_ratelimit=0",
         "ip link add km-abcd1234 type veth peer name host0 netns kubemu-abcd1234",
         "ip addr add 10.244.255.254/32 dev km-abcd1234",
         "ip link set km-abcd1234 up",
@@ -156,6 +164,17 @@ def test_fabric_plan_is_the_ip_commands_in_order():
         "ip route add 10.244.0.0/16 via 10.244.255.253 dev km-abcd1234 onlink src 10.244.255.254",
         "ip route add 10.96.0.0/12 via 10.244.255.253 dev km-abcd1234 onlink src 10.244.255.254",
     ]
+
+
+def test_the_fabric_calls_nftables_for_bridged_traffic_where_it_has_br_netfilter():
+    """The shell looks into the new namespace (the plan's first step) for /proc/sys/net/bridge;
+    with it, the fabric's bridged replies pass conntrack, so kube-proxy's DNAT is undone for a
+    pod answering a client on its own bridge."""
+    without = netplan.fabric_plan(record())
+    with_br = netplan.fabric_plan(Record(**{**record().to_json(), "br_netfilter": True}))
+    assert with_br[0] == without[0] == netplan.AddNetns("kubemu-abcd1234")
+    assert [s for s in with_br if s not in without] == [
+        netplan.SetSysctl("kubemu-abcd1234", "net.bridge.bridge-nf-call-iptables", "1")]
 
 
 def test_no_step_touches_the_host_s_forwarding_or_adds_a_default_route():
@@ -193,6 +212,24 @@ def test_a_record_round_trips():
     kept = netplan.host_record("not root", rec)
     assert Record.from_json(kept.to_json()) == kept
     assert (kept.mode, kept.cluster_cidr, kept.node_mask, kept.netns) == (HOST, "10.244.0.0/16", 24, None)
+    br = Record(**{**rec.to_json(), "br_netfilter": True})
+    assert Record.from_json(br.to_json()) == br
+    older = {k: v for k, v in rec.to_json().items() if k != "br_netfilter"}  # an older kubemu's record
+    assert Record.from_json(older) == rec
+
+
+def test_services_live_on_a_loopback_block_without_pod_networks():
+    """Every ClusterIP a local address: a userspace proxy can bind it, the host reaches it."""
+    host = netplan.host_record("not root", None)
+    assert host.service_cidr == netplan.HOST_SERVICE_CIDR == "127.96.0.0/12"
+    assert netplan.service_cidr(host) == "127.96.0.0/12"
+    assert netplan.service_cidr(netplan.host_record("not root", record())) == "127.96.0.0/12"
+    assert netplan.dns_service_ip(host) == "127.96.0.10"
+    assert netplan.service_cidr(record()) == "10.96.0.0/12" and netplan.dns_service_ip(record()) == "10.96.0.10"
+    # a pod network after a host-mode `up` keeps the pod CIDR, not the loopback service block
+    assert netplan.kept_service_cidr(netplan.host_record("not root", record())) is None
+    assert netplan.kept_service_cidr(record()) == "10.96.0.0/12"
+    assert netplan.kept_service_cidr(None) is None
 
 
 def test_the_components_flags():
@@ -200,19 +237,31 @@ def test_the_components_flags():
     assert netplan.kubelet_flags(rec, "/s/nodes/node-1") == [
         "--network-mode", "cni", "--fabric-netns", "/run/netns/kubemu-abcd1234",
         "--cni-conf-dir", "/s/nodes/node-1/cni/net.d", "--cni-bin-dir", "/usr/lib/cni:/opt/cni/bin",
-        "--cluster-cidr", "10.244.0.0/16"]
+        "--cluster-cidr", "10.244.0.0/16", "--service-cidr", "10.96.0.0/12",
+        "--cluster-dns", "10.96.0.10", "--cluster-domain", "cluster.local"]
+    assert netplan.apiserver_flags(rec) == [
+        "--service-cluster-ip-range", "10.96.0.0/12", "--advertise-address", "10.244.255.254"]
+    assert netplan.kube_proxy_flags(rec, host_side=False) == [
+        "--proxy-mode", "nftables", "--cluster-cidr", "10.244.0.0/16", "--fabric-netns", "/run/netns/kubemu-abcd1234"]
+    assert netplan.kube_proxy_flags(rec, host_side=True) == [
+        "--proxy-mode", "nftables", "--cluster-cidr", "10.244.0.0/16", "--fabric-netns", "/run/netns/kubemu-abcd1234",
+        "--host-interface", "host0", "--host-address", "10.244.255.253"]
     assert netplan.controller_manager_flags(rec) == [
         "--allocate-node-cidrs", "--cluster-cidr", "10.244.0.0/16", "--service-cluster-ip-range", "10.96.0.0/12",
         "--node-cidr-mask-size", "24"]
-    host = Record(HOST, "not root: CAP_NET_ADMIN is needed for pod networks")
-    assert netplan.kubelet_flags(host, "/s/nodes/node-1") == [
+    host = netplan.host_record("not root: CAP_NET_ADMIN is needed for pod networks", None)
+    assert netplan.kubelet_flags(host, "/s/nodes/node-1") == [  # no --cluster-dns: the node's resolv.conf
         "--network-mode", "host", "--network-mode-reason", "not root: CAP_NET_ADMIN is needed for pod networks"]
+    assert netplan.apiserver_flags(host) == [
+        "--service-cluster-ip-range", "127.96.0.0/12", "--advertise-address", "127.0.0.1"]
+    assert netplan.kube_proxy_flags(host, host_side=True) == [
+        "--proxy-mode", "userspace", "--bind-address", "127.0.0.1"]
     assert netplan.controller_manager_flags(host) == []
 
 
 @pytest.mark.parametrize("field, value", [
     ("made_run_netns", "false"), ("made_run_netns_dir", 0), ("node_mask", "24"), ("node_mask", True),
-    ("cluster_cidr", 10), ("mode", ["cni"]), ("reason", {}),
+    ("cluster_cidr", 10), ("mode", ["cni"]), ("reason", {}), ("br_netfilter", "true"),
 ])
 def test_a_field_of_the_wrong_type_is_no_record(field, value):
     assert Record.from_json({**record().to_json(), field: value}) is None

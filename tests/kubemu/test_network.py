@@ -111,6 +111,32 @@ def test_setup_builds_the_fabric_and_down_leaves_nothing(fabric):
     assert snapshot(h8) == before
 
 
+def host_sysctls() -> list[str]:
+    paths = ["/proc/sys/net/ipv4/icmp_ratelimit", "/proc/sys/net/bridge/bridge-nf-call-iptables"]
+    return [open(p).read() if os.path.exists(p) else None for p in paths]
+
+
+@needs_cni
+def test_the_fabric_refuses_at_once_and_passes_bridged_replies_through_nftables(fabric, caplog):
+    """The fabric's own sysctls (never the host's): icmp_ratelimit 0 and, where the kernel has
+    br_netfilter, bridge-nf-call-iptables 1 (kube-proxy's DNAT undone for same-bridge replies)."""
+    before = host_sysctls()
+    with caplog.at_level(logging.WARNING, logger="kubemu.network"):
+        rec = network.setup(fabric)
+    ns = ["netns", "exec", rec.netns, "sysctl", "-n"]
+    assert ip(*ns, "net.ipv4.icmp_ratelimit").stdout == "0\n"
+    has_bridge = ip(*ns, netplan.BRIDGE_NF_CALL_IPTABLES, check=False)
+    assert rec.br_netfilter == (has_bridge.returncode == 0) == network.has_br_netfilter(rec.netns)
+    assert network.load(fabric).br_netfilter == rec.br_netfilter
+    assert (netplan.NO_BR_NETFILTER in caplog.text) == (not rec.br_netfilter)  # said when missing only
+    assert host_sysctls() == before
+    network.down(fabric)
+    if not rec.br_netfilter:
+        pytest.skip("this kernel has no br_netfilter: the fabric runs without bridge-nf-call-iptables")
+    assert has_bridge.stdout == "1\n"
+    assert not network.has_br_netfilter(f"kubemu-{network.state_hash(fabric)}x")  # no such namespace
+
+
 @needs_cni
 def test_two_clusters_at_once_choose_different_cidrs(tmp_path_factory):
     roots = [tmp_path_factory.mktemp("k"), tmp_path_factory.mktemp("k")]
@@ -235,7 +261,7 @@ def test_an_explicit_cidr_overlapping_a_host_route_is_an_error(fabric):
 def test_network_host_is_said_once_and_recorded(state_dir, caplog):
     with caplog.at_level(logging.WARNING, logger="kubemu.network"):
         rec = network.setup(state_dir, requested=HOST)
-    assert rec == netplan.Record(HOST, "kubemu up --network host")
+    assert rec == netplan.Record(HOST, "kubemu up --network host", service_cidr=netplan.HOST_SERVICE_CIDR)
     assert [r.getMessage() for r in caplog.records] == [
         'kubemu: pods share the host\'s network (kubemu up --network host); see README "Pod networking"']
     assert network.load(state_dir) == rec

@@ -137,6 +137,21 @@ def test_other_names_or_another_key_renew(tmp_path, ca):
     assert pki.ensure_cert(d, more, ca, NOW)[1] == "missing"
 
 
+def test_the_apiserver_certificate_names_its_advertised_address_and_the_first_service_ip(tmp_path, ca):
+    """kubeadm's SANs: pods verify the apiserver at the `kubernetes` Service's ClusterIP and at
+    its endpoint (the advertise address); a new pod network (other addresses) renews it."""
+    d = tmp_path / "pki"
+    spec = pki.apiserver_spec("10.244.255.254", "10.96.0.1")
+    pair, _ = pki.ensure_cert(d, spec, ca, NOW)
+    assert pki.sans_of(pair.cert) == (set(pki.APISERVER_DNS), {"127.0.0.1", "10.244.255.254", "10.96.0.1"})
+    assert pki.ensure_cert(d, spec, ca, NOW)[1] is None  # the same network: kept
+    moved = pki.apiserver_spec("10.245.255.254", "10.112.0.1")
+    pair, why = pki.ensure_cert(d, moved, ca, NOW)
+    assert why == "its names (SANs) changed"
+    assert pki.sans_of(pair.cert)[1] == {"127.0.0.1", "10.245.255.254", "10.112.0.1"}
+    assert pki.apiserver_spec("127.0.0.1", "127.96.0.1").ip_addresses == ("127.0.0.1", "127.96.0.1")  # host mode
+
+
 def test_a_leaf_never_outlives_its_ca(ca):
     late = ca.cert.not_valid_after_utc - 100 * DAY
     cert = pki.issue(pki.ADMIN, pki.new_key().public_key(), ca, late)

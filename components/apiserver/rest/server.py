@@ -77,7 +77,8 @@ class _Refused(asyncio.Protocol):
 class HTTPSServer:
     """Serves `handler(request)` for every request (RestAPI.serve)."""
 
-    def __init__(self, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]], host: str, port: int,
+    def __init__(self, handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]], host: str | list[str],
+                 port: int,
                  context: ssl.SSLContext, *, max_connections: int = MAX_CONNECTIONS,
                  idle_timeout: float = IDLE_TIMEOUT, handshake_timeout: float = HANDSHAKE_TIMEOUT,
                  on_close: Callable[[], Awaitable[None]] | None = None):

@@ -20,9 +20,14 @@ COLUMN_DESCRIPTIONS = {
 }
 
 
+# The column names Kubernetes spells otherwise than by capitalizing each word of the header.
+TITLES = {"CLUSTER-IP": "Cluster-IP", "EXTERNAL-IP": "External-IP", "INTERNAL-IP": "Internal-IP",
+          "OS-IMAGE": "OS-Image", "ADDRESSTYPE": "AddressType"}
+
+
 def column_title(header: str) -> str:
     """kubectl upper-cases the names the server sends; the server sends them as `Nominated Node`."""
-    return " ".join(word.capitalize() for word in header.split(" "))
+    return TITLES.get(header) or " ".join(word.capitalize() for word in header.split(" "))
 
 
 def columns(kind: str) -> list[dict]:

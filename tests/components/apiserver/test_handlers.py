@@ -13,6 +13,8 @@ from components.apiserver import warnings
 from components.apiserver.audit import AuditLog
 from components.apiserver.handlers import API
 from components.apiserver.memstorage import MemStorage
+from components.apiserver.serviceips import parse_port_range
+from components.apiserver.servicestrategy import Allocations
 from components.apiserver.strategy import MethodNotAllowed, Timeout
 from components.apiserver.watchcache import WatchCache
 from kubemu import wire
@@ -23,12 +25,12 @@ from . import deployment, pod
 NOW = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
 
 
-def run(test):
+def run(test, *, services: Allocations | None = None):
     """Run `test(api)` on a fresh API over a MemStorage, with its system namespaces."""
     async def main():
         storage = MemStorage()
         cache = WatchCache(storage.client)
-        api = API(storage, cache, AuditLog(None), clock=lambda: NOW, rand=random.Random(1))
+        api = API(storage, cache, AuditLog(None), clock=lambda: NOW, rand=random.Random(1), services=services)
         await api.ensure_system_namespaces()
         try:
             return await asyncio.wait_for(test(api), DEADLINE)
@@ -275,3 +277,228 @@ def test_the_audit_time_is_when_the_request_came(tmp_path, monkeypatch):
     asyncio.run(main())
     [line] = [json.loads(x) for x in log.read_text().splitlines()]
     assert (line["time"], line["resource"], line["name"]) == ("2026-01-02T03:04:05.000000Z", "pods", "p")
+
+
+# --- Services: clusterIP and nodePort allocation ----------------------------------------------
+
+def service(name: str, **spec) -> dict:
+    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"selector": {"app": name}, "ports": [{"name": "http", "port": 80, "targetPort": 8080}],
+                     **spec}}
+
+
+def allocations(cidr: str = "10.96.0.0/12", ports: str = "30000-32767") -> Allocations:
+    return Allocations(cidr, parse_port_range(ports), rand=random.Random(5))
+
+
+def test_a_service_gets_a_cluster_ip_and_its_node_ports_on_create():
+    services = allocations()
+
+    async def body(api):
+        web = await api.create("services", service("web"))
+        ip = web["spec"]["clusterIP"]
+        assert web["spec"]["clusterIPs"] == [ip] and services.ips.has(ip)
+        assert web["status"] == {"loadBalancer": {}}
+        assert (await api.get("services", "web", "default"))["spec"]["clusterIP"] == ip
+        np = await api.create("services", service("np", type="NodePort"))
+        port = np["spec"]["ports"][0]["nodePort"]
+        assert 30086 <= port <= 32767 and services.ports.has(port)
+        lb = await api.create("services", service("lb", type="LoadBalancer"))
+        assert lb["spec"]["ports"][0]["nodePort"] and lb["status"] == {"loadBalancer": {}}
+        headless = await api.create("services", service("headless", clusterIP="None"))
+        assert headless["spec"]["clusterIPs"] == ["None"]
+        external = await api.create("services", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "ext"},
+                                                 "spec": {"type": "ExternalName", "externalName": "example.com"}})
+        assert "clusterIP" not in external["spec"]
+        fixed = await api.create("services", service("dns", clusterIP="10.96.0.10",
+                                                      type="NodePort", ports=[{"port": 53, "nodePort": 30053}]))
+        assert fixed["spec"]["clusterIP"] == "10.96.0.10" and fixed["spec"]["ports"][0]["nodePort"] == 30053
+        assert services.ips.free() == services.ips.bits.size - 4  # web, np, lb, dns
+    run(body, services=services)
+
+
+@pytest.mark.parametrize("spec, message", [
+    (dict(clusterIP="10.0.0.1"), 'Service "bad" is invalid: spec.clusterIPs[0]: Invalid value: "10.0.0.1": failed to '
+     "allocate IP 10.0.0.1: the provided IP (10.0.0.1) is not in the valid range. The range of valid IPs is "
+     "10.96.0.0/12"),
+    (dict(clusterIP="10.96.0.10"), 'Service "bad" is invalid: spec.clusterIPs[0]: Invalid value: "10.96.0.10": '
+     "failed to allocate IP 10.96.0.10: provided IP is already allocated"),
+    (dict(type="NodePort", ports=[{"port": 80, "nodePort": 40000}]),
+     'Service "bad" is invalid: spec.ports[0].nodePort: Invalid value: 40000: provided port is not in the valid '
+     "range. The range of valid ports is 30000-32767"),
+    (dict(type="NodePort", ports=[{"name": "a", "port": 80}, {"name": "b", "port": 81, "nodePort": 30053}]),
+     'Service "bad" is invalid: spec.ports[1].nodePort: Invalid value: 30053: provided port is already allocated'),
+])
+def test_what_cannot_be_allocated_is_a_422_at_its_field_and_nothing_stays_taken(spec, message):
+    services = allocations()
+
+    async def body(api):
+        await api.create("services", service("dns", clusterIP="10.96.0.10", type="NodePort",
+                                              ports=[{"port": 53, "nodePort": 30053}]))
+        ips, ports = services.ips.free(), services.ports.free()
+        with pytest.raises(wire.Invalid) as err:
+            await api.create("services", service("bad", **spec))
+        assert err.value.message == message
+        assert err.value.details["causes"] == [message.split(": ")[1]]
+        assert (services.ips.free(), services.ports.free()) == (ips, ports)  # the clusterIP taken first is back
+    run(body, services=services)
+
+
+def test_a_dry_run_or_a_failed_write_keeps_nothing():
+    services = allocations()
+
+    async def body(api):
+        would = await api.create("services", service("dry", clusterIP="10.96.0.20", type="NodePort",
+                                                      ports=[{"port": 80, "nodePort": 30080}]), dry_run=True)
+        assert would["spec"]["clusterIP"] == "10.96.0.20"
+        dynamic = await api.create("services", service("dry2", type="NodePort"), dry_run=True)
+        assert dynamic["spec"]["clusterIP"] and dynamic["spec"]["ports"][0]["nodePort"]
+        assert services.ips.free() == services.ips.bits.size and services.ports.free() == 2768
+        await api.create("services", service("web"))
+        with pytest.raises(wire.Conflict, match="already exists"):  # the write fails: its IP goes back
+            await api.create("services", service("web", clusterIP="10.96.0.20"))
+        assert not services.ips.has("10.96.0.20")
+        taken = await api.create("services", service("real", clusterIP="10.96.0.20", type="NodePort",
+                                                     ports=[{"port": 80, "nodePort": 30080}]))
+        assert taken["spec"]["clusterIP"] == "10.96.0.20"
+    run(body, services=services)
+
+
+def test_concurrent_creates_never_share_an_address():
+    services = allocations("10.96.0.0/27")  # 30 addresses, 16 in the static band
+
+    async def body(api):
+        made = await asyncio.gather(*(api.create("services", service(f"s{i}", type="NodePort"))
+                                      for i in range(30)), return_exceptions=True)
+        ips = [m["spec"]["clusterIP"] for m in made]
+        ports = [m["spec"]["ports"][0]["nodePort"] for m in made]
+        assert len(set(ips)) == 30 and len(set(ports)) == 30
+        with pytest.raises(wire.Invalid, match=r"spec.clusterIPs: Invalid value: \[\]: failed to allocate a "
+                                               r"serviceIP: range is full$"):
+            await api.create("services", service("one-too-many"))
+    run(body, services=services)
+
+
+def test_updates_keep_what_was_allocated_and_allocate_or_release_what_changed():
+    services = allocations()
+
+    async def body(api):
+        web = await api.create("services", service("web"))
+        ip = web["spec"]["clusterIP"]
+        replaced = service("web")  # a replace that leaves the allocated values out keeps them
+        replaced["metadata"]["resourceVersion"] = web["metadata"]["resourceVersion"]
+        replaced["spec"]["selector"] = {"app": "other"}
+        assert (await api.update("services", replaced))["spec"]["clusterIP"] == ip
+        with pytest.raises(wire.Invalid) as err:
+            await api.patch("services", "web", {"spec": {"clusterIP": "10.96.0.99", "clusterIPs": ["10.96.0.99"]}},
+                            "default")
+        assert err.value.message == ('Service "web" is invalid: spec.clusterIP: Invalid value: "10.96.0.99": '
+                                     "field is immutable")
+        assert not services.ips.has("10.96.0.99")
+        # ClusterIP -> NodePort allocates; a port added gets one; one removed gives its back
+        np = await api.patch("services", "web", {"spec": {"type": "NodePort"}}, "default")
+        first = np["spec"]["ports"][0]["nodePort"]
+        assert services.ports.has(first) and np["spec"]["externalTrafficPolicy"] == "Cluster"
+        two = await api.patch("services", "web", {"spec": {"ports": [
+            {"name": "http", "port": 80, "targetPort": 8080, "nodePort": first},
+            {"name": "https", "port": 443, "targetPort": 8443, "nodePort": 30443}]}}, "default", patch_type="merge")
+        assert [p["nodePort"] for p in two["spec"]["ports"]] == [first, 30443] and services.ports.has(30443)
+        one = await api.patch("services", "web", {"spec": {"ports": [
+            {"name": "https", "port": 443, "targetPort": 8443, "nodePort": 30443}]}}, "default")
+        assert not services.ports.has(first) and services.ports.has(30443)
+        assert one["spec"]["clusterIP"] == ip
+        # a dry-run update takes nothing
+        await api.patch("services", "web", {"spec": {"ports": [{"name": "https", "port": 443, "nodePort": 30444}]}},
+                        "default", dry_run=True)
+        assert not services.ports.has(30444)
+        # NodePort -> ClusterIP: the nodePorts it still lists go, and are released
+        back = await api.patch("services", "web", {"spec": {"type": "ClusterIP"}}, "default")
+        assert "nodePort" not in back["spec"]["ports"][0] and "externalTrafficPolicy" not in back["spec"]
+        assert services.ports.free() == 2768
+        # -> ExternalName gives the clusterIP back; -> ClusterIP again takes a new one
+        ext = await api.patch("services", "web", {"spec": {"type": "ExternalName", "externalName": "example.com"}},
+                              "default")
+        assert "clusterIP" not in ext["spec"] and not services.ips.has(ip)
+        again = await api.patch("services", "web", {"spec": {"type": "ClusterIP", "externalName": None}}, "default")
+        assert services.ips.has(again["spec"]["clusterIP"])
+    run(body, services=services)
+
+
+def test_deleting_a_service_releases_its_address_and_ports():
+    services = allocations()
+
+    async def body(api):
+        np = await api.create("services", service("web", type="NodePort", clusterIP="10.96.0.30"))
+        port = np["spec"]["ports"][0]["nodePort"]
+        await api.delete("services", "web", "default", dry_run=True)
+        assert services.ips.has("10.96.0.30") and services.ports.has(port)
+        await api.delete("services", "web", "default")
+        assert not services.ips.has("10.96.0.30") and not services.ports.has(port)
+        await api.create("services", service("web2", type="NodePort", clusterIP="10.96.0.30",
+                                             ports=[{"port": 80, "nodePort": port}]))
+    run(body, services=services)
+
+
+def test_a_restarted_apiserver_rebuilds_its_allocations_from_the_store(caplog):
+    async def body(api):
+        await api.create("services", service("web", type="NodePort", clusterIP="10.96.0.40",
+                                             ports=[{"port": 80, "nodePort": 30040}]))
+        # the next apiserver serves a smaller range: the Service outside it is said once, and kept
+        later = API(api.storage, api.cache, AuditLog(None), clock=lambda: NOW,
+                    services=Allocations("10.96.1.0/24", parse_port_range("30000-30039")))
+        with pytest.raises(wire.Invalid, match="provided IP is already allocated"):
+            await API(api.storage, api.cache, AuditLog(None), services=allocations()).create(
+                "services", service("copy", clusterIP="10.96.0.40"))
+        await later.create("services", service("new"))
+        assert [r.getMessage() for r in caplog.records if "repair" in r.getMessage()] == [
+            "service allocation repair: the cluster IP 10.96.0.40 for service default/web is not within the "
+            "service CIDR 10.96.1.0/24; please recreate",
+            "service allocation repair: the node port 30040 for service default/web is not within the port "
+            "range 30000-30039; please recreate"]
+        await later.create("services", service("another"))  # repaired once
+        assert len([r for r in caplog.records if "repair" in r.getMessage()]) == 2
+    run(body)
+
+
+def test_apply_of_a_deployment_and_its_service_creates_both_and_reapplying_keeps_the_cluster_ip():
+    """`kubemu apply -f` of such a file: create with the last-applied annotation, then the
+    three-way patch of a changed manifest (kubemu/kubectl/cmd_apply.py's calls)."""
+    import yaml
+
+    from kubemu.kubectl.apply import PATCH_TYPE, apply_patch, with_last_applied
+
+    manifest = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: nginx, ports: [{name: http, containerPort: 8080}]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: http}]
+"""
+    deploy, svc = yaml.safe_load_all(manifest)
+
+    async def body(api):
+        await api.create("deployments", with_last_applied(deploy), "default")
+        created = await api.create("services", with_last_applied(svc), "default")
+        ip = created["spec"]["clusterIP"]
+        assert created["spec"]["ports"] == [{"port": 80, "targetPort": "http", "protocol": "TCP"}]
+        changed = {**svc, "spec": {**svc["spec"], "type": "NodePort"}}
+        current = await api.get("services", "web", "default")
+        patched = await api.patch("services", "web", apply_patch(changed, current), "default", patch_type=PATCH_TYPE)
+        assert patched["spec"]["clusterIP"] == ip and patched["spec"]["ports"][0]["nodePort"]
+        current = await api.get("services", "web", "default")
+        back = await api.patch("services", "web", apply_patch(svc, current), "default", patch_type=PATCH_TYPE)
+        assert back["spec"]["type"] == "ClusterIP" and "nodePort" not in back["spec"]["ports"][0]
+        assert (await api.get("deployments", "web", "default"))["spec"]["replicas"] == 3
+    run(body, services=allocations())

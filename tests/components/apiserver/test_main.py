@@ -79,3 +79,19 @@ def test_the_apiserver_runs_on_uvloop_unless_told(tmp_path, choice, loaded):
         proc.terminate()
         out, _ = proc.communicate(timeout=DEADLINE)
     assert proc.returncode == 0 and b"Traceback" not in out, out
+
+
+@pytest.mark.parametrize("flags, line", [
+    (("--service-cluster-ip-range", "10.96.0.1/12"),
+     "--service-cluster-ip-range 10.96.0.1/12: not an IPv4 CIDR (10.96.0.1/12 has host bits set)"),
+    (("--service-cluster-ip-range", "fd00::/108"), "--service-cluster-ip-range fd00::/108: not an IPv4 CIDR"),
+    (("--service-cluster-ip-range", "10.0.0.0/31"), "--service-cluster-ip-range 10.0.0.0/31: too small"),
+    (("--service-node-port-range", "32767-30000"),
+     "--service-node-port-range '32767-30000': not a port range (e.g. 30000-32767)"),
+    (("--advertise-address", "my-host"), "--advertise-address my-host: not an IP address"),
+])
+def test_a_wrong_service_flag_is_one_line(tmp_path, flags, line):
+    done = _start(tmp_path, *flags)
+    assert done.returncode == 1, done
+    assert done.stderr.splitlines()[0].startswith(line) and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stdout + done.stderr

@@ -104,3 +104,12 @@ def test_identities_become_users():
     node = user_info("system:node:node-0")
     assert set(node.groups) == {NODES, AUTHENTICATED}
     assert user_info("system:kube-scheduler").groups == (AUTHENTICATED,)
+
+
+def test_a_service_account_identity_is_in_the_service_account_groups():
+    coredns = user_info("system:serviceaccount:kube-system:coredns")
+    assert set(coredns.groups) == {"system:serviceaccounts", "system:serviceaccounts:kube-system",
+                                   AUTHENTICATED}
+    for malformed in ("system:serviceaccount:kube-system", "system:serviceaccount::x",
+                      "system:serviceaccount:a:b:c"):
+        assert user_info(malformed).groups == (AUTHENTICATED,)

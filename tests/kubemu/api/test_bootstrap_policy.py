@@ -19,6 +19,9 @@ CONTROLLER_MANAGER = authenticated("system:kube-controller-manager")
 KUBELET = authenticated("system:node:node-1", [NODES])
 ADMIN = authenticated("kubernetes-admin", [ADMIN_GROUP])
 ANONYMOUS = UserInfo("system:anonymous", ("system:unauthenticated",))
+KUBE_PROXY = authenticated("system:kube-proxy")
+COREDNS = authenticated("system:serviceaccount:kube-system:coredns",
+                        ["system:serviceaccounts", "system:serviceaccounts:kube-system"])
 NAMESPACED = [r for r in RESOURCES if r.namespaced and r.stored]
 
 
@@ -65,7 +68,19 @@ CONTROLLER_MANAGER_CALLS = [  # components/controller_manager/*.py
     call("create", "configmaps", "default"), call("update", "configmaps", "default",
                                                   name="kube-root-ca.crt"),
     call("create", "serviceaccounts", "default"),
+    # endpoint and endpointslice controllers
+    *(call(v, p) for v in ("list", "watch") for p in ("services", "endpoints", "endpointslices")),
+    *(call(v, p, "default", name="" if v == "create" else "web")
+      for v in ("create", "update", "delete") for p in ("endpoints", "endpointslices")),
     *EVENTS,
+]
+KUBE_PROXY_CALLS = [  # components/kube_proxy
+    *(call(v, p) for v in ("list", "watch") for p in ("services", "endpointslices", "nodes")),
+    call("get", "nodes", name="node-1"), *EVENTS,
+]
+COREDNS_CALLS = [  # components/dns
+    *(call(v, p) for v in ("list", "watch")
+      for p in ("services", "endpoints", "endpointslices", "pods", "namespaces")),
 ]
 KUBELET_CALLS = [  # kubelet/heartbeat.py, apiagent.py, hollow.py
     call("create", "nodes"), call("get", "nodes", name="node-1"),
@@ -76,6 +91,7 @@ KUBELET_CALLS = [  # kubelet/heartbeat.py, apiagent.py, hollow.py
     call("create", "pods", "kube-system"),  # mirror pods of static pods
     call("delete", "pods", "default", name="web"),
     call("patch", "pods", "default", "status", "web"),
+    call("list", "services"), call("watch", "services"),  # service environment variables
     *EVENTS,
 ]
 
@@ -84,6 +100,8 @@ KUBELET_CALLS = [  # kubelet/heartbeat.py, apiagent.py, hollow.py
     ("scheduler", SCHEDULER, SCHEDULER_CALLS),
     ("controller-manager", CONTROLLER_MANAGER, CONTROLLER_MANAGER_CALLS),
     ("kubelet", KUBELET, KUBELET_CALLS),
+    ("kube-proxy", KUBE_PROXY, KUBE_PROXY_CALLS),
+    ("coredns", COREDNS, COREDNS_CALLS),
 ])
 def test_every_call_a_component_makes_is_allowed_for_its_identity(who, user, calls):
     refused = [c for c in calls if not allowed(user, c)]
@@ -98,6 +116,13 @@ def test_every_call_a_component_makes_is_allowed_for_its_identity(who, user, cal
     (KUBELET, call("create", "clusterroles")),
     (CONTROLLER_MANAGER, call("create", "clusterrolebindings")),
     (authenticated("jane"), call("list", "pods", "default")),
+    (KUBE_PROXY, call("create", "services", "default")),
+    (KUBE_PROXY, call("list", "pods")),
+    (COREDNS, call("get", "secrets", "kube-system", name="x")),
+    (COREDNS, call("create", "endpointslices", "default")),
+    (authenticated("system:serviceaccount:default:coredns",
+                   ["system:serviceaccounts", "system:serviceaccounts:default"]),
+     call("list", "services")),
 ])
 def test_components_and_users_get_no_more_than_their_roles(user, c):
     assert not allowed(user, c)

@@ -354,10 +354,11 @@ def test_default_object_and_validate_object_dispatch_by_kind():
            "spec": {"containers": [{"name": "a", "command": ["true"]}]}}
     assert default_object(pod)["spec"]["restartPolicy"] == "Always"
     assert validate_object(pod) == []
-    assert [str(e) for e in validate_object({"kind": "Service"})] == [
-        'kind: Unsupported value: "Service": supported values: "ClusterRole", '
-        '"ClusterRoleBinding", "ConfigMap", "Deployment", "Event", "Lease", "Namespace", "Node", '
-        '"Pod", "ReplicaSet", "Role", "RoleBinding", "Secret", "ServiceAccount"']
+    assert [str(e) for e in validate_object({"kind": "Ingress"})] == [
+        'kind: Unsupported value: "Ingress": supported values: "ClusterRole", '
+        '"ClusterRoleBinding", "ConfigMap", "Deployment", "EndpointSlice", "Endpoints", "Event", "Lease", '
+        '"Namespace", "Node", "Pod", "ReplicaSet", "Role", "RoleBinding", "Secret", "Service", '
+        '"ServiceAccount"']
     assert [str(e) for e in validate_object({})] == ["kind: Required value"]
     assert default_object(["x"]) == ["x"]
 

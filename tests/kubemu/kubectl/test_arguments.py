@@ -23,6 +23,12 @@ def test_types_and_names():
     assert one_target(("deployments.apps/web",), "scale")[1] == "web"
 
 
+def test_the_all_category_lists_kubectls_kinds_in_its_order():
+    assert [t.resource.plural for t in parse_targets(("all",))] == ["pods", "services", "deployments", "replicasets"]
+    assert [t.resource.plural for t in parse_targets(("svc,ep,endpointslices",))] == \
+        ["services", "endpoints", "endpointslices"]
+
+
 def test_argument_errors():
     with pytest.raises(CommandError, match="Required resource not specified"):
         parse_targets(())

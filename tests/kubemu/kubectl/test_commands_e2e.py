@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import itertools
 import queue
+import re
 import signal
 import subprocess
 import threading
@@ -21,6 +22,7 @@ from kubemu.apiclient import SyncApiClient
 from kubemu.cli import main
 from kubemu.events import make_event, object_reference
 from tests.components.apiserver import REPO, api  # noqa: F401  (api is a fixture)
+from tests.components.apiserver.rest import Kubectl, https, needs_kubectl  # noqa: F401  (https is a fixture)
 from tests.conftest import DEADLINE, python, spawn_marked, terminate
 
 _names = itertools.count()
@@ -303,3 +305,114 @@ def test_watch_timeout_bounds_get_and_events(api, ns):
     assert ok(api, "get", "pods", "-n", ns, "-w", "--watch-timeout", "0.5") == ""
     assert ok(api, "events", "-n", ns, "-w", "--watch-timeout", "0.5") == ""
     assert time.monotonic() - started < DEADLINE
+
+
+# --- Services, read by kubemu and by real kubectl from the same apiserver -----------------------
+
+WEB = {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "template": {
+    "metadata": {"labels": {"app": "web"}},
+    "spec": {"containers": [{"name": "c", "image": "nginx", "ports": [{"containerPort": 8000, "name": "http"}]}]}}}}
+SERVICES = [
+    {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "labels": {"app": "web"}},
+     "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": "http"}]}},
+    {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "np"},
+     "spec": {"type": "NodePort", "selector": {"app": "web"},
+              "ports": [{"name": "a", "port": 80, "nodePort": 30080}, {"name": "b", "port": 53, "protocol": "UDP"}]}},
+    {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lb"},
+     "spec": {"type": "LoadBalancer", "selector": {"app": "web"}, "ports": [{"port": 443, "targetPort": 8443}]}},
+    {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "headless"},
+     "spec": {"clusterIP": "None", "selector": {"app": "web"}, "ports": [{"port": 80}]}},
+]
+
+
+def endpoint_objects(ns: str) -> tuple[dict, dict]:
+    """What the endpoint controllers would write for `web`: 4 ready pods and one that is not."""
+    ips = [f"10.244.{i}.2" for i in range(1, 6)]
+    endpoints = {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "web", "namespace": ns},
+                 "subsets": [{"addresses": [{"ip": ip} for ip in ips[:4]], "notReadyAddresses": [{"ip": ips[4]}],
+                              "ports": [{"port": 8000, "protocol": "TCP"}]}]}
+    slice_ = {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+              "metadata": {"name": "web-x1", "namespace": ns, "labels": {"kubernetes.io/service-name": "web"}},
+              "ports": [{"name": "", "port": 8000, "protocol": "TCP"}],
+              "endpoints": [{"addresses": [ip], "conditions": {"ready": i < 4}, "nodeName": "node-1",
+                             "targetRef": {"kind": "Pod", "name": f"web-{i}", "namespace": ns}}
+                            for i, ip in enumerate(ips)]}
+    return endpoints, slice_
+
+
+def cells(text: str, drop: str = "AGE") -> list[list[str]]:
+    """A table's cells (columns are 2+ spaces apart), without the column `drop` of each of its
+    tables (times may differ between two commands)."""
+    out: list[list[str]] = []
+    at = None
+    for line in text.splitlines():
+        row = re.split(r"\s{2,}", line.strip()) if line.strip() else []
+        if not out or not out[-1]:  # a table's header
+            at = row.index(drop) if drop in row else None
+        out.append([c for i, c in enumerate(row) if i != at])
+    return out
+
+
+@needs_kubectl
+def test_services_read_as_real_kubectl_reads_them(https, tmp_path):  # noqa: F811
+    kubectl = Kubectl(https, tmp_path / "home")
+    ns = "svc"
+    ok(https, "create", "-f", write(tmp_path / "ns.yaml", {"apiVersion": "v1", "kind": "Namespace",
+                                                          "metadata": {"name": ns}}))
+    app = write(tmp_path / "app.yaml", WEB, *SERVICES)
+    assert ok(https, "apply", "-f", app, "-n", ns).splitlines() == [
+        "deployment.apps/web created", "service/web created", "service/np created", "service/lb created",
+        "service/headless created"]
+    assert ok(https, "apply", "-f", app, "-n", ns).splitlines() == [
+        "deployment.apps/web unchanged", "service/web unchanged", "service/np unchanged", "service/lb unchanged",
+        "service/headless unchanged"]
+    endpoints, slice_ = endpoint_objects(ns)
+    https.call("create", resource="endpoints", namespace=ns, object=endpoints)
+    https.call("create", resource="endpointslices", namespace=ns, object=slice_)
+
+    for args in (["get", "svc"], ["get", "svc", "-o", "wide"], ["get", "ep"], ["get", "endpointslices"],
+                 ["get", "svc", "web", "np"], ["get", "all"]):
+        ours, theirs = ok(https, *args, "-n", ns), kubectl.run(*args, "-n", ns).stdout
+        assert cells(ours) == cells(theirs), f"{args}:\n{ours}\n{theirs}"
+    table = {r[0]: r for r in cells(ok(https, "get", "svc", "-n", ns))}
+    assert table["headless"][2] == "None" and table["lb"][3] == "<pending>"
+    assert table["np"][4].startswith("80:30080/TCP,53:") and table["np"][4].endswith("/UDP")
+    assert cells(ok(https, "get", "ep", "-n", ns))[1] == \
+        ["web", "10.244.1.2:8000,10.244.2.2:8000,10.244.3.2:8000 + 1 more..."]
+    for args in (["svc", "web"], ["svc", "np"], ["svc", "lb"], ["svc", "headless"], ["ep", "web"],
+                 ["endpointslice", "web-x1"]):
+        ours, theirs = ok(https, "describe", *args, "-n", ns), kubectl.run("describe", *args, "-n", ns)
+        assert ours == theirs.stdout, f"{args}:\n{ours}\n{theirs.stdout}"
+    listed = ok(https, "get", "all", "-n", ns)
+    assert [r[0] for r in cells(listed) if r and "/" in r[0]] == \
+        ["service/headless", "service/lb", "service/np", "service/web", "deployment.apps/web"]
+
+
+@needs_kubectl
+def test_expose_makes_the_service_kubectl_makes(https, tmp_path):  # noqa: F811
+    kubectl = Kubectl(https, tmp_path / "home")
+    ns = "expose"
+    https.call("create", resource="namespaces", object={"apiVersion": "v1", "kind": "Namespace",
+                                                       "metadata": {"name": ns}})
+    ok(https, "apply", "-f", write(tmp_path / "web.yaml", WEB), "-n", ns)
+    bare = copy.deepcopy(DEPLOYMENT)
+    bare["metadata"]["name"] = "bare"
+    ok(https, "apply", "-f", write(tmp_path / "bare.yaml", bare), "-n", ns)
+    for flags in (["--port", "80", "--target-port", "http"], ["--type", "NodePort"],
+                  ["--port", "8080", "--protocol", "UDP", "--selector", "app=web,tier=fe", "-l", "x=y"]):
+        assert ok(https, "expose", "deployment", "web", "--name", "ours", "-n", ns, *flags) == "service/ours exposed\n"
+        kubectl.run("expose", "deployment", "web", "--name", "theirs", "-n", ns, *flags)
+        made = {name: https.call("get", resource="services", namespace=ns, name=name) for name in ("ours", "theirs")}
+        for svc in made.values():
+            for volatile in ("clusterIP", "clusterIPs"):
+                svc["spec"].pop(volatile, None)
+            for port in svc["spec"]["ports"]:
+                port.pop("nodePort", None)
+        assert made["ours"]["spec"] == made["theirs"]["spec"], flags
+        assert made["ours"]["metadata"].get("labels") == made["theirs"]["metadata"].get("labels"), flags
+        for name in ("ours", "theirs"):
+            https.call("delete", resource="services", namespace=ns, name=name)
+    for args in (["deployment", "bare"], ["deployment", "nope"], ["namespace", ns], ["deployment"]):
+        theirs = kubectl.run("expose", *args, "-n", ns, check=False)
+        assert theirs.returncode == 1
+        assert failed(https, "expose", *args, "-n", ns).replace("kubemu", "kubectl") == theirs.stderr, args

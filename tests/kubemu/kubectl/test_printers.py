@@ -216,3 +216,86 @@ def test_documents_and_names():
     one, two = (yaml_printer.document(resolve("pods"), x) for x in ({"a": 1}, {"b": "x\ny\n"}))
     assert one == "a: 1\n" and two == "---\nb: |\n  x\n  y\n"
     assert to_yaml(as_list([])) == "apiVersion: v1\nitems: []\nkind: List\nmetadata:\n  resourceVersion: ''\n"
+
+
+# --- services, endpoints, endpointslices -------------------------------------------------------
+
+def service(name="web", type_="ClusterIP", ip="10.96.0.20", ports=None, selector=None, **spec) -> dict:
+    spec = {"type": type_, "clusterIP": ip, "clusterIPs": [ip],
+            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 8080}] if ports is None else ports,
+            "selector": {"app": "web"} if selector is None else selector, **spec}
+    return {"apiVersion": "v1", "kind": "Service", "status": {"loadBalancer": {}}, "spec": spec,
+            "metadata": {"name": name, "namespace": "default", "creationTimestamp": ago(90)}}
+
+
+def test_service_headers_and_a_cluster_ip_row():
+    assert printers.headers("Service") == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]
+    assert printers.headers("Service", wide=True)[-1] == "SELECTOR"
+    assert row(service()) == ["web", "ClusterIP", "10.96.0.20", "<none>", "80/TCP", "90s"]
+    assert row(service(selector={"tier": "fe", "app": "web"}), wide=True)[-1] == "app=web,tier=fe"
+    assert row(service(selector={}), wide=True)[-1] == "<none>"
+
+
+def test_node_port_multi_port_and_external_ips():
+    ports = [{"name": "http", "port": 80, "nodePort": 30080, "protocol": "TCP"},
+             {"name": "dns", "port": 53, "nodePort": 30053, "protocol": "UDP"}]
+    assert row(service(type_="NodePort", ports=ports)) == ["web", "NodePort", "10.96.0.20", "<none>",
+                                                           "80:30080/TCP,53:30053/UDP", "90s"]
+    assert row(service(externalIPs=["192.0.2.1", "192.0.2.2"]))[3] == "192.0.2.1,192.0.2.2"
+
+
+def test_load_balancer_pending_then_its_ingress_before_external_ips():
+    lb = service(type_="LoadBalancer", ports=[{"port": 443, "nodePort": 31443, "protocol": "TCP"}])
+    assert row(lb)[3:5] == ["<pending>", "443:31443/TCP"]
+    lb["status"]["loadBalancer"]["ingress"] = [{"ip": "192.0.2.9"}, {"hostname": "lb.example.com"}, {"ip": "192.0.2.9"}]
+    assert row(lb)[3] == "192.0.2.9,lb.example.com"
+    lb["spec"]["externalIPs"] = ["198.51.100.1"]
+    assert row(lb)[3] == "192.0.2.9,lb.example.com,198.51.100.1"
+
+
+def test_headless_external_name_and_portless_services():
+    assert row(service(ip="None"))[2] == "None"
+    assert row(service(ports=[]))[4] == "<none>"
+    external = service(type_="ExternalName", externalName="db.example.com")
+    del external["spec"]["clusterIPs"]
+    assert row(external)[2:4] == ["<none>", "db.example.com"]
+
+
+def endpoints(*subsets: dict) -> dict:
+    return {"apiVersion": "v1", "kind": "Endpoints", "subsets": list(subsets),
+            "metadata": {"name": "web", "namespace": "default", "creationTimestamp": ago(90)}}
+
+
+def test_endpoints_rows_cut_after_three():
+    assert printers.headers("Endpoints") == ["NAME", "ENDPOINTS", "AGE"]
+    assert row(endpoints()) == ["web", "<none>", "90s"]
+    two = {"addresses": [{"ip": "10.244.1.2"}, {"ip": "10.244.2.3"}],
+           "notReadyAddresses": [{"ip": "10.244.3.4"}], "ports": [{"port": 8080, "protocol": "TCP"}]}
+    assert row(endpoints(two))[1] == "10.244.1.2:8080,10.244.2.3:8080"
+    two_ports = dict(two, ports=[{"name": "a", "port": 8080}, {"name": "b", "port": 9090}])
+    assert row(endpoints(two_ports))[1] == "10.244.1.2:8080,10.244.2.3:8080,10.244.1.2:9090 + 1 more..."
+    portless = {"addresses": [{"ip": f"10.244.0.{i}"} for i in range(1, 6)]}
+    assert row(endpoints(portless))[1] == "10.244.0.1,10.244.0.2,10.244.0.3 + 2 more..."
+    assert printers.format_endpoints(endpoints({"addresses": [{"ip": "fd00::1"}], "ports": [{"port": 80}]})) \
+        == "[fd00::1]:80"
+
+
+def endpointslice(ports, *addresses) -> dict:
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+            "metadata": {"name": "web-abcde", "namespace": "default", "creationTimestamp": ago(90)},
+            "ports": ports, "endpoints": [{"addresses": [a], "conditions": {"ready": i % 2 == 0}}
+                                          for i, a in enumerate(addresses)]}
+
+
+def test_endpointslice_rows():
+    assert printers.headers("EndpointSlice") == ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"]
+    assert row(endpointslice([{"name": "http", "port": 8080}], "10.244.1.2", "10.244.2.3")) == \
+        ["web-abcde", "IPv4", "8080", "10.244.1.2,10.244.2.3", "90s"]
+    assert row(endpointslice([]))[2:4] == ["<unset>", "<unset>"]
+    many = endpointslice([{"port": 1}, {"name": "x"}, {}, {"port": 4}], *(f"10.0.0.{i}" for i in range(5)))
+    assert row(many)[2:4] == ["1,x,* + 1 more...", "10.0.0.0,10.0.0.1,10.0.0.2 + 2 more..."]
+
+
+def test_the_kind_prefix_of_several_kinds():
+    out = Printer(None, with_kind=True).objects(resolve("svc"), [service()], NOW)
+    assert out.splitlines()[1].split()[0] == "service/web"

@@ -44,3 +44,10 @@ def test_kind_without_printer_gets_name_and_age():
     t = tables.table("ConfigMap", [cm], NOW)
     assert [c["name"] for c in t["columnDefinitions"]] == ["Name", "Age"]
     assert t["rows"][0]["cells"] == ["cfg", "5m"]
+
+
+def test_service_and_endpointslice_columns_as_kubernetes_names_them():
+    assert [(c["name"], c["priority"]) for c in tables.columns("Service")] == [
+        ("Name", 0), ("Type", 0), ("Cluster-IP", 0), ("External-IP", 0), ("Port(s)", 0), ("Age", 0), ("Selector", 1)]
+    assert [c["name"] for c in tables.columns("EndpointSlice")] == ["Name", "AddressType", "Ports", "Endpoints", "Age"]
+    assert [c["name"] for c in tables.columns("Node")][5:7] == ["Internal-IP", "External-IP"]

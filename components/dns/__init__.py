@@ -1,0 +1,1 @@
+"""The cluster DNS (CoreDNS's role): `python -m components.dns`."""

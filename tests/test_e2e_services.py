@@ -1,0 +1,224 @@
+"""Services end to end (issue 16 §5), real processes on a `kubemu up --nodes 3 --fast` cluster:
+three web servers behind a ClusterIP Service, reached by name from a pod on another node
+(cluster DNS + kube-proxy's DNAT); a backend failing readiness leaves the rotation; scale to 0 →
+refused, back → served; kill -9 of a kube-proxy leaves its rules serving and the restarted proxy
+converges; a NodePort on the node's addresses; a headless Service's name gives every pod;
+`kubemu down` leaves no table, namespace or route. Needs root, the CNI plugins and nft:
+otherwise skipped, with the reason `kubemu up` gives."""
+from __future__ import annotations
+
+import collections
+import errno
+import ipaddress
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from kubemu import netplan, network
+from tests.conftest import wait_for
+from tests.test_e2e import LONG, cluster, container_pid, ready  # noqa: F401 (cluster: the fixture)
+
+PY = sys.executable
+
+_mode = network.probe(None)
+pytestmark = pytest.mark.skipif(_mode.kind != "cni", reason=f"no pod networks here: {_mode.reason}")
+
+# Answers its pod's name; /fail makes its readiness endpoint answer 500 from then on.
+SERVER = """\
+import http.server, socket, sys
+name, failing = socket.gethostname(), []
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/fail":
+            failing.append(1)
+        code = 500 if self.path == "/ready" and failing else 200
+        body = name.encode()
+        self.send_response(code); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("", int(sys.argv[1])), Handler).serve_forever()
+"""
+# Fetches a URL every 0.1 s for ever: one line each, `ok <backend>`, `refused` or `error <why>`.
+PROBE = """\
+import sys, time, urllib.request
+while True:
+    try:
+        print("ok " + urllib.request.urlopen(sys.argv[1], timeout=2).read().decode(), flush=True)
+    except OSError as exc:
+        refused = isinstance(getattr(exc, "reason", exc), ConnectionRefusedError)
+        print("refused" if refused else f"error {exc}", flush=True)
+    time.sleep(0.1)
+"""
+# Fetches a URL `count` times, a new connection (and a new name lookup) each time, and prints
+# how many answers each backend gave, as one JSON line; then waits to be read.
+FETCH = """\
+import collections, json, sys, time, urllib.request
+url, count = sys.argv[1], int(sys.argv[2])
+for attempt in range(600):
+    try:
+        urllib.request.urlopen(url, timeout=5).read(); break
+    except OSError as exc:
+        print("retry", exc, flush=True); time.sleep(0.2)
+seen = collections.Counter(urllib.request.urlopen(url, timeout=5).read().decode() for _ in range(count))
+print("SEEN " + json.dumps(seen), flush=True)
+time.sleep(3600)
+"""
+
+
+def web(replicas: int) -> list[dict]:
+    labels = {"app": "web"}
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                  "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                           "template": {"metadata": {"labels": labels}, "spec": {
+                               "terminationGracePeriodSeconds": 2,
+                               "containers": [{"name": "web", "command": [PY, "-c", SERVER, "8000"],
+                                               "ports": [{"name": "http", "containerPort": 8000}],
+                                               "readinessProbe": {"httpGet": {"path": "/ready", "port": 8000},
+                                                                  "periodSeconds": 1, "failureThreshold": 1}}]}}}}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+               "spec": {"selector": labels, "ports": [{"port": 80, "targetPort": "http"}]}}
+    nodeport = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web-np"},
+                "spec": {"type": "NodePort", "selector": labels,
+                         "ports": [{"port": 80, "targetPort": 8000, "nodePort": 30080}]}}
+    headless = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web-headless"},
+                "spec": {"clusterIP": "None", "selector": labels, "ports": [{"port": 8000}]}}
+    return [deployment, service, nodeport, headless]
+
+
+def fetch(url: str) -> str | None:
+    try:
+        return urllib.request.urlopen(url, timeout=5).read().decode()
+    except OSError:
+        return None
+
+
+def answers(url: str, count: int) -> collections.Counter:
+    return collections.Counter(fetch(url) for _ in range(count))
+
+
+def probe_log(cluster) -> str:
+    return cluster.call("log", "probe", "default") or ""
+
+
+def connect_error(ip: str, port: int) -> int | None:
+    """The errno of a TCP connect (0 when it connects)."""
+    with socket.socket() as s:
+        s.settimeout(5)
+        return s.connect_ex((ip, port))
+
+
+def resolve(server: str, name: str) -> set[str]:
+    import dns.message
+    import dns.query
+    reply = dns.query.udp(dns.message.make_query(name, "A"), server, timeout=5)
+    return {r.address for rrset in reply.answer for r in rrset if rrset.rdtype == 1}
+
+
+def nft_tables(netns: str) -> str:
+    return subprocess.run(["ip", "netns", "exec", netns, "nft", "list", "tables"], capture_output=True,
+                          text=True).stdout
+
+
+def host_ruleset() -> str:
+    return subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True).stdout
+
+
+def test_a_deployment_behind_a_service(cluster, tmp_path):
+    before = host_ruleset()
+    cluster.cli("up", "--nodes", "3", "--fast", "--detach")
+    rec = network.load(cluster.dir)
+    assert rec is not None and rec.mode == "cni", rec
+    api = cluster.api
+
+    # One file with a Deployment and its Services: `apply -f` creates them all.
+    manifest = tmp_path / "web.json"
+    manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": web(3)}))
+    cluster.cli("apply", "-f", str(manifest))
+    svc = api.get("services", "web", namespace="default")
+    cluster_ip = svc["spec"]["clusterIP"]
+    assert ipaddress.ip_address(cluster_ip) in ipaddress.ip_network(rec.service_cidr)
+    pods = wait_for(lambda: cluster.ready_web(3), timeout=LONG, interval=0.25, message="3 web pods Ready")
+    names = {p["metadata"]["name"] for p in pods}
+
+    # The machine reaches the Service through the fabric (node-0's table takes the host link).
+    wait_for(lambda: set(answers(f"http://{cluster_ip}/", 30)) == names, timeout=LONG, interval=0.5,
+             message="every backend through the ClusterIP")
+
+    # A pod on another node fetches the Service by name 300 times and meets all 3 backends.
+    client_node = "node-1"
+    client = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "client"},
+              "spec": {"nodeName": client_node, "terminationGracePeriodSeconds": 1,
+                       "containers": [{"name": "fetch", "command": [
+                           PY, "-c", FETCH, "http://web.default.svc.cluster.local", "300"]}]}}
+    api.create("pods", client, namespace="default")
+    line = wait_for(lambda: next((x for x in (cluster.call("log", "client", "default") or "").splitlines()
+                                  if x.startswith("SEEN ")), None), timeout=LONG, interval=0.5,
+                    message="the client's 300 fetches by name")
+    seen = json.loads(line.removeprefix("SEEN "))
+    assert set(seen) == names and sum(seen.values()) == 300, seen
+
+    # Readiness: a failing backend leaves the rotation.
+    failing = pods[0]
+    assert fetch(f"http://{failing['status']['podIP']}:8000/fail") == failing["metadata"]["name"]
+    wait_for(lambda: set(answers(f"http://{cluster_ip}/", 30)) == names - {failing["metadata"]["name"]},
+             timeout=LONG, interval=0.5, message="the unready backend out of the rotation")
+
+    # NodePort: on every node's gateway address and on the fabric's end of the host link.
+    node_gateways = [str(next(ipaddress.ip_network(n["spec"]["podCIDR"]).hosts()))
+                     for n in api.list("nodes")["items"] if n["spec"].get("podCIDR")]
+    for address in [*node_gateways, rec.fabric_addr]:
+        assert fetch(f"http://{address}:30080/") in names, address
+
+    # Headless: the name gives every ready pod's address, from the kube-dns Service.
+    dns_ip = netplan.service_ip(rec.service_cidr, netplan.DNS_SERVICE_INDEX)
+    ready_ips = {p["status"]["podIP"] for p in pods if p is not failing}
+    wait_for(lambda: resolve(dns_ip, "web-headless.default.svc.cluster.local.") == ready_ips, timeout=LONG,
+             interval=0.5, message="the headless Service's ready pods in DNS")
+
+    # kill -9 of node-1's kube-proxy: its rules keep serving node-1's pods meanwhile (a pod
+    # there fetches all along); the restarted proxy converges: after a scale to 0 that pod is
+    # refused at once, after a scale back to 1 served by the new pod.
+    api.create("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"},
+                        "spec": {"nodeName": client_node, "terminationGracePeriodSeconds": 1,
+                                 "containers": [{"name": "fetch", "command": [
+                                     PY, "-c", PROBE, f"http://{cluster_ip}/"]}]}}, namespace="default")
+    wait_for(lambda: "ok " in probe_log(cluster), timeout=LONG, interval=0.5, message="the probe's first answer")
+    proxy = cluster.call("get", "pods", f"kube-proxy-{client_node}", namespace="kube-system")
+    pid = container_pid(proxy)
+    assert pid
+    seen_before = len(probe_log(cluster).splitlines())
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: (p := cluster.call("get", "pods", f"kube-proxy-{client_node}", namespace="kube-system"))
+             and container_pid(p) not in (None, pid) and ready(p), timeout=LONG, interval=0.5,
+             message="kube-proxy restarted")
+    meanwhile = probe_log(cluster).splitlines()[seen_before:]
+    assert meanwhile and all(x.startswith("ok ") for x in meanwhile), meanwhile
+
+    # Scale to 0: refused at once (from the host and from node-1); back to 1: served again.
+    api.patch("deployments", "web", {"spec": {"replicas": 0}}, namespace="default")
+    wait_for(lambda: connect_error(cluster_ip, 80) == errno.ECONNREFUSED, timeout=LONG, interval=0.5,
+             message="connection refused with no endpoints")
+    wait_for(lambda: probe_log(cluster).rstrip().endswith("refused"), timeout=LONG, interval=0.5,
+             message="node-1's restarted proxy refusing too")
+    api.patch("deployments", "web", {"spec": {"replicas": 1}}, namespace="default")
+    one = wait_for(lambda: cluster.ready_web(1), timeout=LONG, interval=0.25, message="1 web pod Ready")
+    name = one[0]["metadata"]["name"]
+    wait_for(lambda: fetch(f"http://{cluster_ip}/") == name, timeout=LONG, interval=0.5,
+             message="served again after the scale-up")
+    wait_for(lambda: probe_log(cluster).rstrip().endswith(f"ok {name}"), timeout=LONG, interval=0.5,
+             message="node-1's pods served by the new pod")
+
+    # kubemu down: no table, namespace, link or route of this cluster is left.
+    assert "kube-proxy" in nft_tables(rec.netns)
+    cluster.close_api()
+    cluster.cli("down")
+    assert network.leftovers(rec) == []
+    assert rec.netns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert host_ruleset() == before
