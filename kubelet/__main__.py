@@ -15,7 +15,7 @@ import sys
 from kubemu import netplan
 from kubemu._wire_auth import CREDENTIALS_HELP, credentials_flag
 
-from . import images
+from . import etcfiles, images
 from .agent import Kubelet, NetworkOptions, Options
 from .nodestatus import NodeConfig, parse_taint
 from .podworker import Settings
@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     net.add_argument("--cluster-cidr", metavar="CIDR", type=_cluster_cidr, default=netplan.DEFAULT_CLUSTER_CIDR,
                      help=f"the cluster's pod CIDR, routed through each node's bridge "
                           f"(default {netplan.DEFAULT_CLUSTER_CIDR})")
+    net.add_argument("--service-cidr", metavar="CIDR", type=_service_cidr,
+                     help="the cluster's Service CIDR, routed from each pod to its bridge's gateway (with "
+                          "--network-mode cni)")
     net.add_argument("--pod-cidr", metavar="CIDR", type=_node_cidr,
                      help="this node's pod CIDR when there is no API to give it (spec.podCIDR otherwise)")
     net.add_argument("--cgroup-root", metavar="NAME",
@@ -78,6 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     net.add_argument("--pod-max-pids", metavar="N", type=_pod_max_pids, default=-1,
                      help="the most processes a pod may have (its cgroup's pids.max, with --cgroup-root; "
                           "the kubelet's podPidsLimit); -1: unlimited (default)")
+    dns = p.add_argument_group("the pods' DNS")
+    dns.add_argument("--cluster-dns", metavar="IP[,IP...]", type=_ip_list, action="extend", default=[],
+                     help="the DNS servers of pods with dnsPolicy ClusterFirst (comma-separated, or repeated); "
+                          "without: they get the node's resolv.conf, and a MissingClusterDNS event")
+    dns.add_argument("--cluster-domain", metavar="DOMAIN", default=etcfiles.CLUSTER_DOMAIN,
+                     help=f"the cluster's DNS domain, searched by those pods (default {etcfiles.CLUSTER_DOMAIN}, "
+                          "as kubeadm configures the kubelet; \"\": the node's search path only)")
     hollow = p.add_argument_group("hollow mode (kubemark's hollow node): many API nodes, no processes")
     hollow.add_argument("--hollow", action="store_true", help="run hollow nodes (needs --api)")
     hollow.add_argument("--nodes", type=int, default=1, help="how many hollow nodes (default 1)")
@@ -103,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         network = NetworkOptions(
             conf_dir=os.path.abspath(args.cni_conf_dir or os.path.join(node_dir, "cni", "net.d")),
             bin_dirs=tuple(d for d in args.cni_bin_dir.split(":") if d),
-            fabric_netns=args.fabric_netns, cluster_cidr=args.cluster_cidr, pod_cidr=args.pod_cidr)
+            fabric_netns=args.fabric_netns, cluster_cidr=args.cluster_cidr, pod_cidr=args.pod_cidr,
+            service_cidr=args.service_cidr)
     opts = Options(node=args.node, node_dir=node_dir,
                    manifests_dir=os.path.abspath(args.manifests or os.path.join(node_dir, "manifests")),
                    file_check_frequency=args.file_check_frequency,
@@ -116,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                    listen=args.listen, wire_secrets=args.wire_secrets,
                    network=network, host_network_reason=args.network_mode_reason, cgroup_root=args.cgroup_root,
                    pod_pids_limit=None if args.pod_max_pids == -1 else args.pod_max_pids,
+                   cluster_dns=tuple(args.cluster_dns), cluster_domain=args.cluster_domain.strip("."),
                    image_catalog=os.path.abspath(args.image_catalog or os.path.join(
                        node_dir, os.pardir, os.pardir, images.CATALOG_FILE)))
     asyncio.run(Kubelet(opts).run())
@@ -127,6 +139,26 @@ def _cluster_cidr(text: str) -> str:
         return str(netplan.parse_cidr(text, "--cluster-cidr"))
     except netplan.NetplanError as err:
         raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _service_cidr(text: str) -> str:
+    try:
+        return str(netplan.parse_cidr(text, "--service-cidr"))
+    except netplan.NetplanError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _ip_list(text: str) -> list[str]:
+    """--cluster-dns: comma-separated IP addresses (a pflag string slice)."""
+    import ipaddress
+
+    ips = []
+    for item in filter(None, (i.strip() for i in text.split(","))):
+        try:
+            ips.append(str(ipaddress.ip_address(item)))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r} is not an IP address") from None
+    return ips
 
 
 def _node_cidr(text: str) -> str:

@@ -29,8 +29,8 @@ pod first waits for the ConfigMaps and Secrets it reads to be known), a FailedMo
 each that fails; it sets them up again when one of those objects changes and at every relist,
 so an edit reaches the volume's files. A container's environment is made as it starts
 (kubelet/envvars.py, through the pod worker). On a node with pod sandboxes, containers get their
-volume mounts and the kubelet's /etc/hosts (and for a sandboxed pod /etc/hostname and
-/etc/resolv.conf, kubelet/etcfiles.py) mounted in a mount namespace of their own (the
+volume mounts and the kubelet's /etc/hosts and /etc/resolv.conf (--cluster-dns; and for a
+sandboxed pod /etc/hostname, kubelet/etcfiles.py) mounted in a mount namespace of their own (the
 runtime's `mounts`); on a node without, pods share the node's file system, and are told where
 their volumes are in KUBEMU_MOUNT_<path> variables instead (volumedirs.mount_env).
 
@@ -128,6 +128,8 @@ class Options:
     host_network_reason: str | None = None  # why pods share the node's network (shown on the Node)
     cgroup_root: str | None = None         # the node cgroup, relative to each hierarchy; None: no pod cgroups
     pod_pids_limit: int | None = None      # each pod cgroup's pids.max (--pod-max-pids); None: unlimited
+    cluster_dns: tuple[str, ...] = ()      # the pods' nameservers under ClusterFirst (--cluster-dns)
+    cluster_domain: str = etcfiles.CLUSTER_DOMAIN  # their search path's base ("": the node's only)
 
 
 @dataclass(frozen=True)
@@ -138,6 +140,7 @@ class NetworkOptions:
     fabric_netns: str | None
     cluster_cidr: str
     pod_cidr: str | None = None  # --pod-cidr (standalone); else the Node's spec.podCIDR
+    service_cidr: str | None = None  # routed through the bridge's gateway, where kube-proxy's rules are
 
 
 class Kubelet:
@@ -334,7 +337,8 @@ class Kubelet:
         try:
             conflist = cni.kubemu_conflist(pod_cidr, net.cluster_cidr,
                                            os.path.join(self.opts.node_dir, "cni", "networks"),
-                                           netplan.bridge_name(pod_cidr, net.cluster_cidr))
+                                           netplan.bridge_name(pod_cidr, net.cluster_cidr),
+                                           service_cidr=net.service_cidr)
             self.sandboxes.cni.write_conflist(conflist)
         except (ValueError, OSError) as exc:
             log.error("cannot write the network config for podCIDR %s: %s", pod_cidr,
@@ -538,7 +542,17 @@ class Kubelet:
 
     def _env(self, pod: dict, spec: dict, pod_ips: tuple[str, ...]) -> envvars.Env | envvars.EnvError:
         """The pod worker's env resolver."""
-        return envvars.container_env(pod, spec, self._lookup, list(pod_ips), [NODE_IP], self.allocatable)
+        services = envvars.service_env(pod, self._services(), manifests.is_static(pod))
+        if isinstance(services, envvars.EnvError):
+            return services
+        return envvars.container_env(pod, spec, self._lookup, list(pod_ips), [NODE_IP], self.allocatable, services)
+
+    def _services(self) -> list[dict] | None:
+        """Every Service, from the API agent's informer; None until they are listed. A node
+        without --api has none (the kubelet without a master sets no service variables)."""
+        if self.api is not None:
+            return self.api.service_list()
+        return None if self.opts.api else []
 
     async def _volume_errors(self, pod_dir: str, worker: PodWorker) -> list[str]:
         """Set the pod's volumes up (again), off the loop: the FailedMount messages of those
@@ -676,18 +690,19 @@ class Kubelet:
             env.update(volumedirs.mount_env(bound))
             return []
         pod = worker.pod
+        resolv = etcfiles.resolv_conf(pod, _read(NODE_RESOLV_CONF), list(self.opts.cluster_dns),
+                                      self.opts.cluster_domain)
+        if etcfiles.write(pod_dir, etcfiles.RESOLV_CONF, resolv.text):
+            for reason, message in resolv.warnings:  # once per pod, not at every container start
+                self._event(worker, reason, message, "Warning")
         if worker.sandbox is None:  # hostNetwork: the node's hosts file, with the pod's aliases
             etcfiles.write(pod_dir, etcfiles.HOSTS, etcfiles.hosts(pod, [], _read(NODE_HOSTS)))
-            return volumedirs.runtime_mounts(bound, {"/etc/hosts": os.path.join(pod_dir, etcfiles.HOSTS)})
-        # No cluster DNS yet: ClusterFirst falls back to the node's resolv.conf, without the
-        # MissingClusterDNS Event until there is one to miss.
-        resolv = etcfiles.resolv_conf(pod, _read(NODE_RESOLV_CONF), [])
-        for reason, message in resolv.warnings:
-            if reason != etcfiles.MISSING_CLUSTER_DNS:
-                self._event(worker, reason, message, "Warning")
-        etcfiles.write(pod_dir, etcfiles.HOSTS, etcfiles.hosts(pod, list(worker.pod_ips())))
+            return volumedirs.runtime_mounts(bound, {
+                "/etc/hosts": os.path.join(pod_dir, etcfiles.HOSTS),
+                "/etc/resolv.conf": os.path.join(pod_dir, etcfiles.RESOLV_CONF)})
+        etcfiles.write(pod_dir, etcfiles.HOSTS, etcfiles.hosts(pod, list(worker.pod_ips()),
+                                                               cluster_domain=self.opts.cluster_domain))
         etcfiles.write(pod_dir, etcfiles.HOSTNAME, etcfiles.hostname(pod))
-        etcfiles.write(pod_dir, etcfiles.RESOLV_CONF, resolv.text)
         return volumedirs.runtime_mounts(bound, {target: os.path.join(pod_dir, name)
                                                  for target, name in ETC_FILES.items()})
 

@@ -11,6 +11,8 @@ for the apiserver, which is itself a static pod):
 * **ConfigMaps, Secrets and tokens** the pods read (kubelet/objectcache.py): watched while a
   pod bound here references them; `lookup` and `token` answer envvars.py and volumes.py from
   memory, and `on_objects` hears of every change.
+* **Services** of every namespace (the kubelet's service informer): what envvars.py makes the
+  pods' service variables of; a pod from the API waits for their first list, as for its objects.
 * **status**: the latest status of each pod, coalesced, patched into the pod's status (the
   mirror pod's for a static pod), and patched again whenever the API's copy drifts from it; a terminated pod that is being deleted is then removed with
   grace 0 and a uid precondition (the kubelet's last word on a pod).
@@ -28,6 +30,7 @@ from kubemu.informer import Informer
 from kubemu.wire import WireError
 
 from . import volumes
+from .manifests import is_static
 from .configsource import Unavailable, references
 from .heartbeat import NodeHeartbeat
 from .nodestatus import NodeConfig, NodeNetwork, is_mirror_pod, mirror_matches, mirror_pod
@@ -59,6 +62,7 @@ class ApiAgent:
         self.informer = Informer(self.api, "pods", field_selector=f"spec.nodeName={self.node}")
         self.informer.add_event_handler(lambda _o: self._changed(), lambda _o, _n: self._changed(),
                                         lambda _o: self._changed())
+        self.services = Informer(self.api, "services")
         self.static: dict[tuple[str, str], dict] = {}
         self._latest: dict[tuple[str, str], tuple[str, dict]] = {}  # key -> (uid, status) of each pod
         self._sent: dict[tuple[str, str], dict] = {}  # key -> the status the API has
@@ -79,6 +83,7 @@ class ApiAgent:
 
     async def run(self) -> None:
         tasks = [asyncio.create_task(self.informer.run(self._stop), name="pod informer"),
+                 asyncio.create_task(self.services.run(self._stop), name="service informer"),
                  asyncio.create_task(self.heartbeat.run(), name="node heartbeat"),
                  asyncio.create_task(self._first_sync(), name="first sync"),
                  *(asyncio.create_task(self._write_statuses(), name="status writer")
@@ -136,17 +141,24 @@ class ApiAgent:
               pod: dict) -> str:
         return self.tokens.token(namespace, service_account, audience, expiration, pod)
 
+    def service_list(self) -> list[dict] | None:
+        """Every Service, None until they have been listed once."""
+        return self.services.list() if self.services.has_synced() else None
+
     def objects_synced(self, pod: dict) -> bool:
-        return self.objects.synced(references(pod)) and all(
+        return (is_static(pod) or self.services.has_synced()) and self.objects.synced(references(pod)) and all(
             self.tokens.holds(*volumes.token_request(pod, p), pod) for p in volumes.token_projections(pod))
 
     async def wait_for_objects(self, pod: dict, timeout: float) -> bool:
         """True once every ConfigMap and Secret `pod` reads is known, and its projected tokens
-        have been asked for and answered (as the kubelet's volume set-up waits for them);
+        have been asked for and answered (as the kubelet's volume set-up waits for them), and,
+        for a pod from the API, the Services have been listed (its variables need them);
         False after `timeout`."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        if not await self.objects.wait_synced(references(pod), timeout):
+        if not is_static(pod) and not await self.services.wait_for_sync(timeout):
+            return False
+        if not await self.objects.wait_synced(references(pod), max(0.0, deadline - loop.time())):
             return False
         for projection in volumes.token_projections(pod):
             try:
@@ -273,6 +285,3 @@ class ApiAgent:
                 log.info("deleting pod %s/%s: %s (retrying)", *key, err)
                 await asyncio.sleep(RETRY_INITIAL)
                 self._finished.setdefault(key, uid)
-
-def is_static(pod: dict) -> bool:
-    return ((pod.get("metadata") or {}).get("annotations") or {}).get("kubernetes.io/config.source") == "file"

@@ -24,6 +24,7 @@ HOSTS, HOSTNAME, RESOLV_CONF = "etc-hosts", "etc-hostname", "resolv.conf"  # in 
 MAX_NAMESERVERS = 3       # validation.MaxDNSNameservers (the libc resolver reads 3)
 MAX_SEARCHES = 32         # validation.MaxDNSSearchPaths
 MAX_SEARCH_CHARS = 2048   # validation.MaxDNSSearchListChars
+MAX_SEARCH_LENGTH = 253   # a search domain longer than a DNS-1123 subdomain is dropped
 CLUSTER_NDOTS = "ndots:5"
 MISSING_CLUSTER_DNS = "MissingClusterDNS"  # the Warning Events' reasons
 DNS_CONFIG_FORMING = "DNSConfigForming"
@@ -82,33 +83,37 @@ class _Dns:
 
 
 def parse_resolv_conf(text: str) -> _Dns:
-    """The nameserver, search and options lines of a resolv.conf (the last search wins, as
-    in the resolver)."""
+    """The nameserver, search and options lines of a resolv.conf, as the kubelet reads its
+    --resolv-conf (parseResolvConf): nameservers add up, the last search and the last options
+    line win, a search domain's trailing dot is dropped (a lone "." is no domain)."""
     nameservers, searches, options = [], [], []
     for line in text.splitlines():
-        fields = line.split("#", 1)[0].split(";", 1)[0].split()
-        if not fields:
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):
             continue
         if fields[0] == "nameserver" and len(fields) > 1:
             nameservers.append(fields[1])
-        elif fields[0] in ("search", "domain"):
-            searches = fields[1:]
+        elif fields[0] == "search":
+            searches = [s.removesuffix(".") for s in fields[1:] if s != "."]
         elif fields[0] == "options":
-            options += fields[1:]
+            options = fields[1:]
     return _Dns(nameservers, searches, options)
 
 
 def resolv_conf(pod: dict, node_resolv: str, cluster_dns: list[str],
                 cluster_domain: str = CLUSTER_DOMAIN) -> ResolvConf:
     """GetPodDNS: ClusterFirst (ClusterFirstWithHostNet for hostNetwork pods) points at the
-    cluster DNS with the namespace's search path; Default is the node's; None is only
-    `dnsConfig`, which the others are merged with."""
+    cluster DNS only, with the namespace's search path before the node's (none without a
+    cluster domain) and ndots:5; without a cluster DNS it falls back to Default, and says so;
+    a hostNetwork pod's ClusterFirst is Default; Default is the node's; None starts empty.
+    `dnsConfig` is merged into all of them, then the limits cut."""
     spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
     policy = spec.get("dnsPolicy") or "ClusterFirst"
     warnings = []
-    node = parse_resolv_conf(node_resolv)
-    cluster_first = policy == "ClusterFirstWithHostNet" or (
-        policy == "ClusterFirst" and spec.get("hostNetwork") is not True)
+    node_first = policy == "Default" or (policy == "ClusterFirst" and spec.get("hostNetwork") is True)
+    # ClusterFirstWithHostNet, ClusterFirst off the host network (and any unknown policy, as
+    # the kubelet's getPodDNSType falls back)
+    cluster_first = policy != "None" and not node_first
     if cluster_first and not cluster_dns:
         warnings.append((MISSING_CLUSTER_DNS, f'pod: "{meta.get("name")}_{meta.get("namespace")}'
                          f'({meta.get("uid")})". kubelet does not have ClusterDNS IP configured '
@@ -118,55 +123,56 @@ def resolv_conf(pod: dict, node_resolv: str, cluster_dns: list[str],
     if policy == "None":
         dns = _Dns([], [], [])
     elif cluster_first:
+        node = parse_resolv_conf(node_resolv)
         namespace = meta.get("namespace") or "default"
-        dns = _Dns(list(cluster_dns), [f"{namespace}.svc.{cluster_domain}",
-                                       f"svc.{cluster_domain}", cluster_domain] + node.searches,
-                   [CLUSTER_NDOTS])
+        cluster_search = ([f"{namespace}.svc.{cluster_domain}", f"svc.{cluster_domain}", cluster_domain]
+                          if cluster_domain else [])
+        dns = _Dns(list(cluster_dns), _unique(cluster_search + node.searches), [CLUSTER_NDOTS])
     else:
-        dns = node
+        dns = parse_resolv_conf(node_resolv)
     dns = _merge(dns, spec.get("dnsConfig") or {})
-    lines = []
-    searches = _cut_searches(dns.searches)
-    if searches != dns.searches:
-        warnings.append((DNS_CONFIG_FORMING, "Search Line limits were exceeded, some search "
-                         "paths have been omitted, the applied search line is: "
-                         + " ".join(searches)))
-    if searches:
-        lines.append("search " + " ".join(searches))
     nameservers = dns.nameservers[:MAX_NAMESERVERS]
     if nameservers != dns.nameservers:
         warnings.append((DNS_CONFIG_FORMING, "Nameserver limits were exceeded, some nameservers "
                          "have been omitted, the applied nameserver line is: "
                          + " ".join(nameservers)))
+    searches = _cut_searches(dns.searches)
+    if searches != dns.searches:
+        warnings.append((DNS_CONFIG_FORMING, "Search Line limits were exceeded, some search "
+                         "paths have been omitted, the applied search line is: "
+                         + " ".join(searches)))
+    # as containerd lays the file out (parseDNSOptions)
+    lines = ["search " + " ".join(searches)] if searches else []
     lines += [f"nameserver {ns}" for ns in nameservers]
     if dns.options:
         lines.append("options " + " ".join(dns.options))
     return ResolvConf("".join(line + "\n" for line in lines), warnings)
 
 
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
 def _merge(dns: _Dns, config: dict) -> _Dns:
     """appendDNSConfig: nameservers and searches added (without repeats), options merged by
-    name (the pod's value winning)."""
-    nameservers = list(dict.fromkeys(dns.nameservers + list(config.get("nameservers") or [])))
-    searches = list(dict.fromkeys(dns.searches + list(config.get("searches") or [])))
+    name (the pod's value winning; an empty value is the bare name)."""
     options: dict[str, str] = {}
     for opt in dns.options:
-        name, sep, value = opt.partition(":")
-        options[name] = opt
+        name, _sep, value = opt.partition(":")
+        options[name] = value
     for opt in config.get("options") or []:
-        name = opt.get("name") or ""
-        options[name] = f"{name}:{opt['value']}" if opt.get("value") is not None else name
-    return _Dns(nameservers, searches, list(options.values()))
+        options[opt.get("name") or ""] = opt.get("value") or ""
+    return _Dns(_unique(dns.nameservers + list(config.get("nameservers") or [])),
+                _unique(dns.searches + list(config.get("searches") or [])),
+                [f"{name}:{value}" if value else name for name, value in options.items()])
 
 
 def _cut_searches(searches: list[str]) -> list[str]:
-    """At most 32 search domains, at most 2048 characters together, as the kubelet cuts them."""
-    out, length = [], 0
-    for s in searches[:MAX_SEARCHES]:
-        if length + len(s) + (1 if out else 0) > MAX_SEARCH_CHARS:
-            break
-        length += len(s) + (1 if out else 0)
-        out.append(s)
+    """formDNSSearchFitsLimits: at most 32 domains, none longer than 253 characters (some
+    resolvers abort on one), then the last ones dropped until the line is at most 2048."""
+    out = [s for s in searches[:MAX_SEARCHES] if len(s) <= MAX_SEARCH_LENGTH]
+    while out and len(" ".join(out)) > MAX_SEARCH_CHARS:
+        out.pop()
     return out
 
 

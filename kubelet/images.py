@@ -44,7 +44,10 @@ CATALOG_FILE = "images.yaml"  # in the state directory
 
 # What the shipped defaults stand for: the images' own ENTRYPOINT/CMD (busybox CMD ["sh"],
 # alpine ["/bin/sh"], python ["python3"], nginx ["nginx", "-g", "daemon off;"] on port 80,
-# httpd ["httpd-foreground"] on port 80, pause ["/pause"]), with local programs in their place.
+# httpd ["httpd-foreground"] on port 80, pause ["/pause"]), with local programs in their place;
+# kubemu's own components for the images kubeadm deploys them from (kube-proxy's image has no
+# ENTRYPOINT, its manifests give `command: [/usr/local/bin/kube-proxy]` + args; CoreDNS's is
+# ENTRYPOINT ["/coredns"] with args `-conf`: here each is the component's module, args appended).
 DEFAULTS = """\
 images:
 - image: busybox
@@ -67,6 +70,10 @@ images:
   cmd: ["{python}", "{programs}/pause.py"]
 - image: k8s.gcr.io/pause
   cmd: ["{python}", "{programs}/pause.py"]
+- image: registry.k8s.io/kube-proxy
+  entrypoint: ["{python}", "-m", "components.kube_proxy"]
+- image: registry.k8s.io/coredns/coredns
+  entrypoint: ["{python}", "-m", "components.dns"]
 """
 
 DOCKER_HUB = "docker.io"

@@ -69,6 +69,11 @@ class ManifestError(Exception):
     """Why a file is not a usable manifest (the message does not name the file)."""
 
 
+def is_static(pod: dict) -> bool:
+    """A pod from a manifest (the kubelet's IsStaticPod): it never waits for the API."""
+    return ((pod.get("metadata") or {}).get("annotations") or {}).get(CONFIG_SOURCE) == SOURCE_FILE
+
+
 # --- the directory (I/O) -------------------------------------------------------------------
 
 def list_manifest_files(directory: str) -> list[str]:

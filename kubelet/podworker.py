@@ -673,6 +673,8 @@ class PodWorker:
         actions: list[Action] = []
         for c in self._inits + self._apps:
             actions += self._stop_one(c, now)
+        # with no container left to exit (all in backoff), no exit would remove the sandbox
+        actions += self._sandbox_step(now)
         self._refresh_conditions(now)
         return actions
 

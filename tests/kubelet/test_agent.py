@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from kubelet import etcfiles
 from kubelet.sandboxes import IFNAME
 from kubemu import cgroups, cluster, netplan, network, ownership, wire
 from kubemu.kubectl.printers import pod_row
@@ -629,6 +630,32 @@ def test_a_host_network_pods_volumes_are_mounted_too_with_the_nodes_hosts_file(c
     assert "alias.example" not in Path("/etc/hosts").read_text()  # the node's own file untouched
 
 
+@needs_pod_networks
+def test_pods_resolv_conf_points_at_the_cluster_dns_as_their_dns_policy_says(cni_node, tmp_path):
+    node = cni_node
+    dns = netplan.dns_service_ip(node.net)  # the --cluster-dns `kubemu up` gives a CNI node
+    data = tmp_path / "data"
+    data.mkdir()
+
+    def pod(name: str, **spec) -> None:
+        copy = f"open('/data/{name}', 'w').write(open('/etc/resolv.conf').read())\n"
+        node.manifest(name, [dict(sleeper(extra=copy), volumeMounts=[{"name": "data", "mountPath": "/data"}])],
+                      volumes=[{"name": "data", "hostPath": {"path": str(data), "type": "Directory"}}], **spec)
+    pod("sandboxed")
+    pod("hostnet", hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet")
+    pod("hostdefault", hostNetwork=True)
+    seen = {name: wait_for(lambda: (data / name).exists() and (data / name).read_text(),
+                           message=f"{name}'s resolv.conf")
+            for name in ("sandboxed", "hostnet", "hostdefault")}
+    node_conf = etcfiles.parse_resolv_conf(Path("/etc/resolv.conf").read_text())
+    cluster = ("search " + " ".join(dict.fromkeys(["default.svc.cluster.local", "svc.cluster.local", "cluster.local",
+                                                   *node_conf.searches]))
+               + f"\nnameserver {dns}\noptions ndots:5\n")
+    assert seen["sandboxed"] == seen["hostnet"] == cluster
+    assert etcfiles.parse_resolv_conf(seen["hostdefault"]) == node_conf  # a hostNetwork pod's ClusterFirst
+    assert not events(node, "MissingClusterDNS", "sandboxed")
+
+
 def _start_failure(k, tmp_path) -> dict:
     """A sandboxed pod's first container started by an in-process kubelet `k`: its
     lastState.terminated (the start failed), or None if it started."""
@@ -656,6 +683,41 @@ def test_a_sandboxed_pods_container_is_refused_rather_than_started_without_its_s
     k = _cni_kubelet(tmp_path)
     try:
         assert _start_failure(k, tmp_path)["message"] == 'pod sandbox "u-1-0" is not ready'
+    finally:
+        k.loop.close()
+
+
+def test_the_network_config_routes_the_service_cidr_to_the_bridge(tmp_path):
+    from kubelet.agent import NetworkOptions
+    from kubelet.cnishell import CONF_FILE
+
+    k = _in_process_kubelet(tmp_path, network=NetworkOptions(str(tmp_path / "cni"), (), None, "10.244.0.0/16",
+                                                             service_cidr="10.96.0.0/12"))
+    k.loop = asyncio.new_event_loop()
+    try:
+        k._configure_network("10.244.3.0/24")
+        conflist = json.loads((tmp_path / "cni" / CONF_FILE).read_text())
+        assert conflist["plugins"][0]["ipam"]["routes"] == [{"dst": "10.244.0.0/16", "gw": "10.244.3.1"},
+                                                            {"dst": "10.96.0.0/12", "gw": "10.244.3.1"}]
+    finally:
+        k.loop.close()
+
+
+def test_without_a_cluster_dns_a_pod_gets_the_nodes_resolv_conf_and_one_missing_cluster_dns_event(
+        tmp_path, monkeypatch):
+    from kubelet import agent
+
+    node_resolv = tmp_path / "node-resolv.conf"
+    node_resolv.write_text("nameserver 192.0.2.53\nsearch lan\n")
+    monkeypatch.setattr(agent, "NODE_RESOLV_CONF", str(node_resolv))
+    k = _cni_kubelet(tmp_path)
+    try:
+        pod_dir, worker = _pod_worker(k, tmp_path, sandboxed=True, sandbox=(0, ["10.244.0.5"]))
+        for _start in range(2):  # two container starts: one Event
+            k._mounts(str(pod_dir), worker, worker.pod["spec"]["containers"][0], {})
+        assert (pod_dir / etcfiles.RESOLV_CONF).read_text() == "search lan\nnameserver 192.0.2.53\n"
+        said = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+        assert [(e["type"], e["reason"]) for e in said] == [("Warning", "MissingClusterDNS")]
     finally:
         k.loop.close()
 

@@ -16,7 +16,7 @@ from components.controllers.podutil import parse_time
 from kubemu import cluster, wire
 from kubemu.statedir import StateDir
 from tests.components.apiserver import api  # noqa: F401  (a module-scoped fixture)
-from tests.conftest import alive, spawn_marked, terminate, wait_for
+from tests.conftest import DEADLINE, alive, spawn_marked, terminate, wait_for
 from tests.kubelet.test_agent import needs_pod_networks
 
 PY = sys.executable
@@ -479,3 +479,73 @@ def test_a_configmap_volume_mounted_in_a_sandboxed_pod_follows_an_edit(state_dir
             wait_for(lambda: not n.pods(), message="the pod gone")
             n.stop()
         network.down(state_dir)
+
+
+# --- Services in the pods' environment ----------------------------------------------------------
+
+def test_a_pods_environment_has_its_namespaces_services_unless_links_are_off(node, api, tmp_path):  # noqa: F811
+    api.call("create", resource="services", namespace="default", object={
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "e2-web"},
+        "spec": {"clusterIP": "10.96.200.7", "selector": {"app": "e2-web"},
+                 "ports": [{"name": "http", "port": 80, "targetPort": 8080}]}})
+    master = node.get("services", "kubernetes")  # the apiserver's own, when it keeps one
+
+    def pod(name: str, **spec) -> dict:
+        report = (f"import json, os\njson.dump({{k: v for k, v in os.environ.items() if 'E2_WEB' in k "
+                  f"or k == 'URL' or k.startswith('KUBERNETES_SERVICE')}}, open({str(tmp_path / name)!r}, 'w'))")
+        container = dict(sleeper(extra=report), env=[{"name": "URL", "value": "http://$(E2_WEB_SERVICE_HOST)/"},
+                                                     {"name": "E2_WEB_SERVICE_PORT", "value": "mine"}])
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                "spec": {"nodeName": node.name, "terminationGracePeriodSeconds": 1, "containers": [container],
+                         **spec}}
+    try:
+        api.call("create", resource="pods", namespace="default", object=pod("links"))
+        api.call("create", resource="pods", namespace="default", object=pod("nolinks", enableServiceLinks=False))
+        links = json.loads(wait_for(lambda: (tmp_path / "links").exists() and (tmp_path / "links").read_text(),
+                                    message="the linked pod's environment"))
+        nolinks = json.loads(wait_for(lambda: (tmp_path / "nolinks").exists() and (tmp_path / "nolinks").read_text(),
+                                      message="the unlinked pod's environment"))
+        web = {k: v for k, v in links.items() if "E2_WEB" in k}
+        assert web == {"E2_WEB_SERVICE_HOST": "10.96.200.7", "E2_WEB_SERVICE_PORT": "mine",
+                       "E2_WEB_SERVICE_PORT_HTTP": "80", "E2_WEB_PORT": "tcp://10.96.200.7:80",
+                       "E2_WEB_PORT_80_TCP": "tcp://10.96.200.7:80", "E2_WEB_PORT_80_TCP_PROTO": "tcp",
+                       "E2_WEB_PORT_80_TCP_PORT": "80", "E2_WEB_PORT_80_TCP_ADDR": "10.96.200.7"}
+        assert {k: v for k, v in nolinks.items() if "E2_WEB" in k} == {"E2_WEB_SERVICE_PORT": "mine"}
+        assert links["URL"] == "http://10.96.200.7/" and nolinks["URL"] == "http://$(E2_WEB_SERVICE_HOST)/"
+        if master is not None:  # the master Service's variables, links or not
+            for seen in (links, nolinks):
+                assert seen["KUBERNETES_SERVICE_HOST"] == master["spec"]["clusterIP"]
+    finally:
+        api.call("delete", resource="services", name="e2-web", namespace="default")
+
+
+def test_an_api_pod_waits_for_the_services_first_list_and_a_static_pod_does_not(api):  # noqa: F811
+    """The kubelet's serviceHasSynced: an API pod's variables need every Service (the master one
+    at least), so its start waits for their first list, up to the wait's timeout; a static pod
+    (the apiserver may be one) never waits for the API."""
+    import asyncio
+
+    from kubelet.apiagent import ApiAgent
+    from kubelet.nodestatus import NodeConfig
+
+    def pod(source: str) -> dict:
+        return {"metadata": {"name": source, "namespace": "default", "uid": source,
+                             "annotations": {"kubernetes.io/config.source": source}},
+                "spec": {"containers": [{"name": "c"}]}}
+
+    async def main():
+        agent = ApiAgent(api.endpoint, NodeConfig("waiter", "1", "1Gi"), lambda pods: None)
+        try:
+            assert agent.service_list() is None
+            assert not agent.objects_synced(pod("api")) and agent.objects_synced(pod("file"))
+            assert not await agent.wait_for_objects(pod("api"), 0.2)
+            assert await agent.wait_for_objects(pod("file"), 0.2)
+            stop = asyncio.Event()
+            informer = asyncio.create_task(agent.services.run(stop))
+            assert await agent.wait_for_objects(pod("api"), DEADLINE)
+            assert agent.objects_synced(pod("api")) and isinstance(agent.service_list(), list)
+            stop.set()
+            await informer
+        finally:
+            await agent.api.close()
+    asyncio.run(main())

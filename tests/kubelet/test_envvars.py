@@ -5,7 +5,7 @@ import base64
 import pytest
 
 from kubelet.configsource import Unavailable
-from kubelet.envvars import Env, EnvError, container_env, expand, expand_argv
+from kubelet.envvars import Env, EnvError, container_env, expand, expand_argv, service_env
 
 
 def b64(text: str) -> str:
@@ -138,3 +138,81 @@ def test_an_object_not_known_yet_is_an_error_with_the_caches_words():
     pod = make_pod(envFrom=[{"configMapRef": {"name": "cfg"}}])
     assert container_env(pod, pod["spec"]["containers"][0], unsynced, [], []) == \
         EnvError("failed to sync configmap cache: timed out waiting for the condition")
+
+
+# --- the Services' variables (Docker links) ---------------------------------------------------
+
+def service(name, namespace, cluster_ip, *ports):
+    return {"metadata": {"name": name, "namespace": namespace},
+            "spec": {"clusterIP": cluster_ip, "ports": list(ports)}}
+
+
+MASTER = service("kubernetes", "default", "10.96.0.1", {"name": "https", "port": 443, "protocol": "TCP"})
+SERVICES = [
+    MASTER,
+    service("redis-master", "ns", "10.96.0.11", {"port": 6379}),
+    service("dns", "ns", "10.96.0.12", {"name": "dns", "port": 53, "protocol": "UDP"},
+            {"name": "dns-tcp", "port": 53, "protocol": "TCP"}),
+    service("headless", "ns", "None", {"port": 80}),
+    service("external", "ns", "", {"port": 80}),
+    service("elsewhere", "other", "10.96.0.13", {"port": 80}),
+]
+
+
+def test_the_service_variables_are_the_kubelets_for_the_namespace_and_the_master_service():
+    env = service_env(make_pod(), SERVICES, static=False)
+    assert env == {
+        "DNS_SERVICE_HOST": "10.96.0.12", "DNS_SERVICE_PORT": "53", "DNS_SERVICE_PORT_DNS": "53",
+        "DNS_SERVICE_PORT_DNS_TCP": "53", "DNS_PORT": "udp://10.96.0.12:53",
+        "DNS_PORT_53_UDP": "udp://10.96.0.12:53", "DNS_PORT_53_UDP_PROTO": "udp",
+        "DNS_PORT_53_UDP_PORT": "53", "DNS_PORT_53_UDP_ADDR": "10.96.0.12",
+        "DNS_PORT_53_TCP": "tcp://10.96.0.12:53", "DNS_PORT_53_TCP_PROTO": "tcp",
+        "DNS_PORT_53_TCP_PORT": "53", "DNS_PORT_53_TCP_ADDR": "10.96.0.12",
+        "KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443",
+        "KUBERNETES_SERVICE_PORT_HTTPS": "443", "KUBERNETES_PORT": "tcp://10.96.0.1:443",
+        "KUBERNETES_PORT_443_TCP": "tcp://10.96.0.1:443", "KUBERNETES_PORT_443_TCP_PROTO": "tcp",
+        "KUBERNETES_PORT_443_TCP_PORT": "443", "KUBERNETES_PORT_443_TCP_ADDR": "10.96.0.1",
+        "REDIS_MASTER_SERVICE_HOST": "10.96.0.11", "REDIS_MASTER_SERVICE_PORT": "6379",
+        "REDIS_MASTER_PORT": "tcp://10.96.0.11:6379", "REDIS_MASTER_PORT_6379_TCP": "tcp://10.96.0.11:6379",
+        "REDIS_MASTER_PORT_6379_TCP_PROTO": "tcp", "REDIS_MASTER_PORT_6379_TCP_PORT": "6379",
+        "REDIS_MASTER_PORT_6379_TCP_ADDR": "10.96.0.11"}
+
+
+def test_without_service_links_only_the_master_service_remains():
+    pod = make_pod()
+    pod["spec"]["enableServiceLinks"] = False
+    env = service_env(pod, SERVICES, static=False)
+    assert sorted({k.split("_")[0] for k in env}) == ["KUBERNETES"]
+    assert service_env(pod, [SERVICES[1]], static=False) == {}
+
+
+def test_the_namespaces_own_kubernetes_service_wins_over_the_masters_whatever_the_order():
+    own = service("kubernetes", "ns", "10.96.0.99", {"port": 8443})
+    for services in ([MASTER, own], [own, MASTER]):
+        assert service_env(make_pod(), services, static=False)["KUBERNETES_SERVICE_HOST"] == "10.96.0.99"
+
+
+def test_an_ipv6_cluster_ip_is_bracketed_in_the_urls():
+    env = service_env(make_pod(), [service("v6", "ns", "fd00::a", {"port": 80})], static=False)
+    assert env["V6_PORT"] == "tcp://[fd00::a]:80" and env["V6_PORT_80_TCP_ADDR"] == "fd00::a"
+
+
+def test_services_not_listed_yet_hold_back_an_api_pod_not_a_static_one():
+    assert service_env(make_pod(), None, static=False) == EnvError(
+        "services have not yet been read at least once, cannot construct envvars")
+    assert service_env(make_pod(), None, static=True) == {}
+
+
+def test_the_containers_own_variables_win_and_expand_service_ones():
+    pod = make_pod(env=[{"name": "REDIS_MASTER_SERVICE_PORT", "value": "1"},
+                        {"name": "URL", "value": "redis://$(REDIS_MASTER_SERVICE_HOST):$(REDIS_MASTER_SERVICE_PORT)"}],
+                   envFrom=[{"configMapRef": {"name": "cfg"}, "prefix": "KUBERNETES_"}])
+    services = service_env(pod, SERVICES, static=False)
+    env = container_env(pod, pod["spec"]["containers"][0], lookup, [], [], None, services)
+    assert env.vars["URL"] == "redis://10.96.0.11:1"
+    assert env.vars["REDIS_MASTER_SERVICE_PORT"] == "1" and env.vars["REDIS_MASTER_PORT"] == "tcp://10.96.0.11:6379"
+    assert env.vars["KUBERNETES_MODE"] == "fast" and env.vars["KUBERNETES_SERVICE_HOST"] == "10.96.0.1"
+    names = list(env.vars)
+    assert names.index("URL") < names.index("DNS_SERVICE_HOST")  # the container's own first
+    # a command's $(VAR) sees them too
+    assert expand_argv(["$(DNS_SERVICE_HOST)", "$(KUBERNETES_PORT_443_TCP_PORT)"], env.vars) == ["10.96.0.12", "443"]

@@ -80,10 +80,55 @@ def test_dns_config_merges_and_the_limits_cut():
     assert conf.text.splitlines()[0].split() == ["search"] + [f"s{i}.test" for i in range(32)]
     assert conf.text.count("nameserver") == 3
     assert conf.warnings == [
-        ("DNSConfigForming", "Search Line limits were exceeded, some search paths have been "
-         "omitted, the applied search line is: " + " ".join(f"s{i}.test" for i in range(32))),
         ("DNSConfigForming", "Nameserver limits were exceeded, some nameservers have been "
-         "omitted, the applied nameserver line is: 1.1.1.1 2.2.2.2 3.3.3.3")]
+         "omitted, the applied nameserver line is: 1.1.1.1 2.2.2.2 3.3.3.3"),
+        ("DNSConfigForming", "Search Line limits were exceeded, some search paths have been "
+         "omitted, the applied search line is: " + " ".join(f"s{i}.test" for i in range(32)))]
+
+
+def test_search_domains_over_253_characters_are_dropped_and_the_line_cut_to_2048():
+    long = "a" * 254
+    conf = etcfiles.resolv_conf(pod(dnsPolicy="None", dnsConfig={
+        "nameservers": ["1.1.1.1"], "searches": ["one.test", long, "two.test"]}), "", [])
+    assert conf.text.splitlines()[0] == "search one.test two.test"
+    assert conf.warnings == [("DNSConfigForming", "Search Line limits were exceeded, some search paths "
+                              "have been omitted, the applied search line is: one.test two.test")]
+    wide = [f"{i:02d}" + "b" * 98 for i in range(25)]  # 100 characters each: 20 fit in 2048 with spaces
+    conf = etcfiles.resolv_conf(pod(dnsPolicy="None", dnsConfig={"nameservers": ["1.1.1.1"],
+                                                                  "searches": wide}), "", [])
+    assert conf.text.splitlines()[0] == "search " + " ".join(wide[:20])
+    assert len(" ".join(wide[:21])) > etcfiles.MAX_SEARCH_CHARS >= len(" ".join(wide[:20]))
+
+
+def test_the_node_file_is_read_as_the_kubelet_reads_it():
+    node = ("  # a comment\nnameserver 10.0.0.2\ndomain ignored.test\nsearch old.test\n"
+            "search lan. . corp\noptions ndots:2\noptions edns0\nnameserver 10.0.0.3\n")
+    assert etcfiles.resolv_conf(pod(dnsPolicy="Default"), node, []).text == \
+        "search lan corp\nnameserver 10.0.0.2\nnameserver 10.0.0.3\noptions edns0\n"
+
+
+def test_the_cluster_search_path_is_not_repeated_and_absent_without_a_cluster_domain():
+    node = "nameserver 10.0.0.2\nsearch cluster.local lan\n"
+    assert etcfiles.resolv_conf(pod(), node, ["10.96.0.10"]).text.splitlines()[0] == \
+        "search shop.svc.cluster.local svc.cluster.local cluster.local lan"
+    assert etcfiles.resolv_conf(pod(), node, ["10.96.0.10", "10.96.0.11"], "").text == \
+        "search cluster.local lan\nnameserver 10.96.0.10\nnameserver 10.96.0.11\noptions ndots:5\n"
+    assert etcfiles.resolv_conf(pod(), node, ["10.96.0.10"], "k8s.test").text.splitlines()[0] == \
+        "search shop.svc.k8s.test svc.k8s.test k8s.test cluster.local lan"
+
+
+def test_a_dns_config_option_without_a_value_is_its_bare_name():
+    p = pod(dnsConfig={"options": [{"name": "ndots", "value": ""}, {"name": "single-request"}]})
+    assert etcfiles.resolv_conf(p, NODE_RESOLV, ["10.96.0.10"]).text.splitlines()[-1] == \
+        "options ndots single-request"
+
+
+def test_cluster_first_with_host_net_without_a_cluster_dns_is_the_nodes_and_says_so():
+    conf = etcfiles.resolv_conf(pod(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet"), NODE_RESOLV, [])
+    assert conf.text == "search lan corp\nnameserver 10.0.0.2\nnameserver 10.0.0.3\noptions edns0 ndots:1\n"
+    assert [reason for reason, _ in conf.warnings] == ["MissingClusterDNS"]
+    # a hostNetwork pod's ClusterFirst is Default: nothing is missing
+    assert etcfiles.resolv_conf(pod(hostNetwork=True), NODE_RESOLV, []).warnings == []
 
 
 def test_write_is_in_place_so_a_bind_mount_sees_the_change(tmp_path):

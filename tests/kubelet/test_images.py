@@ -65,6 +65,16 @@ def test_shipped_defaults(image, argv):
     assert entry_argv(CATALOG, image) == argv
 
 
+def test_kubeadms_component_images_run_kubemus_components_with_the_manifests_args():
+    args = ["--api", "ipc:///s/api", "--hostname-override", "node-0"]
+    for image, module in (("registry.k8s.io/kube-proxy:v1.32.0", "components.kube_proxy"),
+                          ("registry.k8s.io/kube-proxy", "components.kube_proxy"),
+                          ("registry.k8s.io/coredns/coredns:v1.11.3", "components.dns")):
+        assert entry_argv(CATALOG, image) == ("/py", "-m", module)
+        assert entry_argv(CATALOG, image, args=args) == ("/py", "-m", module, *args)
+    assert isinstance(entry_argv(CATALOG, "registry.k8s.io/kube-apiserver:v1.32.0"), PullError)
+
+
 def test_port_is_the_first_tcp_container_port():
     ports = [{"containerPort": 53, "protocol": "UDP"}, {"containerPort": 8080}, {"containerPort": 9090}]
     assert entry_argv(CATALOG, "nginx", ports=ports)[-2:] == ("--port", "8080")

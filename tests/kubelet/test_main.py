@@ -43,3 +43,29 @@ def test_the_cidr_flags_follow_netplans_rules(started, tmp_path, capsys):
     with pytest.raises(SystemExit):
         kubelet_main.main(base + ["--cluster-cidr", "10.244.0.0/29"])
     assert "--cluster-cidr 10.244.0.0/29: too small for a cluster" in capsys.readouterr().err
+
+
+def test_cluster_dns_is_comma_separated_or_repeated_and_the_domain_defaults_as_kubeadm_sets_it(started, tmp_path):
+    base = ["--node", "n", "--node-dir", str(tmp_path)]
+    assert kubelet_main.main(base) == 0
+    assert kubelet_main.main(base + ["--cluster-dns", "10.96.0.10,10.96.0.11", "--cluster-dns", "fd00::a",
+                                     "--cluster-domain", "k8s.test."]) == 0
+    assert [(o.cluster_dns, o.cluster_domain) for o in started] == [
+        ((), "cluster.local"), (("10.96.0.10", "10.96.0.11", "fd00::a"), "k8s.test")]
+
+
+def test_a_bad_cluster_dns_is_one_clear_error(started, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        kubelet_main.main(["--node", "n", "--node-dir", str(tmp_path), "--cluster-dns", "10.96.0.10,dns.local"])
+    assert exit_.value.code == 2 and not started
+    assert "--cluster-dns: 'dns.local' is not an IP address" in capsys.readouterr().err
+
+
+def test_the_service_cidr_reaches_the_network_options(started, tmp_path, capsys):
+    base = ["--node", "n", "--node-dir", str(tmp_path), "--network-mode", "cni"]
+    assert kubelet_main.main(base + ["--service-cidr", "10.96.0.0/12"]) == 0
+    assert kubelet_main.main(base) == 0
+    assert [o.network.service_cidr for o in started] == ["10.96.0.0/12", None]
+    with pytest.raises(SystemExit):
+        kubelet_main.main(base + ["--service-cidr", "10.96.0.1/12"])
+    assert "--service-cidr" in capsys.readouterr().err

@@ -217,6 +217,20 @@ def test_stop_kills_containers_then_removes_the_sandbox():
     assert w.is_terminated()
 
 
+def test_stop_with_no_container_running_removes_the_sandbox_at_once():
+    """A crash-looping pod deleted while its container waits out its backoff: nothing is left
+    to exit, so nothing else would ever remove the sandbox."""
+    w, _ = ready_pod()
+    assert starts(w.container_exited("app", 1, None, False, T0 + 1)) == [("app", 1)]  # at once, the first time
+    w.container_started("app", 101, T0 + 1)
+    acts = w.container_exited("app", 1, None, False, T0 + 1.5)
+    assert not starts(acts) and not of(acts, RemoveSandbox)  # CrashLoopBackOff
+    acts = w.stop(T0 + 2)
+    assert of(acts, RemoveSandbox) == [RemoveSandbox(0, "u-1-0")] and not of(acts, KillContainer)
+    w.sandbox_removed(0, T0 + 3)
+    assert w.is_terminated()
+
+
 def test_stop_while_the_sandbox_is_being_made_removes_it_when_made():
     w = PodWorker(pod(), S, T0, sandboxed=True)
     w.sync(T0)
