@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from kubemu.netplan import CLUSTER_DOMAIN
+
 from .holder import pod_hostname
 
-CLUSTER_DOMAIN = "cluster.local"
 HOSTS, HOSTNAME, RESOLV_CONF = "etc-hosts", "etc-hostname", "resolv.conf"  # in the pod dir
 MAX_NAMESERVERS = 3       # validation.MaxDNSNameservers (the libc resolver reads 3)
 MAX_SEARCHES = 32         # validation.MaxDNSSearchPaths

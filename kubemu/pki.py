@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from .api import identity
+from .netplan import CLUSTER_DOMAIN, DEFAULT_SERVICE_CIDR, KUBERNETES_SERVICE_INDEX, service_ip
 from .statedir import write_atomic
 
 CA_VALIDITY = datetime.timedelta(days=3650)        # kubeadm: 10 years
@@ -36,12 +37,10 @@ BACKDATE = datetime.timedelta(minutes=5)
 CA_NAME = "ca"
 CA_COMMON_NAME = "kubernetes"
 SA_KEY, SA_PUB = "sa.key", "sa.pub"
-# kubeadm's defaults: networking.dnsDomain and the first address of serviceSubnet 10.96.0.0/12,
-# the ClusterIP of the `kubernetes` Service that pods reach the apiserver at.
-DNS_DOMAIN = "cluster.local"
-FIRST_SERVICE_IP = "10.96.0.1"
+# kubeadm's default: the `kubernetes` Service's ClusterIP in serviceSubnet, where pods reach the apiserver
+FIRST_SERVICE_IP = service_ip(DEFAULT_SERVICE_CIDR, KUBERNETES_SERVICE_INDEX)
 APISERVER_DNS = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                 f"kubernetes.default.svc.{DNS_DOMAIN}")
+                 f"kubernetes.default.svc.{CLUSTER_DOMAIN}")
 APISERVER_IPS = ("127.0.0.1", FIRST_SERVICE_IP)
 
 

@@ -54,7 +54,9 @@ import dns.rdtypes.IN.SRV
 import dns.rrset
 import dns.reversename
 
-DEFAULT_DOMAIN = "cluster.local"
+from kubemu.netplan import CLUSTER_DOMAIN
+
+DEFAULT_DOMAIN = CLUSTER_DOMAIN
 DEFAULT_TTL = 5               # the kubernetes plugin's default `ttl`
 SCHEMA_VERSION = "1.1.0"      # dns-version.<domain> TXT, as CoreDNS answers it
 SCHEMA_TTL = 28800

@@ -79,7 +79,9 @@ def _group_versions() -> dict[str, list[str]]:
 
 
 def _resources(group: str, version: str) -> list[Resource]:
-    return [r for r in SERVED if r.group == group and r.version == version]
+    """A group version's resources by name, as kube-apiserver lists them (kubectl's `get all`
+    prints categories in this order)."""
+    return sorted((r for r in SERVED if r.group == group and r.version == version), key=lambda r: r.plural)
 
 
 def _group_version(group: str, version: str) -> str:
