@@ -27,6 +27,10 @@ IMAGE = "registry.k8s.io/coredns/coredns:v1.11.3"   # kubeadm 1.32's CoreDNS
 LABELS = {"k8s-app": "kube-dns"}
 REPLICAS = 2                                        # kubeadm's
 CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
+# Hollow nodes (`kubemu up --hollow-nodes`) run no process: a DNS pod bound there would be
+# Running and never answer. They carry this label (kubelet/hollow.py); the Deployment requires
+# its absence, as addons are kept off virtual-kubelet nodes.
+HOLLOW_NODE_LABEL = "kubemu.io/hollow"
 RESOURCES = {"cpu": "100m", "memory": "70Mi"}       # kubeadm's requests (its 170Mi limit left out:
 #                                                     a Python server's footprint is not CoreDNS's)
 # Errors a later try may not meet: the API answered, and said no.
@@ -87,6 +91,9 @@ def coredns(net: netplan.Record, api: str, credentials: str) -> list[dict]:
                      "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"},
                                      {"key": CONTROL_PLANE_TAINT, "effect": "NoSchedule"}],
                      "nodeSelector": {"kubernetes.io/os": "linux"},
+                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                         "nodeSelectorTerms": [{"matchExpressions": [
+                             {"key": HOLLOW_NODE_LABEL, "operator": "DoesNotExist"}]}]}}},
                      "dnsPolicy": "Default",  # the DNS server does not ask itself
                      "containers": [container]}}}}
     return [account, service, deployment]

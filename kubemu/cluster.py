@@ -654,7 +654,7 @@ def apply_addons(state: StateDir, timeout: float) -> tuple[list[str], list[str]]
     object created unless it exists; (what was created, what could not be, one line each)."""
     from .apiclient import SyncApiClient  # the wire's asyncio client only when asked
 
-    net = network.load(state.root) or netplan.host_record("no network record", None)
+    net = network.load(state.root) or network.host_record(state.root, "no network record", None)
     secret = wireauth.secret_path(wireauth.secrets_dir(state.root), addons.IDENTITY)  # made by `up`
     objects = addons.coredns(net, api_endpoint(state), str(secret))
     with SyncApiClient(api_endpoint(state), timeout=10, credentials=wireauth.state_credentials(state.root)) as api:

@@ -8,7 +8,8 @@ The host reaches the pods through one veth (`km-<h8>` ↔ `host0`) and two route
 the host's own forwarding is never touched. The host link takes the cluster CIDR's last
 node-sized block, which node IPAM therefore never hands out. kube-proxy's nftables tables live
 in the fabric too (one per node), so `nft` is one of the tools pod networks need. Without pod
-networks, Services take their addresses from a loopback block (HOST_SERVICE_CIDR).
+networks, Services take their addresses from a loopback block of the cluster's own
+(choose_host_service_cidr).
 kubemu/network.py runs the steps.
 """
 from __future__ import annotations
@@ -30,7 +31,11 @@ CNI_PLUGINS = ("bridge", "host-local", "loopback")
 TOOLS = {"ip": "iproute2", "nsenter": "util-linux", "sysctl": "procps", "nft": "nftables"}
 # Without pod networks every ClusterIP is a loopback address: one a userspace proxy can bind
 # and the host reaches as it is (kubemu's choice; real clusters always have a routed range).
-HOST_SERVICE_CIDR = "127.96.0.0/12"
+# Each cluster gets a block of its own: two clusters handing out the same ClusterIPs would take
+# each other's traffic (SO_REUSEPORT joins one user's sockets on one address, whatever cluster).
+# 127.0.0.0/16, where the host's own loopback services live, is outside the range.
+HOST_SERVICE_RANGE = ipaddress.IPv4Network("127.64.0.0/10")
+HOST_SERVICE_PREFIX = 16
 CLUSTER_DOMAIN = "cluster.local"        # kubeadm's networking.dnsDomain
 # Per-namespace sysctls of the fabric (never the host's): ICMP errors unlimited, so a Service
 # without endpoints refuses every connection at once (kube-proxy's reject) rather than after
@@ -167,6 +172,39 @@ def choose_service_cidr(routes: Iterable[str], requested: str | None, cluster_ci
                    blocks[first:] + blocks[:first], avoid=[cluster_cidr])
 
 
+def is_host_service_cidr(cidr: str | None) -> bool:
+    """Whether `cidr` is one of the host mode's loopback blocks (an older kubemu's record may
+    hold another range: that one is chosen anew)."""
+    try:
+        net = ipaddress.IPv4Network(cidr or "")
+    except ValueError:
+        return False
+    return net.prefixlen == HOST_SERVICE_PREFIX and net.subnet_of(HOST_SERVICE_RANGE)
+
+
+def choose_host_service_cidr(h8: str, bound: Iterable[str], kept: str | None = None) -> str:
+    """The Services' loopback block of a cluster without pod networks: `kept` (the cluster's
+    from its last `up`: its Services' ClusterIPs are in it) when it is such a block, else the
+    block the state directory's hash `h8` names, or the next one (wrapping round) that holds no
+    bound address (`bound`: the host's local socket addresses; another cluster's proxies listen
+    on its ClusterIPs). Every block taken: the hash's own."""
+    if kept is not None and is_host_service_cidr(kept):
+        return kept
+    blocks = list(HOST_SERVICE_RANGE.subnets(new_prefix=HOST_SERVICE_PREFIX))
+    base, shift = int(HOST_SERVICE_RANGE.network_address), 32 - HOST_SERVICE_PREFIX
+    taken = set()
+    for text in bound:
+        try:
+            addr = ipaddress.IPv4Address(text)
+        except ValueError:
+            continue
+        if addr in HOST_SERVICE_RANGE:
+            taken.add((int(addr) - base) >> shift)
+    start = int(h8, 16) % len(blocks)
+    order = [(start + i) % len(blocks) for i in range(len(blocks))]
+    return str(blocks[next((i for i in order if i not in taken), start)])
+
+
 def node_mask_for(node_count: int, cluster_cidr: str) -> tuple[int, str | None]:
     """--node-cidr-mask-size: /24 per node unless the cluster CIDR holds fewer /24 blocks than
     nodes (hollow ones included: node IPAM gives every Node a block), then the largest block
@@ -254,6 +292,8 @@ class Record:
         if any(type(fields[k]) not in types for k, types in _RECORD_TYPES.items()):
             return None
         rec = cls(**fields)
+        if rec.mode == HOST and not rec.service_cidr:
+            return None  # the components' flags need the Services' block: `up` chooses one
         if rec.mode == CNI:
             names = (rec.netns, rec.host_link, rec.netns_path)
             if not all(isinstance(n, str) and n for n in names) or not rec.netns.startswith("kubemu-") \
@@ -281,13 +321,15 @@ def cni_record(h8: str, cluster_cidr: str, service_cidr: str, node_mask: int, ru
                   str(hl.host_addr), str(hl.fabric_addr))
 
 
-def host_record(reason: str, kept: Record | None) -> Record:
-    """Services on HOST_SERVICE_CIDR; an earlier pod network's CIDRs kept (not its service CIDR:
-    the host mode's own one is no CIDR a pod network could route)."""
+def host_record(reason: str, kept: Record | None, h8: str, bound: Iterable[str] = ()) -> Record:
+    """Services on the cluster's loopback block (choose_host_service_cidr: `h8` the state
+    directory's hash, `bound` the host's bound addresses); an earlier pod network's CIDRs kept
+    (not its service CIDR: no pod network could route the host mode's)."""
+    kept_block = kept.service_cidr if kept is not None and kept.mode == HOST else None
+    block = choose_host_service_cidr(h8, bound, kept_block)
     if kept is None:
-        return Record(HOST, reason, service_cidr=HOST_SERVICE_CIDR)
-    return Record(HOST, reason, cluster_cidr=kept.cluster_cidr, service_cidr=HOST_SERVICE_CIDR,
-                  node_mask=kept.node_mask)
+        return Record(HOST, reason, service_cidr=block)
+    return Record(HOST, reason, cluster_cidr=kept.cluster_cidr, service_cidr=block, node_mask=kept.node_mask)
 
 
 def kept_service_cidr(kept: Record | None) -> str | None:
@@ -433,9 +475,9 @@ def undoes(step: Step) -> type:
 # --- what the components are told -----------------------------------------------------------
 
 def service_cidr(rec: Record) -> str:
-    """The Services' addresses: the pod network's service CIDR, HOST_SERVICE_CIDR without one."""
+    """The Services' addresses: the pod network's service CIDR, or the cluster's loopback block."""
     if rec.mode != CNI:
-        return HOST_SERVICE_CIDR
+        return rec.service_cidr
     return rec.service_cidr or DEFAULT_SERVICE_CIDR
 
 

@@ -14,6 +14,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import psutil
+
 from . import netplan, ownership
 from .netplan import CNI, HOST, NetplanError, Record
 from .statedir import write_atomic
@@ -100,6 +102,20 @@ def host_routes() -> list[str]:
     return [r["dst"] for r in _all_routes() if "dst" in r]
 
 
+def bound_addresses() -> set[str]:
+    """The local addresses of the host's IPv4 sockets (every process's: /proc/net lists them
+    all): another cluster's kube-proxy listens on its ClusterIPs."""
+    try:
+        return {c.laddr.ip for c in psutil.net_connections(kind="inet4") if c.laddr}
+    except (psutil.Error, OSError):
+        return set()
+
+
+def host_record(state_root: Path, reason: str, kept: Record | None) -> Record:
+    """netplan.host_record for this state directory on this machine."""
+    return netplan.host_record(reason, kept, state_hash(state_root), bound_addresses())
+
+
 def _mounted(path: str) -> bool:
     try:
         with open("/proc/self/mountinfo") as f:
@@ -184,7 +200,7 @@ def setup(state_root: Path, requested: str | None = None, pod_network_cidr: str 
             if explicit:
                 raise NetplanError(reason)
             log.warning("%s", netplan.host_network_line(reason))
-            return netplan.host_record(reason, kept)
+            return host_record(state_root, reason, kept)
     mode = probe(requested)
     if mode.kind == HOST:
         return _host(state_root, mode.reason, kept)
@@ -259,7 +275,7 @@ def _fall_back(state_root: Path, reason: str, kept: Record | None, explicit: boo
 
 def _host(state_root: Path, reason: str, kept: Record | None) -> Record:
     log.warning("%s", netplan.host_network_line(reason))
-    rec = netplan.host_record(reason, kept)
+    rec = host_record(state_root, reason, kept)
     save(state_root, rec)
     return rec
 

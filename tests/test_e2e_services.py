@@ -12,12 +12,14 @@ import errno
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import urllib.request
 
+import psutil
 import pytest
 
 from kubemu import netplan, network
@@ -27,7 +29,7 @@ from tests.test_e2e import LONG, cluster, container_pid, ready  # noqa: F401 (cl
 PY = sys.executable
 
 _mode = network.probe(None)
-pytestmark = pytest.mark.skipif(_mode.kind != "cni", reason=f"no pod networks here: {_mode.reason}")
+needs_pod_networks = pytest.mark.skipif(_mode.kind != "cni", reason=f"no pod networks here: {_mode.reason}")
 
 # Answers its pod's name; /fail makes its readiness endpoint answer 500 from then on.
 SERVER = """\
@@ -130,6 +132,7 @@ def host_ruleset() -> str:
     return subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True).stdout
 
 
+@needs_pod_networks
 def test_a_deployment_behind_a_service(cluster, tmp_path):
     before = host_ruleset()
     cluster.cli("up", "--nodes", "3", "--fast", "--detach")
@@ -222,3 +225,100 @@ def test_a_deployment_behind_a_service(cluster, tmp_path):
     assert network.leftovers(rec) == []
     assert rec.netns not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert host_ruleset() == before
+
+
+# An HTTP server on 127.0.0.1 only (pods share the host's network: never 0.0.0.0, and the
+# host's name), answering the word it is given.
+LOOPBACK_SERVER = """\
+import http.server, sys
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = sys.argv[2].encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+DROP_NET_CAPS = ["setpriv", "--inh-caps=-net_admin,-sys_admin", "--bounding-set=-net_admin,-sys_admin"]
+
+
+def free_loopback_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def reset_at_once(ip: str, port: int) -> bool:
+    """A request to ip:port that gets no answer: the connection reset or closed (a hang fails
+    the test by its timeout; a refusal means no proxy listens there)."""
+    with socket.create_connection((ip, port), timeout=LONG) as s:
+        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        try:
+            return s.recv(1024) == b""
+        except ConnectionResetError:
+            return True
+
+
+def listening_in(block: str) -> list:
+    """The TCP listeners and UDP sockets on the block's addresses (connections in TIME_WAIT aside)."""
+    net = ipaddress.IPv4Network(block)
+    return [c for c in psutil.net_connections(kind="inet4") if c.laddr and ipaddress.IPv4Address(c.laddr.ip) in net
+            and (c.type == socket.SOCK_DGRAM or c.status == psutil.CONN_LISTEN)]
+
+
+@pytest.mark.parametrize("privileges", ["root", "no CAP_NET_ADMIN/CAP_SYS_ADMIN"])
+def test_without_pod_networks_the_userspace_proxy_serves_the_cluster_ip(cluster, tmp_path, privileges):
+    """Host mode (asked for, or the fallback without the privileges): a ClusterIP in the
+    cluster's own loopback block answers through every node's userspace proxy; scaled to 0, a
+    connection is reset at once; `kubemu down` leaves nothing listening on the block."""
+    if privileges != "root" and shutil.which("setpriv") is None:
+        pytest.skip("no setpriv (util-linux) to drop capabilities with")
+    up = ["up", "--nodes", "2", "--fast", "--detach", "--no-kubeconfig", "--api-port", "0"]
+    argv = [PY, "-m", "kubemu.cli", *up] + (["--network", "host"] if privileges == "root" else [])
+    env = dict(os.environ, KUBEMU_STATE_DIR=str(cluster.dir), COLUMNS="200")
+    done = subprocess.run([*([] if privileges == "root" else DROP_NET_CAPS), *argv], env=env, capture_output=True,
+                          text=True, timeout=LONG, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    said = done.stdout + done.stderr
+    why = "kubemu up --network host" if privileges == "root" else \
+        "CAP_NET_ADMIN and CAP_SYS_ADMIN are needed for pod networks"
+    assert said.count("pods share the host's network") == 1 and why in said and "Traceback" not in said, said
+    assert "warning: addon" not in said, said  # the DNS addon, kept off hollow nodes, is accepted as it is
+    rec = network.load(cluster.dir)
+    assert rec.mode == "host" and netplan.is_host_service_cidr(rec.service_cidr)
+    for node in ("node-0", "node-1"):  # every node's kube-proxy runs the userspace mode
+        wait_for(lambda: "userspace mode" in (cluster.call("log", f"kube-proxy-{node}", "kube-system") or ""),
+                 timeout=LONG, interval=0.25, message=f"kube-proxy on {node} in userspace mode")
+
+    port = free_loopback_port()
+    labels = {"app": "web"}
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                  "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                           "template": {"metadata": {"labels": labels}, "spec": {
+                               "terminationGracePeriodSeconds": 2,
+                               "containers": [{"name": "web", "command": [PY, "-c", LOOPBACK_SERVER, str(port), "hello"],
+                                               "ports": [{"name": "http", "containerPort": port}],
+                                               "readinessProbe": {"httpGet": {"path": "/", "port": port},
+                                                                  "periodSeconds": 1}}]}}}}
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+               "spec": {"selector": labels, "ports": [{"port": 8080, "targetPort": "http"}]}}
+    (tmp_path / "web.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                                    "items": [deployment, service]}))
+    cluster.cli("apply", "-f", str(tmp_path / "web.json"))
+    ip = wait_for(lambda: (cluster.call("get", "services", "web", namespace="default") or {}).get(
+        "spec", {}).get("clusterIP"), timeout=LONG, message="the web Service's ClusterIP")
+    assert ipaddress.IPv4Address(ip) in ipaddress.IPv4Network(rec.service_cidr)
+    wait_for(lambda: cluster.ready_web(1), timeout=LONG, interval=0.25, message="the web pod Ready")
+    # every node's proxy holds the listener (SO_REUSEPORT): each one serves, once it has the endpoint
+    wait_for(lambda: answers(f"http://{ip}:8080/", 20) == {"hello": 20}, timeout=LONG, interval=0.25,
+             message="the ClusterIP answering through the userspace proxies")
+
+    cluster.cli("scale", "deployment", "web", "--replicas", "0")
+    wait_for(lambda: cluster.web_pods() == [], timeout=LONG, interval=0.25, message="the web pod gone")
+    wait_for(lambda: reset_at_once(ip, 8080), timeout=LONG, interval=0.25,
+             message="a connection to the ClusterIP without endpoints reset")
+
+    assert listening_in(rec.service_cidr)
+    cluster.cli("down")
+    assert listening_in(rec.service_cidr) == []

@@ -8,7 +8,7 @@ from kubemu import addons, netplan, wire
 from kubemu.apiclient import AlreadyExists
 
 CNI = netplan.cni_record("abcd1234", "10.244.0.0/16", "10.96.0.0/12", 24, "/run/netns")
-HOST = netplan.host_record("not root: CAP_NET_ADMIN is needed for pod networks", None)
+HOST = netplan.host_record("not root: CAP_NET_ADMIN is needed for pod networks", None, "00000005")
 API, SECRET = "ipc:///s/nodes/node-0/apiserver.sock", "/s/pki/wire/system:serviceaccount:kube-system:coredns.secret"
 
 
@@ -47,7 +47,7 @@ def test_in_the_host_s_network_one_replica_on_unprivileged_ports():
     assert c["args"][-6:] == ["--port", "10053", "--health-port", "10054", "--ready-port", "10055"]
     assert (c["readinessProbe"]["httpGet"]["port"], c["livenessProbe"]["httpGet"]["port"]) == (10055, 10054)
     svc = objs["Service"]["spec"]
-    assert svc["clusterIP"] == "127.96.0.10"
+    assert svc["clusterIP"] == "127.69.0.10"  # the tenth address of the cluster's loopback block
     assert [(p["port"], p["targetPort"]) for p in svc["ports"][:2]] == [(53, 10053), (53, 10053)]
 
 
@@ -104,3 +104,23 @@ def test_an_api_that_never_answers_gives_up_at_the_deadline():
     created, problems = addons.create_if_absent(api, addons.coredns(CNI, API, SECRET)[:1], 5, clock, clock.sleep)
     assert created == [] and problems == ["serviceaccount/coredns in kube-system: Unavailable: down"]
     assert clock.now == 5.0
+
+
+def test_the_dns_pods_stay_off_hollow_nodes():
+    """A hollow node runs no process: a DNS pod bound there would be Running and never answer.
+    The scheduler's own filters keep the template off the nodes `--hollow-nodes` registers, and
+    on the others (the control-plane node's taint tolerated)."""
+    from components.scheduling.filters import node_affinity_filter, taint_toleration
+    from kubelet.hollow import hollow_configs
+    from kubelet.nodestatus import NodeConfig, node_object, parse_taint
+
+    for net in (CNI, HOST):
+        pod = {"metadata": {}, "spec": objects(net)["Deployment"]["spec"]["template"]["spec"]}
+        (hollow,) = hollow_configs(1, "hollow-node-", "2", "4Gi", 110)
+        assert node_affinity_filter(pod, node_object(hollow, 0.0)) == \
+            "node(s) didn't match Pod's node affinity/selector"
+        plain = NodeConfig("node-1", "2", "4Gi")
+        control = NodeConfig("node-0", "2", "4Gi", taints=(parse_taint(f"{addons.CONTROL_PLANE_TAINT}:NoSchedule"),))
+        for node in (plain, control):
+            obj = node_object(node, 0.0)
+            assert (node_affinity_filter(pod, obj), taint_toleration(pod, obj)) == (None, None), node.name

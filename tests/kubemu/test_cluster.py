@@ -337,7 +337,7 @@ def test_up_again_renews_a_bad_certificate_and_says_so(state_dir, caplog):
 
 
 CNI_RECORD = netplan.cni_record("abcd1234", "10.244.0.0/16", "10.96.0.0/12", 24, "/run/netns")
-HOST_RECORD = netplan.Record(netplan.HOST, "not root: CAP_NET_ADMIN is needed for pod networks")
+HOST_RECORD = netplan.host_record("not root: CAP_NET_ADMIN is needed for pod networks", None, "abcd1234")
 
 
 def _kubelet_argv(state: StateDir, node: str, net) -> tuple[str, ...]:
@@ -384,7 +384,8 @@ def test_the_control_plane_runs_in_the_host_s_network_and_allocates_node_cidrs(s
         services = dict(zip(argv[-4::2], argv[-3::2]))  # the `kubernetes` Service's address and endpoint
         assert services == ({"--service-cluster-ip-range": "10.96.0.0/12", "--advertise-address": "10.244.255.254"}
                             if ipam else
-                            {"--service-cluster-ip-range": "127.96.0.0/12", "--advertise-address": "127.0.0.1"})
+                            {"--service-cluster-ip-range": HOST_RECORD.service_cidr,
+                             "--advertise-address": "127.0.0.1"})
 
 
 def test_the_control_plane_has_kubeadms_requests_so_its_pods_are_burstable(state_dir):

@@ -209,7 +209,7 @@ def test_a_record_kubemu_did_not_write_is_no_record(data):
 def test_a_record_round_trips():
     rec = record()
     assert Record.from_json(rec.to_json()) == rec
-    kept = netplan.host_record("not root", rec)
+    kept = netplan.host_record("not root", rec, "abcd1234")
     assert Record.from_json(kept.to_json()) == kept
     assert (kept.mode, kept.cluster_cidr, kept.node_mask, kept.netns) == (HOST, "10.244.0.0/16", 24, None)
     br = Record(**{**rec.to_json(), "br_netfilter": True})
@@ -220,16 +220,52 @@ def test_a_record_round_trips():
 
 def test_services_live_on_a_loopback_block_without_pod_networks():
     """Every ClusterIP a local address: a userspace proxy can bind it, the host reaches it."""
-    host = netplan.host_record("not root", None)
-    assert host.service_cidr == netplan.HOST_SERVICE_CIDR == "127.96.0.0/12"
-    assert netplan.service_cidr(host) == "127.96.0.0/12"
-    assert netplan.service_cidr(netplan.host_record("not root", record())) == "127.96.0.0/12"
-    assert netplan.dns_service_ip(host) == "127.96.0.10"
+    host = netplan.host_record("not root", None, "00000005")
+    assert host.service_cidr == "127.69.0.0/16"  # the hash's block of 127.64.0.0/10
+    assert netplan.service_cidr(host) == "127.69.0.0/16"
+    assert netplan.service_cidr(netplan.host_record("not root", record(), "00000005")) == "127.69.0.0/16"
+    assert netplan.dns_service_ip(host) == "127.69.0.10"
+    assert netplan.service_ip(host.service_cidr, netplan.KUBERNETES_SERVICE_INDEX) == "127.69.0.1"
     assert netplan.service_cidr(record()) == "10.96.0.0/12" and netplan.dns_service_ip(record()) == "10.96.0.10"
     # a pod network after a host-mode `up` keeps the pod CIDR, not the loopback service block
-    assert netplan.kept_service_cidr(netplan.host_record("not root", record())) is None
+    assert netplan.kept_service_cidr(netplan.host_record("not root", record(), "00000005")) is None
     assert netplan.kept_service_cidr(record()) == "10.96.0.0/12"
     assert netplan.kept_service_cidr(None) is None
+
+
+def test_each_host_mode_cluster_has_a_loopback_block_of_its_own():
+    """Two clusters on one machine handing out the same ClusterIPs take each other's traffic:
+    the state directory's hash names a /16 of 127.64.0.0/10, never 127.0.0.0/16."""
+    a, b = netplan.host_record("r", None, "abcd1234"), netplan.host_record("r", None, "abcd1235")
+    assert a.service_cidr != b.service_cidr
+    blocks = {netplan.choose_host_service_cidr(f"{i:08x}", ()) for i in range(64)}
+    assert len(blocks) == 64 and all(netplan.is_host_service_cidr(b) for b in blocks)
+    assert netplan.choose_host_service_cidr("0000003f", ()) == "127.127.0.0/16"
+    assert netplan.choose_host_service_cidr("00000040", ()) == "127.64.0.0/16"  # wraps round
+
+
+def test_a_block_with_a_bound_address_is_skipped():
+    """Another cluster's proxies listen on its ClusterIPs: the next block, wrapping round."""
+    bound = ["127.0.0.1", "127.69.0.1", "::1", "10.0.0.1", "127.70.255.254"]
+    assert netplan.choose_host_service_cidr("00000005", bound) == "127.71.0.0/16"
+    assert netplan.choose_host_service_cidr("0000003f", ["127.127.0.10"]) == "127.64.0.0/16"
+    every = [f"127.{64 + i}.0.1" for i in range(64)]
+    assert netplan.choose_host_service_cidr("00000005", every) == "127.69.0.0/16"  # all taken: its own
+    assert netplan.host_record("r", None, "00000005", bound).service_cidr == "127.71.0.0/16"
+
+
+def test_the_block_is_kept_across_ups():
+    """The Services in the store have their ClusterIPs in it; an older kubemu's range is not
+    such a block and is chosen anew."""
+    assert netplan.choose_host_service_cidr("00000005", ["127.90.0.1"], kept="127.90.0.0/16") == "127.90.0.0/16"
+    earlier = netplan.host_record("r", None, "00000001")
+    again = netplan.host_record("r", earlier, "00000005", ["127.65.0.1"])
+    assert again.service_cidr == earlier.service_cidr == "127.65.0.0/16"
+    for old in ("127.96.0.0/12", "127.0.0.0/16", "10.96.0.0/12", "nonsense", None):
+        assert netplan.choose_host_service_cidr("00000005", (), kept=old) == "127.69.0.0/16"
+    older = Record(HOST, "r", service_cidr="127.96.0.0/12")
+    assert netplan.host_record("r", older, "00000005").service_cidr == "127.69.0.0/16"
+    assert Record.from_json({"mode": "host", "reason": "r"}) is None  # no block: `up` chooses one
 
 
 def test_the_components_flags():
@@ -249,11 +285,11 @@ def test_the_components_flags():
     assert netplan.controller_manager_flags(rec) == [
         "--allocate-node-cidrs", "--cluster-cidr", "10.244.0.0/16", "--service-cluster-ip-range", "10.96.0.0/12",
         "--node-cidr-mask-size", "24"]
-    host = netplan.host_record("not root: CAP_NET_ADMIN is needed for pod networks", None)
+    host = netplan.host_record("not root: CAP_NET_ADMIN is needed for pod networks", None, "00000005")
     assert netplan.kubelet_flags(host, "/s/nodes/node-1") == [  # no --cluster-dns: the node's resolv.conf
         "--network-mode", "host", "--network-mode-reason", "not root: CAP_NET_ADMIN is needed for pod networks"]
     assert netplan.apiserver_flags(host) == [
-        "--service-cluster-ip-range", "127.96.0.0/12", "--advertise-address", "127.0.0.1"]
+        "--service-cluster-ip-range", "127.69.0.0/16", "--advertise-address", "127.0.0.1"]
     assert netplan.kube_proxy_flags(host, host_side=True) == [
         "--proxy-mode", "userspace", "--bind-address", "127.0.0.1"]
     assert netplan.controller_manager_flags(host) == []

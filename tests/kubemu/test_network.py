@@ -261,11 +261,28 @@ def test_an_explicit_cidr_overlapping_a_host_route_is_an_error(fabric):
 def test_network_host_is_said_once_and_recorded(state_dir, caplog):
     with caplog.at_level(logging.WARNING, logger="kubemu.network"):
         rec = network.setup(state_dir, requested=HOST)
-    assert rec == netplan.Record(HOST, "kubemu up --network host", service_cidr=netplan.HOST_SERVICE_CIDR)
+    assert rec == netplan.Record(HOST, "kubemu up --network host", service_cidr=rec.service_cidr)
+    assert netplan.is_host_service_cidr(rec.service_cidr)
     assert [r.getMessage() for r in caplog.records] == [
         'kubemu: pods share the host\'s network (kubemu up --network host); see README "Pod networking"']
     assert network.load(state_dir) == rec
     network.down(state_dir)  # nothing to remove
+
+
+def test_each_state_directory_has_its_loopback_block_kept_across_ups(tmp_path):
+    """Two host-mode clusters on one machine never share ClusterIPs; a block in which a socket
+    is bound (another cluster's proxy listening on its ClusterIPs) is passed over."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    first = network.setup(a, requested=HOST)
+    assert network.host_record(b, "r", None).service_cidr != first.service_cidr
+    assert network.setup(a, requested=HOST).service_cidr == first.service_cidr  # kept
+    taken = netplan.choose_host_service_cidr(network.state_hash(b), ())
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as listener:  # an ephemeral port: nobody's
+        listener.bind((netplan.service_ip(taken, netplan.DNS_SERVICE_INDEX), 0))
+        chosen = network.setup(b, requested=HOST).service_cidr
+    assert chosen != taken and netplan.is_host_service_cidr(chosen)
+    assert network.load(b).service_cidr == chosen
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
