@@ -38,7 +38,8 @@ def test_parses_the_flags_kubemu_up_writes():
     assert (args.proxy_mode, args.cluster_cidr, args.fabric_netns) == (NFTABLES, "10.244.0.0/16",
                                                                         "/run/netns/kubemu-0123abcd")
     assert (args.host_interface, args.host_address) == ("host0", "10.244.255.253")
-    args = build_parser().parse_args(common + netplan.kube_proxy_flags(netplan.host_record("no", None), False))
+    host = netplan.host_record("no", None, "0123abcd")
+    args = build_parser().parse_args(common + netplan.kube_proxy_flags(host, False))
     assert (args.proxy_mode, args.bind_address) == (USERSPACE, "127.0.0.1")
 
 
