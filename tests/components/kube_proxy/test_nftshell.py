@@ -232,6 +232,51 @@ def test_packets_dnat_nodeport_and_reject(fabric):
         server.close()
 
 
+def test_the_host_reaches_a_service_whose_endpoint_is_the_host_itself(fabric):
+    """The `kubernetes` Service's endpoint is the apiserver on the host end of the host link
+    (network.json `host_addr`). From the host the packet arrives on `host0` from that very
+    address and is DNATed back to it: only the endpoint chain's hairpin masquerade (source =
+    the endpoint) sends it back from the fabric's address — with the host's own address as its
+    source the host would drop it as a martian. A pod keeps its address (in the cluster CIDR)."""
+    host, pod = Netns(), Netns()
+    srv = None
+    try:
+        fabric.sh("sysctl", "-qw", "net.ipv4.ip_forward=1")
+        fabric.sh("ip", "route", "add", "unreachable", "10.96.0.0/12")
+        # the host link as netplan.fabric_plan makes it: a /32 at each end, routed onlink
+        fabric.sh("ip", "link", "add", "host0", "type", "veth", "peer", "name", "km-test", "netns", str(host.proc.pid))
+        fabric.sh("ip", "addr", "add", "10.244.255.253/32", "dev", "host0")
+        fabric.sh("ip", "link", "set", "host0", "up")
+        fabric.sh("ip", "route", "add", "10.244.255.254", "dev", "host0", "scope", "link")
+        host.sh("ip", "addr", "add", "10.244.255.254/32", "dev", "km-test")
+        host.sh("ip", "link", "set", "km-test", "up")
+        for cidr in ("10.96.0.0/12", CLUSTER):
+            host.sh("ip", "route", "add", cidr, "via", "10.244.255.253", "dev", "km-test", "onlink",
+                    "src", "10.244.255.254")
+        _wire(fabric, pod, "kmbr0", "10.244.0.1", "10.244.0.2")
+        srv = subprocess.Popen(["nsenter", f"--net={host.path}", sys.executable, "-c", SERVER, "10.244.255.254"],
+                               stdout=subprocess.PIPE, text=True, start_new_session=True)
+        assert srv.stdout.readline().strip() == "listening"
+        kubernetes = slice_(["10.244.255.254"], "kubernetes")
+        for ep in kubernetes["endpoints"]:
+            del ep["nodeName"]  # the apiserver's endpoint reconciler names no node
+        node0 = rules.scope("10.244.0.0/24", CLUSTER, 14, "host0", "10.244.255.253")
+        st = rules.desired(service_ports([svc("kubernetes", "10.96.0.1", 443)], [kubernetes], "n0"), node0)
+        run(nftshell.apply(fabric.path, rules.transaction(None, st, now=0).text, nft=NFT))
+
+        def connect(ns: Netns) -> str:
+            return ns.sh(sys.executable, "-c", CLIENT, "10.96.0.1", "443").strip()
+
+        assert connect(host) == "hello from 10.244.255.254 to 10.244.255.253"
+        assert connect(pod) == "hello from 10.244.255.254 to 10.244.0.2"
+    finally:
+        if srv is not None:
+            srv.kill()
+            srv.wait()
+        host.close()
+        pod.close()
+
+
 @pytest.mark.skipif(nftshell.find_tool("conntrack") is None, reason="needs conntrack (Debian's conntrack)")
 def test_stale_udp_flows_deleted_in_the_fabric(fabric):
     """A UDP flow DNATed to an endpoint that leaves the Service is deleted from the fabric's
