@@ -15,7 +15,7 @@ import sys
 from kubemu import netplan
 from kubemu._wire_auth import CREDENTIALS_HELP, credentials_flag
 
-from . import etcfiles, images
+from . import images
 from .agent import Kubelet, NetworkOptions, Options
 from .nodestatus import NodeConfig, parse_taint
 from .podworker import Settings
@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     dns.add_argument("--cluster-dns", metavar="IP[,IP...]", type=_ip_list, action="extend", default=[],
                      help="the DNS servers of pods with dnsPolicy ClusterFirst (comma-separated, or repeated); "
                           "without: they get the node's resolv.conf, and a MissingClusterDNS event")
-    dns.add_argument("--cluster-domain", metavar="DOMAIN", default=etcfiles.CLUSTER_DOMAIN,
-                     help=f"the cluster's DNS domain, searched by those pods (default {etcfiles.CLUSTER_DOMAIN}, "
+    dns.add_argument("--cluster-domain", metavar="DOMAIN", default=netplan.CLUSTER_DOMAIN,
+                     help=f"the cluster's DNS domain, searched by those pods (default {netplan.CLUSTER_DOMAIN}, "
                           "as kubeadm configures the kubelet; \"\": the node's search path only)")
     hollow = p.add_argument_group("hollow mode (kubemark's hollow node): many API nodes, no processes")
     hollow.add_argument("--hollow", action="store_true", help="run hollow nodes (needs --api)")

@@ -35,8 +35,9 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from kubemu.api.identity import (UserInfo, authenticated, service_account_groups,
                                  service_account_username)
+from kubemu.netplan import CLUSTER_DOMAIN
 
-DEFAULT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+DEFAULT_ISSUER = f"https://kubernetes.default.svc.{CLUSTER_DOMAIN}"  # kubeadm's --service-account-issuer
 DEFAULT_EXPIRATION = 3600          # TokenRequestSpec.expirationSeconds default (one hour)
 MIN_EXPIRATION = 600               # ValidateTokenRequest: at least ten minutes
 MAX_EXPIRATION = 2 ** 32           # ... and at most 2^32 seconds
