@@ -26,6 +26,7 @@ SUITES = {  # name -> module, in the order `all` runs them
     "footprint": "bench.footprint",
     "store": "bench.store",
     "reconcile": "bench.reconcile",
+    "service": "bench.service",
 }
 # The options each suite takes besides quick and kills (others are not passed to it).
 OPTIONS = {"store": ("clients", "read_clients", "seconds", "peers"), "startup": ("trials",),

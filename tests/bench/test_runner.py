@@ -42,7 +42,7 @@ def test_a_missing_suite_fails_with_one_line(monkeypatch):
 def test_bench_help_lists_every_suite():
     result = CliRunner().invoke(main, ["bench", "--help"])
     assert result.exit_code == 0
-    for suite in ("restart", "failover", "wire", "startup", "footprint", "store", "reconcile", "all"):
+    for suite in (*runner.SUITES, "all"):
         assert suite in result.output
     for option in ("--plot", "--trials", "--pods", "--deployments", "--hollow-nodes"):
         assert option in result.output
