@@ -7,7 +7,8 @@ runs but the write: the answer is what would have been stored, its resourceVersi
 
 A Service's clusterIP and nodePorts come from `Allocations` (servicestrategy.py), rebuilt from the
 Services in the store before the first Service write (kube-apiserver's repair), taken before the
-write and given back if it fails, on a dry run, and when the Service goes.
+write, given back if it fails and when the Service goes; a dry run only checks them (it takes
+nothing, so it never stands in the way of a real request while it awaits).
 """
 from __future__ import annotations
 
@@ -330,11 +331,12 @@ class API:
                     self._services_repaired = True
         return self.services
 
-    async def _allocate(self, old: dict | None, obj: dict):
-        """`obj` with its clusterIP and nodePorts, and the Transaction that took them."""
+    async def _allocate(self, old: dict | None, obj: dict, dry_run: bool):
+        """`obj` with its clusterIP and nodePorts, and the Transaction that took them (on a dry
+        run: found them free)."""
         allocations = await self.service_allocations()
         try:
-            return allocations.update(old, obj)
+            return allocations.update(old, obj, dry_run=dry_run)
         except ValidationError as err:
             raise st.invalid(err) from None
 
@@ -349,13 +351,14 @@ class API:
             if not dry_run:
                 (await self.service_allocations()).release(old)
             return out
-        obj, txn = await self._allocate(old, outcome.obj)
+        obj, txn = await self._allocate(old, outcome.obj, dry_run)
         try:
             out = await self._write(r, key, rev, Write(obj), dry_run)
         except BaseException:
             txn.revert()
             raise
-        txn.revert() if dry_run else txn.commit()
+        if not dry_run:
+            txn.commit()
         return out
 
     async def _write(self, r: Resource, key: str, rev: int, outcome: st.Outcome, dry_run: bool) -> dict:
@@ -407,15 +410,12 @@ class API:
                                 field_validation=field_validation, warn=warnings.add)
         if r.kind != "Service":
             return await self._create(r, obj, dry_run)
-        obj, txn = await self._allocate(None, obj)
+        obj, txn = await self._allocate(None, obj, dry_run)
         try:
-            out = await self._create(r, obj, dry_run)
+            return await self._create(r, obj, dry_run)
         except BaseException:
             txn.revert()
             raise
-        if dry_run:
-            txn.revert()
-        return out
 
     async def _create(self, r: Resource, obj: dict, dry_run: bool) -> dict:
         meta = obj["metadata"]

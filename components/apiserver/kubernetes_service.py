@@ -7,7 +7,9 @@ Pure:
     endpoints_change(current, desired) -> None | the object to write (Endpoints or EndpointSlice)
 Shell:
     Reconciler(api, desired).run()    creates or repairs the three at start, then every
-                                      INTERVAL seconds, through the apiserver's own handlers
+                                      INTERVAL seconds, through the apiserver's own handlers;
+                                      a round that fails is said in one log line (once while
+                                      the same error lasts) and the next round comes all the same
 
 As kube-apiserver writes them: the Service has the first address of the service range, port
 `https` 443 to the secure port, no selector (so the EndpointSlice controller leaves it alone);
@@ -121,16 +123,20 @@ class Reconciler:
         self.service_cidr = service_cidr
         self.told_foreign_ip = False
         self.last_error = ""
+        self.rounds = 0  # rounds done, failed or not
 
     async def run(self, interval: float = INTERVAL) -> None:
         while True:
             try:
                 await self.reconcile()
                 self.last_error = ""
-            except WireError as err:  # said once while it lasts (a store away, a taken address)
-                if err.message != self.last_error:
-                    self.last_error = err.message
-                    log.warning("the kubernetes service: %s (retrying every %gs)", err.message, interval)
+            except Exception as err:  # noqa: BLE001 - the task must outlive any one round
+                # said once while it lasts (a store away, a taken address, a bug)
+                message = err.message if isinstance(err, WireError) else f"{type(err).__name__}: {err}"
+                if message != self.last_error:
+                    self.last_error = message
+                    log.warning("the kubernetes service: %s (retrying every %gs)", message, interval)
+            self.rounds += 1
             await asyncio.sleep(interval)
 
     async def reconcile(self) -> None:

@@ -5,6 +5,8 @@ portallocator), as pure, in-memory bitmaps.
     PortAllocator(PortRange, rand=)     NodePorts of --service-node-port-range
       .allocate(value)                  take a given IP / port, or raise AllocationError
       .allocate_next()                  take a free one, or raise AllocationError (range is full)
+      .check(value)                     what allocate would say, taking nothing (a dry run)
+      .next_free(exclude)               a free value allocate_next could give, taking nothing
       .release(value)                   give one back (anything not held: nothing happens)
       .has(value)
     parse_port_range("30000-32767")  -> PortRange (ValueError if it is not one)
@@ -26,6 +28,8 @@ import ipaddress
 import random
 from dataclasses import dataclass
 from typing import Iterable
+
+from kubemu.api.service import needs_health_check
 
 DEFAULT_SERVICE_CIDR = "10.96.0.0/12"
 DEFAULT_NODE_PORT_RANGE = "30000-32767"
@@ -77,22 +81,20 @@ class _Bitmap:
         self.rand = rand or random.Random()
         self.used: set[int] = set()
 
-    def take(self, offset: int) -> bool:
-        if offset in self.used:
-            return False
+    def take(self, offset: int) -> None:
         self.used.add(offset)
-        return True
 
-    def take_next(self) -> int | None:
+    def pick(self, exclude: frozenset[int] = frozenset()) -> int | None:
+        """A free offset, neither used nor in `exclude`, taking nothing."""
+        busy = self.used | exclude
         for low, high in ((self.band, self.size), (0, self.band)):
             span = high - low
-            if span <= 0 or sum(1 for o in self.used if low <= o < high) >= span:
+            if span <= 0 or sum(1 for o in busy if low <= o < high) >= span:
                 continue
             start = self.rand.randrange(span)
             for step in range(span):
                 offset = low + (start + step) % span
-                if offset not in self.used:
-                    self.used.add(offset)
+                if offset not in busy:
                     return offset
         return None
 
@@ -122,16 +124,27 @@ class IPAllocator:
     def contains(self, ip: str) -> bool:
         return self._offset(ip) is not None
 
-    def allocate(self, ip: str) -> None:
+    def check(self, ip: str) -> int:
+        """The offset `allocate(ip)` would take, or its AllocationError."""
         offset = self._offset(ip)
         if offset is None:
             raise AllocationError(f"the provided IP ({ip}) is not in the valid range. "
                                   f"The range of valid IPs is {self.network}")
-        if not self.bits.take(offset):
+        if offset in self.bits.used:
             raise AllocationError("provided IP is already allocated")
+        return offset
+
+    def allocate(self, ip: str) -> None:
+        self.bits.take(self.check(ip))
 
     def allocate_next(self) -> str:
-        offset = self.bits.take_next()
+        ip = self.next_free()
+        self.allocate(ip)
+        return ip
+
+    def next_free(self, exclude: Iterable[str] = ()) -> str:
+        offsets = frozenset(o for o in map(self._offset, exclude) if o is not None)
+        offset = self.bits.pick(offsets)
         if offset is None:
             raise AllocationError(RANGE_FULL)
         return str(ipaddress.ip_address(self.base + offset))
@@ -154,15 +167,26 @@ class PortAllocator:
         self.range = ports
         self.bits = _Bitmap(ports.size, _static_band(ports.size, 32, 128), rand)
 
-    def allocate(self, port: int) -> None:
+    def check(self, port: int) -> int:
+        """The offset `allocate(port)` would take, or its AllocationError."""
         if not self.range.contains(port):
             raise AllocationError("provided port is not in the valid range. "
                                   f"The range of valid ports is {self.range}")
-        if not self.bits.take(port - self.range.base):
+        if port - self.range.base in self.bits.used:
             raise AllocationError("provided port is already allocated")
+        return port - self.range.base
+
+    def allocate(self, port: int) -> None:
+        self.bits.take(self.check(port))
 
     def allocate_next(self) -> int:
-        offset = self.bits.take_next()
+        port = self.next_free()
+        self.allocate(port)
+        return port
+
+    def next_free(self, exclude: Iterable[int] = ()) -> int:
+        offsets = frozenset(p - self.range.base for p in exclude if self.range.contains(p))
+        offset = self.bits.pick(offsets)
         if offset is None:
             raise AllocationError(RANGE_FULL)
         return self.range.base + offset
@@ -190,20 +214,21 @@ def cluster_ips(svc: dict) -> list[str]:
 
 
 def node_ports(svc: dict) -> list[int]:
-    """The NodePorts a Service holds (its ports' and its healthCheckNodePort), each once."""
+    """The NodePorts a Service holds, each once: its ports', and its healthCheckNodePort when it
+    needs one (releaseAllocatedResources: a value left on another Service is not its own)."""
     spec = svc.get("spec") if isinstance(svc.get("spec"), dict) else {}
     out: list[int] = []
-    for port in spec.get("ports") or []:
+    for port in spec.get("ports") if isinstance(spec.get("ports"), list) else []:
         n = port.get("nodePort") if isinstance(port, dict) else None
-        if _is_port(n) and n not in out:
+        if is_port(n) and n not in out:
             out.append(n)
     health = spec.get("healthCheckNodePort")
-    if _is_port(health) and health not in out:
+    if needs_health_check(spec) and is_port(health) and health not in out:
         out.append(health)
     return out
 
 
-def _is_port(value) -> bool:
+def is_port(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 

@@ -3,22 +3,30 @@ REST and its allocators), as pure functions over serviceips' allocators.
 
     prepare_for_create(svc)              the server's status (no load balancer yet)
     prepare_for_update(old, new)         the values the server allocated, kept when the update
-        leaves them out (patchAllocatedValues), and dropped when the type no longer needs them
-        and the update left them as they were (dropTypeDependentFields): NodePort -> ClusterIP
-        loses its nodePorts, anything -> ExternalName its clusterIP
+        leaves them out (patchAllocatedValues: nodePorts by port name, "" included, and the
+        healthCheckNodePort), and dropped when the type no longer needs them and the update left
+        them as they were (dropTypeDependentFields): NodePort -> ClusterIP loses its nodePorts,
+        anything -> ExternalName its clusterIP
     Allocations(cidr, ports, rand=)
-      .update(old, new)   -> (new with what it newly needs and `old` (None on create) does not
-                              hold allocated: its clusterIP, its nodePorts; Transaction)
+      .update(old, new, dry_run=)
+                          -> (new with what it newly needs and `old` (None on create) does not
+                              hold allocated: its clusterIP, its nodePorts, its
+                              healthCheckNodePort; Transaction). A dry run takes nothing: it
+                              checks the values asked for are free and fills in free ones
+                              (kube-apiserver's dry-run allocators), so a real request meanwhile
+                              is never refused for what a dry run only looked at.
       .release(svc)       give back what a deleted Service held
       .rebuild(services)  -> [warning, ...]   the repair at start (serviceips.rebuild)
-    Transaction.revert()  the write failed or was a dry run: give back what was taken
+    Transaction.revert()  the write failed: give back what was taken (a dry run took nothing)
     Transaction.commit()  the write succeeded: give back what the old object held and the new
                           one does not
 
 An allocation error is a ValidationError (422) in kube-apiserver's words, at the field's path:
 `spec.clusterIPs[0]: Invalid value: "10.0.0.1": failed to allocate IP 10.0.0.1: the provided IP
 (10.0.0.1) is not in the valid range. The range of valid IPs is 10.96.0.0/12`,
-`spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated`.
+`spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated`. (A
+healthCheckNodePort that cannot be had is kube-apiserver's 500 InternalError; here it is a 422 at
+spec.healthCheckNodePort with the same words: the request is what is wrong.)
 The allocators are taken synchronously before the store write (one event loop: two creates
 never get the same address) and given back if the write fails.
 """
@@ -30,10 +38,10 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from kubemu.api.fielderrors import FieldError, ValidationError, child, index, invalid
-from kubemu.api.service import NODE_PORT_TYPES, NONE
+from kubemu.api.service import NODE_PORT_TYPES, NONE, externally_accessible, needs_health_check
 
 from .serviceips import (AllocationError, IPAllocator, PortAllocator, PortRange, cluster_ips,
-                         node_ports, rebuild)
+                         is_port, node_ports, rebuild)
 
 
 def _spec(svc: dict | None) -> dict:
@@ -88,33 +96,31 @@ def prepare_for_update(old: dict, new: dict) -> None:
         spec["ports"] = [dict(p) if isinstance(p, dict) else p for p in spec["ports"]]
     ports = _ports(spec)
     if needs_node_ports(old_spec) and needs_node_ports(spec):
+        by_name = {p.get("name") or "": p.get("nodePort") for p in _ports(old_spec)}
         used = {p.get("nodePort") for p in ports if p.get("nodePort")}
         for port in ports:
             if port.get("nodePort"):
                 continue
-            match = _matching_port(port, _ports(old_spec))
-            if match is not None and match.get("nodePort") and match["nodePort"] not in used:
-                port["nodePort"] = match["nodePort"]
-                used.add(match["nodePort"])
+            kept = by_name.get(port.get("name") or "")
+            if kept and kept not in used:
+                port["nodePort"] = kept
+                used.add(kept)
     elif needs_node_ports(old_spec) and not needs_node_ports(spec):
         if _node_port_set(spec) == _node_port_set(old_spec):
             for port in ports:
                 port.pop("nodePort", None)
-        if spec.get("externalTrafficPolicy") == old_spec.get("externalTrafficPolicy"):
-            spec.pop("externalTrafficPolicy", None)
         if spec.get("allocateLoadBalancerNodePorts") == old_spec.get("allocateLoadBalancerNodePorts"):
             spec.pop("allocateLoadBalancerNodePorts", None)
-
-
-def _matching_port(port: dict, old_ports: list[dict]) -> dict | None:
-    """The old port a new one without a nodePort stands for: same name, else same port and protocol."""
-    for old in old_ports:
-        if port.get("name") and old.get("name") == port.get("name"):
-            return old
-    for old in old_ports:
-        if (old.get("port"), old.get("protocol") or "TCP") == (port.get("port"), port.get("protocol") or "TCP"):
-            return old
-    return None
+    if externally_accessible(old_spec) and not externally_accessible(spec) and \
+            spec.get("externalTrafficPolicy") == old_spec.get("externalTrafficPolicy"):
+        spec.pop("externalTrafficPolicy", None)
+    if needs_health_check(old_spec):
+        if needs_health_check(spec) and not spec.get("healthCheckNodePort"):
+            if old_spec.get("healthCheckNodePort"):
+                spec["healthCheckNodePort"] = old_spec["healthCheckNodePort"]
+        elif not needs_health_check(spec) and \
+                spec.get("healthCheckNodePort") == old_spec.get("healthCheckNodePort"):
+            spec.pop("healthCheckNodePort", None)
 
 
 def _node_port_set(spec: dict) -> set:
@@ -126,12 +132,41 @@ def _node_port_set(spec: dict) -> set:
 @dataclass
 class Transaction:
     allocations: "Allocations"
+    dry_run: bool = False  # then `ips` and `ports` were only found free, not taken
     ips: list[str] = field(default_factory=list)
     ports: list[int] = field(default_factory=list)
     freed_ips: list[str] = field(default_factory=list)    # released on commit
     freed_ports: list[int] = field(default_factory=list)
 
+    def take_ip(self, ip: str | None = None) -> str:
+        """Take `ip` (None: a free one), or only check it could be on a dry run."""
+        ips = self.allocations.ips
+        if ip is None:
+            ip = ips.next_free(self.ips) if self.dry_run else ips.allocate_next()
+        elif self.dry_run:
+            ips.check(ip)
+        else:
+            ips.allocate(ip)
+        self.ips.append(ip)
+        return ip
+
+    def take_port(self, port: int | None = None) -> int:
+        ports = self.allocations.ports
+        if port is None:
+            port = ports.next_free(self.ports) if self.dry_run else ports.allocate_next()
+        elif port in self.ports:
+            raise AllocationError("provided port is already allocated")
+        elif self.dry_run:
+            ports.check(port)
+        else:
+            ports.allocate(port)
+        self.ports.append(port)
+        return port
+
     def revert(self) -> None:
+        if self.dry_run:
+            self.ips, self.ports = [], []
+            return
         for ip in self.ips:
             self.allocations.ips.release(ip)
         for port in self.ports:
@@ -139,6 +174,8 @@ class Transaction:
         self.ips, self.ports = [], []
 
     def commit(self) -> None:
+        if self.dry_run:
+            raise RuntimeError("a dry run's transaction is never committed")
         for ip in self.freed_ips:
             self.allocations.ips.release(ip)
         for port in self.freed_ports:
@@ -160,10 +197,10 @@ class Allocations:
         for port in node_ports(svc):
             self.ports.release(port)
 
-    def update(self, old: dict | None, new: dict) -> tuple[dict, Transaction]:
+    def update(self, old: dict | None, new: dict, *, dry_run: bool = False) -> tuple[dict, Transaction]:
         """`new` with what it needs and `old` does not hold allocated; ValidationError if that
         cannot be (nothing is then held)."""
-        txn = Transaction(self)
+        txn = Transaction(self, dry_run)
         out = copy.copy(new)
         spec = out["spec"] = dict(_spec(new))
         errors: list[FieldError] = []
@@ -174,6 +211,8 @@ class Allocations:
         if needs_node_ports(spec):
             spec["ports"] = [dict(p) if isinstance(p, dict) else p for p in spec.get("ports") or []]
             self._node_ports(spec, held_ports, txn, errors)
+        if needs_health_check(spec):
+            self._health_check_node_port(spec, held_ports, txn, errors)
         if errors:
             txn.revert()
             meta = new.get("metadata") if isinstance(new.get("metadata"), dict) else {}
@@ -188,18 +227,17 @@ class Allocations:
             if ip in held:
                 return
             try:
-                self.ips.allocate(ip)
+                txn.take_ip(ip)
             except AllocationError as err:
                 errors.append(invalid(index("spec.clusterIPs", 0), ip, f"failed to allocate IP {ip}: {err}"))
                 return
         else:
             try:
-                ip = self.ips.allocate_next()
+                ip = txn.take_ip()
             except AllocationError as err:
                 errors.append(invalid("spec.clusterIPs", spec.get("clusterIPs") or [],
                                       f"failed to allocate a serviceIP: {err}"))
                 return
-        txn.ips.append(ip)
         spec["clusterIP"] = ip
         spec["clusterIPs"] = [ip]
 
@@ -213,11 +251,10 @@ class Allocations:
             path = child(index("spec.ports", i), "nodePort")
             if wanted not in held and wanted not in txn.ports:
                 try:
-                    self.ports.allocate(wanted)
+                    txn.take_port(wanted)
                 except AllocationError as err:
                     errors.append(invalid(path, wanted, str(err)))
                     continue
-                txn.ports.append(wanted)
             by_port.setdefault(port.get("port"), wanted)
         if not _allocates_node_ports(spec):
             return
@@ -229,11 +266,32 @@ class Allocations:
                 port["nodePort"] = shared
                 continue
             try:
-                number = self.ports.allocate_next()
+                number = txn.take_port()
             except AllocationError as err:
                 errors.append(invalid(child(index("spec.ports", i), "nodePort"), 0,
                                       f"failed to allocate a nodePort: {err}"))
                 continue
-            txn.ports.append(number)
             port["nodePort"] = number
             by_port[port.get("port")] = number
+
+    def _health_check_node_port(self, spec: dict, held: set[int], txn: Transaction,
+                                errors: list[FieldError]) -> None:
+        """allocHealthCheckNodePort: the one asked for (kept if this Service holds it and none
+        of its ports now uses it), else a free one."""
+        path = "spec.healthCheckNodePort"
+        wanted = spec.get("healthCheckNodePort")
+        if not is_port(wanted):
+            try:
+                spec["healthCheckNodePort"] = txn.take_port()
+            except AllocationError as err:
+                errors.append(invalid(path, 0, f"failed to allocate a HealthCheck NodePort: {err}"))
+            return
+        if wanted in held and wanted not in _node_port_set(spec):
+            return
+        try:
+            if wanted in _node_port_set(spec):
+                raise AllocationError("provided port is already allocated")
+            txn.take_port(wanted)
+        except AllocationError as err:
+            errors.append(invalid(path, wanted, f"failed to allocate requested HealthCheck NodePort "
+                                                f"{wanted}: {err}"))

@@ -15,7 +15,10 @@ ValidateEndpoints, pkg/apis/discovery/validation), for a single-stack IPv4 clust
   port+protocol twice. nodePort is for NodePort and LoadBalancer Services (the apiserver's
   allocator checks its range); `clusterIP: None` (headless) is for ClusterIP Services.
   sessionAffinity None or ClientIP (timeoutSeconds 1..86400, default 10800);
-  externalTrafficPolicy (NodePort/LoadBalancer only) and internalTrafficPolicy Cluster or Local.
+  externalTrafficPolicy (externally-accessible Services only: NodePort, LoadBalancer, or
+  ClusterIP with externalIPs; Cluster by default) and internalTrafficPolicy Cluster or Local;
+  healthCheckNodePort only for a LoadBalancer Service with externalTrafficPolicy Local (the
+  apiserver's allocator gives one when it is left out).
   clusterIP and clusterIPs are kept in step by defaulting; on update the clusterIP is immutable
   (ExternalName has none to keep).
 * Endpoint addresses may be loopback addresses: pods in kubemu's host network mode have
@@ -131,10 +134,25 @@ def _defaulted(obj: Any, fill: Callable[[dict], None]) -> Any:
     return frame(obj, fill, namespaced=True)
 
 
+def externally_accessible(spec: dict) -> bool:
+    """service.ExternallyAccessible: reachable from outside the cluster's pods, so
+    externalTrafficPolicy applies: NodePort, LoadBalancer, or ClusterIP with externalIPs."""
+    stype = spec.get("type") or "ClusterIP"
+    external_ips = spec.get("externalIPs")
+    return stype in NODE_PORT_TYPES or (stype == "ClusterIP" and isinstance(external_ips, list)
+                                        and bool(external_ips))
+
+
+def needs_health_check(spec: dict) -> bool:
+    """service.NeedsHealthCheck: a LoadBalancer Service with externalTrafficPolicy Local has a
+    healthCheckNodePort (its load balancer asks each node whether it has a local endpoint)."""
+    return spec.get("type") == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local"
+
+
 def default_service(obj: Any) -> Any:
     """SetDefaults_Service and the strategy's clusterIP/clusterIPs syncing: type ClusterIP,
     sessionAffinity None (ClientIP: timeoutSeconds 10800), each port's protocol TCP and targetPort
-    its port, externalTrafficPolicy Cluster for NodePort and LoadBalancer (and
+    its port, externalTrafficPolicy Cluster when externally accessible (and
     allocateLoadBalancerNodePorts true for LoadBalancer), internalTrafficPolicy Cluster, and but
     for ExternalName ipFamilies [IPv4], ipFamilyPolicy SingleStack, clusterIPs [clusterIP]."""
     def fill(svc: dict) -> None:
@@ -160,7 +178,7 @@ def default_service(obj: Any) -> Any:
                 if port.get("targetPort") in (None, 0, ""):
                     port["targetPort"] = port.get("port")
         stype = spec["type"]
-        if stype in NODE_PORT_TYPES:
+        if externally_accessible(spec):
             _fill(spec, {"externalTrafficPolicy": "Cluster"})
         if stype == "LoadBalancer":
             _fill(spec, {"allocateLoadBalancerNodePorts": True})
@@ -366,15 +384,25 @@ def _affinity(c: Checker, spec: dict) -> None:
 
 
 def _traffic_policies(c: Checker, spec: dict, stype: str) -> None:
+    """validateServiceExternalTrafficPolicy and the internal one. A needed healthCheckNodePort
+    left out is not an error here: the apiserver allocates it after validation."""
     external = spec.get("externalTrafficPolicy")
-    if stype in NODE_PORT_TYPES:
+    if externally_accessible(spec):
         if external == "":
             c.add(required("spec.externalTrafficPolicy"))
         elif external is not None and external not in TRAFFIC_POLICIES:
             c.add(not_supported("spec.externalTrafficPolicy", external, TRAFFIC_POLICIES))
     elif not _absent(external):
         c.invalid("spec.externalTrafficPolicy", external,
-                  "may only be set when `type` is 'NodePort' or 'LoadBalancer'")
+                  "may only be set for externally-accessible services")
+    health_path = "spec.healthCheckNodePort"
+    health = spec.get("healthCheckNodePort")
+    if _is_int(health) and health:  # its type is the table's check
+        if not needs_health_check(spec):
+            c.invalid(health_path, health, "may only be set when `type` is 'LoadBalancer' and "
+                      "`externalTrafficPolicy` is 'Local'")
+        else:
+            _port_number(c, health, health_path)
     internal = spec.get("internalTrafficPolicy")
     if stype == "ExternalName" or internal is None:
         return
@@ -528,4 +556,5 @@ UPDATE_VALIDATORS = {"Service": validate_service_update,
 __all__ = ["default_service", "default_endpoints", "default_endpointslice", "validate_service",
            "validate_endpoints", "validate_endpointslice", "validate_service_update",
            "validate_endpointslice_update", "is_headless", "DEFAULTERS", "VALIDATORS",
-           "UPDATE_VALIDATORS", "SERVICE_TYPES", "NODE_PORT_TYPES", "NONE"]
+           "UPDATE_VALIDATORS", "SERVICE_TYPES", "NODE_PORT_TYPES", "NONE",
+           "externally_accessible", "needs_health_check"]

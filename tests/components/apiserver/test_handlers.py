@@ -364,6 +364,84 @@ def test_a_dry_run_or_a_failed_write_keeps_nothing():
     run(body, services=services)
 
 
+def test_a_dry_run_holds_nothing_while_it_awaits():
+    """A dry-run create waiting on the store does not keep a real create of the same clusterIP
+    and nodePort from having them (kube-apiserver's dry-run allocators only check)."""
+    services = allocations()
+
+    async def body(api):
+        await api.create("services", service("first"))  # the allocators are rebuilt by now
+        dry_waiting, real_done = asyncio.Event(), asyncio.Event()
+        get = api.storage.get
+
+        async def held_get(key, *args, **kwargs):
+            if key.endswith("/services/default/dry"):
+                dry_waiting.set()
+                await real_done.wait()
+            return await get(key, *args, **kwargs)
+        api.storage.get = held_get
+        spec = dict(clusterIP="10.96.0.20", type="NodePort", ports=[{"port": 80, "nodePort": 30080}])
+
+        async def real():
+            await dry_waiting.wait()
+            try:
+                return await api.create("services", service("real", **spec))
+            finally:
+                real_done.set()
+        would, made = await asyncio.gather(api.create("services", service("dry", **spec), dry_run=True), real())
+        assert would["spec"]["clusterIP"] == made["spec"]["clusterIP"] == "10.96.0.20"
+        assert services.ips.has("10.96.0.20") and services.ports.has(30080)
+        api.storage.get = get
+        with pytest.raises(wire.Invalid, match="spec.ports\\[0\\].nodePort: Invalid value: 30080: provided port "
+                                               "is already allocated"):  # a dry run still sees what is taken
+            await api.create("services", service("late", type="NodePort", ports=[{"port": 80, "nodePort": 30080}]),
+                             dry_run=True)
+    run(body, services=services)
+
+
+def test_a_health_check_node_port_is_only_a_local_load_balancers_and_is_its_own():
+    services = allocations()
+
+    async def body(api):
+        await api.create("services", service("a", type="NodePort", ports=[{"port": 80, "nodePort": 30080}]))
+        with pytest.raises(wire.Invalid, match="spec.healthCheckNodePort: Invalid value: 30080: may only be set when "
+                                               "`type` is 'LoadBalancer' and `externalTrafficPolicy` is 'Local'"):
+            await api.create("services", service("b", healthCheckNodePort=30080))
+        with pytest.raises(wire.Invalid, match="spec.healthCheckNodePort: Invalid value: 30080: failed to allocate "
+                                               "requested HealthCheck NodePort 30080: provided port is already "
+                                               "allocated"):
+            await api.create("services", service("b", type="LoadBalancer", externalTrafficPolicy="Local",
+                                                 healthCheckNodePort=30080))
+        assert services.ports.has(30080)
+        lb = await api.create("services", service("lb", type="LoadBalancer", externalTrafficPolicy="Local"))
+        health = lb["spec"]["healthCheckNodePort"]
+        assert services.ports.has(health) and health != lb["spec"]["ports"][0]["nodePort"]
+        replaced = service("lb", type="LoadBalancer", externalTrafficPolicy="Local")  # left out: kept
+        replaced["metadata"]["resourceVersion"] = lb["metadata"]["resourceVersion"]
+        assert (await api.update("services", replaced))["spec"]["healthCheckNodePort"] == health
+        cluster = await api.patch("services", "lb", {"spec": {"externalTrafficPolicy": "Cluster"}}, "default")
+        assert "healthCheckNodePort" not in cluster["spec"] and not services.ports.has(health)
+        local = await api.patch("services", "lb", {"spec": {"externalTrafficPolicy": "Local"}}, "default")
+        health = local["spec"]["healthCheckNodePort"]
+        assert services.ports.has(health)
+        await api.delete("services", "lb", "default")
+        assert not services.ports.has(health) and services.ports.has(30080)
+    run(body, services=services)
+
+
+def test_an_unnamed_port_keeps_its_node_port_when_its_number_changes():
+    services = allocations()
+
+    async def body(api):
+        np = await api.create("services", service("web", type="NodePort", ports=[{"port": 80}]))
+        port = np["spec"]["ports"][0]["nodePort"]
+        moved = await api.update("services", {**service("web", type="NodePort", ports=[{"port": 8080}]),
+                                              "metadata": {"name": "web",
+                                                           "resourceVersion": np["metadata"]["resourceVersion"]}})
+        assert moved["spec"]["ports"][0]["nodePort"] == port and services.ports.free() == 2767
+    run(body, services=services)
+
+
 def test_concurrent_creates_never_share_an_address():
     services = allocations("10.96.0.0/27")  # 30 addresses, 16 in the static band
 

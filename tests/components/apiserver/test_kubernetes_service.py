@@ -113,11 +113,11 @@ def test_a_taken_first_address_is_said_once_while_it_lasts(caplog):
     async def body(api):
         await api.create("services", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "squatter"},
                                       "spec": {"clusterIP": "10.96.0.1", "ports": [{"port": 1}]}})
-        task = asyncio.create_task(Reconciler(api, WANT, "10.96.0.0/12").run(interval=0.01))
+        reconciler = Reconciler(api, WANT, "10.96.0.0/12")
+        task = asyncio.create_task(reconciler.run(interval=0.01))
         try:
-            while not (await api.list("endpointslices", "default"))["items"]:
+            while reconciler.rounds < 3:  # each failing the same way (bounded by DEADLINE)
                 await asyncio.sleep(0.01)
-            await asyncio.sleep(0.2)  # some rounds more, each failing the same way
         finally:
             task.cancel()
         assert (await api.list("endpoints", "default"))["items"]
@@ -125,4 +125,37 @@ def test_a_taken_first_address_is_said_once_while_it_lasts(caplog):
         assert said == ['the kubernetes service: Service "kubernetes" is invalid: spec.clusterIPs[0]: Invalid value: '
                         '"10.96.0.1": failed to allocate IP 10.96.0.1: provided IP is already allocated '
                         "(retrying every 0.01s)"]
+    _api_run(body)
+
+
+class _FailingFirst:
+    """The handlers, but `get` raises what no wire error is for the first `n` calls."""
+
+    def __init__(self, api, n: int):
+        self.api, self.left = api, n
+
+    async def get(self, *args):
+        if self.left:
+            self.left -= 1
+            raise RuntimeError("boom")
+        return await self.api.get(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.api, name)
+
+
+def test_a_round_failing_with_any_error_is_said_in_one_line_and_the_next_comes(caplog):
+    async def body(api):
+        reconciler = Reconciler(_FailingFirst(api, 2), WANT, "10.96.0.0/12")
+        task = asyncio.create_task(reconciler.run(interval=0.01))
+        try:
+            while not (await api.list("endpointslices", "default"))["items"]:  # bounded by DEADLINE
+                assert not task.done(), task
+                await asyncio.sleep(0.01)
+        finally:
+            task.cancel()
+        assert reconciler.rounds >= 2
+        said = [r for r in caplog.records if "the kubernetes service:" in r.getMessage()]
+        assert [r.getMessage() for r in said] == ["the kubernetes service: RuntimeError: boom (retrying every 0.01s)"]
+        assert said[0].exc_info is None  # no traceback
     _api_run(body)

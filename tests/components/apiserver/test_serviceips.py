@@ -113,3 +113,25 @@ def test_rebuild_takes_what_services_hold_and_says_what_it_cannot_once_each():
     ]
     assert ips.has("10.96.0.1") and not ips.has("10.96.0.99") and ports.has(30001)
     assert ips.free() == ips.bits.size - 1 and ports.free() == 2767
+
+
+def test_a_health_check_node_port_is_held_only_by_a_service_that_needs_one():
+    spec = {"type": "LoadBalancer", "externalTrafficPolicy": "Local", "healthCheckNodePort": 30099,
+            "ports": [{"port": 80, "nodePort": 30080}]}
+    assert node_ports({"spec": spec}) == [30080, 30099]
+    assert node_ports({"spec": {**spec, "externalTrafficPolicy": "Cluster"}}) == [30080]
+    assert node_ports({"spec": {"type": "ClusterIP", "healthCheckNodePort": 30080, "ports": [{"port": 80}]}}) == []
+
+
+def test_check_and_next_free_take_nothing():
+    ports = PortAllocator(parse_port_range("30000-30001"), rand=random.Random(1))
+    ports.allocate(30000)
+    assert ports.next_free() == 30001 and ports.check(30001) == 1 and ports.free() == 1
+    with pytest.raises(AllocationError, match="range is full"):
+        ports.next_free(exclude=[30001])
+    with pytest.raises(AllocationError, match="already allocated"):
+        ports.check(30000)
+    ips = IPAllocator("10.96.0.0/30", rand=random.Random(1))  # .1 and .2
+    assert ips.next_free(exclude=["10.96.0.1"]) == "10.96.0.2" and ips.free() == 2
+    with pytest.raises(AllocationError, match="not in the valid range"):
+        ips.check("10.0.0.1")

@@ -28,9 +28,40 @@ def test_an_update_leaving_allocated_values_out_keeps_them():
     spec = updated(type="NodePort", ports=[{"name": "dns", "port": 53, "protocol": "UDP"},
                                            {"name": "web", "port": 80}])
     assert spec["clusterIP"] == "10.96.0.5" and spec["clusterIPs"] == ["10.96.0.5"]
-    assert [p.get("nodePort") for p in spec["ports"]] == [30053, 30080]  # by name, else port and protocol
+    # by name only (patchAllocatedValues): "web" was not a port's name, so it gets a new one
+    assert [p.get("nodePort") for p in spec["ports"]] == [30053, None]
     assert updated(type="NodePort", clusterIP="None")["clusterIP"] == "None"  # left for validation to refuse
     assert OLD["spec"]["ports"][0] == {"name": "http", "port": 80, "protocol": "TCP", "nodePort": 30080}
+
+
+def test_an_unnamed_port_keeps_its_node_port_when_its_number_changes():
+    old = {"metadata": {"name": "web"}, "spec": {"type": "NodePort", "clusterIP": "10.96.0.5",
+                                                  "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30080}]}}
+    new = {"metadata": {"name": "web"}, "spec": {"type": "NodePort", "ports": [{"port": 8080, "protocol": "TCP"}]}}
+    prepare_for_update(old, new)
+    assert new["spec"]["ports"][0]["nodePort"] == 30080  # the name "" matches, as upstream's np[p.Name]
+
+
+LB_LOCAL = {"metadata": {"name": "lb"}, "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+                                                  "clusterIP": "10.96.0.6", "healthCheckNodePort": 30099,
+                                                  "ports": [{"port": 80, "protocol": "TCP", "nodePort": 30081}]}}
+
+
+def test_the_health_check_node_port_is_kept_while_needed_and_dropped_when_not():
+    new = {"metadata": {"name": "lb"}, "spec": {**LB_LOCAL["spec"], "healthCheckNodePort": None}}
+    prepare_for_update(LB_LOCAL, new)
+    assert new["spec"]["healthCheckNodePort"] == 30099
+    cluster = {"metadata": {"name": "lb"}, "spec": {**LB_LOCAL["spec"], "externalTrafficPolicy": "Cluster"}}
+    prepare_for_update(LB_LOCAL, cluster)
+    assert "healthCheckNodePort" not in cluster["spec"]
+    changed = {"metadata": {"name": "lb"}, "spec": {**LB_LOCAL["spec"], "type": "NodePort", "healthCheckNodePort": 30098}}
+    prepare_for_update(LB_LOCAL, changed)
+    assert changed["spec"]["healthCheckNodePort"] == 30098  # changed by the user: validation says no
+
+
+def test_external_traffic_policy_stays_while_the_service_is_externally_accessible():
+    as_before = {**copy.deepcopy(OLD["spec"]), "type": "ClusterIP", "externalIPs": ["192.0.2.10"]}
+    assert updated(**as_before)["externalTrafficPolicy"] == "Cluster"
 
 
 def test_a_type_change_drops_what_the_new_type_does_not_use_when_left_as_it_was():
@@ -74,6 +105,50 @@ def test_transactions_revert_and_commit():
     no_ports = {"metadata": {"name": "lb"}, "spec": {"type": "LoadBalancer", "allocateLoadBalancerNodePorts": False,
                                                     "ports": [{"port": 80}]}}
     assert "nodePort" not in a.update(None, no_ports)[0]["spec"]["ports"][0]
+
+
+def test_a_health_check_node_port_is_allocated_held_and_given_back():
+    a = Allocations("10.96.0.0/24", parse_port_range("30000-30099"), rand=random.Random(1))
+    asked, txn = a.update(None, copy.deepcopy(LB_LOCAL))
+    txn.commit()
+    assert a.ports.has(30099) and asked["spec"]["healthCheckNodePort"] == 30099
+    with pytest.raises(ValidationError, match="spec.healthCheckNodePort: Invalid value: 30099: failed to allocate "
+                                              "requested HealthCheck NodePort 30099: provided port is already "
+                                              "allocated"):
+        a.update(None, {"metadata": {"name": "b"}, "spec": {**copy.deepcopy(LB_LOCAL["spec"]), "clusterIP": None,
+                                                             "ports": [{"port": 80}]}})
+    left_out = {"metadata": {"name": "c"}, "spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Local",
+                                                     "ports": [{"port": 80}]}}
+    made, txn = a.update(None, left_out)
+    txn.commit()
+    given = made["spec"]["healthCheckNodePort"]
+    assert a.ports.has(given) and given != made["spec"]["ports"][0]["nodePort"]
+    cluster = copy.deepcopy(made)
+    cluster["spec"]["externalTrafficPolicy"] = "Cluster"
+    cluster["spec"].pop("healthCheckNodePort")
+    _, txn = a.update(made, cluster)
+    assert a.ports.has(given)  # until the write is done
+    txn.commit()
+    assert not a.ports.has(given) and a.ports.has(made["spec"]["ports"][0]["nodePort"])
+    a.release(asked)
+    assert not a.ports.has(30099)
+
+
+def test_a_dry_run_takes_nothing_and_still_finds_what_is_taken():
+    a = Allocations("10.96.0.0/24", parse_port_range("30000-30099"), rand=random.Random(1))
+    two = {"metadata": {"name": "two"}, "spec": {"type": "NodePort", "ports": [
+        {"name": "a", "port": 80}, {"name": "b", "port": 81}]}}
+    out, txn = a.update(None, copy.deepcopy(two), dry_run=True)
+    first, second = (p["nodePort"] for p in out["spec"]["ports"])
+    assert first != second and out["spec"]["clusterIP"]
+    assert a.ips.free() == 254 and a.ports.free() == 100
+    txn.revert()
+    with pytest.raises(RuntimeError):
+        txn.commit()
+    a.ports.allocate(30080)
+    with pytest.raises(ValidationError, match="30080: provided port is already allocated"):
+        a.update(None, {"metadata": {"name": "x"}, "spec": {"type": "NodePort", "ports": [
+            {"port": 80, "nodePort": 30080}]}}, dry_run=True)
 
 
 def test_every_error_at_once_and_nothing_held_after():

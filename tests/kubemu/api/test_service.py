@@ -28,6 +28,8 @@ def test_defaults_as_the_apiserver_fills_them():
         "internalTrafficPolicy": "Cluster", "ipFamilyPolicy": "SingleStack", "ipFamilies": ["IPv4"],
         "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80},
                   {"name": "b", "port": 53, "protocol": "UDP", "targetPort": "dns"}]}
+    with_external_ips = default_object(service(externalIPs=["192.0.2.10"]))  # externally accessible
+    assert with_external_ips["spec"]["externalTrafficPolicy"] == "Cluster"
     node_port = default_object(service(type="NodePort", sessionAffinity="ClientIP", clusterIP="10.96.0.9"))
     assert node_port["spec"]["externalTrafficPolicy"] == "Cluster"
     assert node_port["spec"]["sessionAffinityConfig"] == {"clientIP": {"timeoutSeconds": 10800}}
@@ -97,8 +99,22 @@ def test_defaults_as_the_apiserver_fills_them():
      ['spec.sessionAffinityConfig: Invalid value: {"clientIP":{"timeoutSeconds":5}}: must not be set '
       "when session affinity is None"]),
     (dict(externalTrafficPolicy="Local"),
-     ['spec.externalTrafficPolicy: Invalid value: "Local": may only be set when `type` is \'NodePort\' '
-      "or 'LoadBalancer'"]),
+     ['spec.externalTrafficPolicy: Invalid value: "Local": may only be set for externally-accessible services']),
+    # a ClusterIP Service with externalIPs is externally accessible (service.ExternallyAccessible)
+    (dict(externalIPs=["192.0.2.10"], externalTrafficPolicy="Local"), []),
+    (dict(type="ExternalName", externalName="x", ports=None, externalIPs=["192.0.2.10"],
+          externalTrafficPolicy="Local"),
+     ['spec.externalTrafficPolicy: Invalid value: "Local": may only be set for externally-accessible services']),
+    # healthCheckNodePort: only for LoadBalancer + Local (the allocator gives one when left out)
+    (dict(healthCheckNodePort=30080),
+     ["spec.healthCheckNodePort: Invalid value: 30080: may only be set when `type` is 'LoadBalancer' and "
+      "`externalTrafficPolicy` is 'Local'"]),
+    (dict(type="LoadBalancer", healthCheckNodePort=30080),
+     ["spec.healthCheckNodePort: Invalid value: 30080: may only be set when `type` is 'LoadBalancer' and "
+      "`externalTrafficPolicy` is 'Local'"]),
+    (dict(type="LoadBalancer", externalTrafficPolicy="Local", healthCheckNodePort=30080), []),
+    (dict(type="LoadBalancer", externalTrafficPolicy="Local", healthCheckNodePort=70000),
+     ["spec.healthCheckNodePort: Invalid value: 70000: must be between 1 and 65535, inclusive"]),
     (dict(type="NodePort", externalTrafficPolicy="Nearest"),
      ['spec.externalTrafficPolicy: Unsupported value: "Nearest": supported values: "Cluster", "Local"']),
     (dict(type="LoadBalancer", externalTrafficPolicy="Local", internalTrafficPolicy="Local"), []),
