@@ -5,7 +5,15 @@ entry for CoreDNS's image). `kubemu up` creates them once every node is Ready.
 
 Create-if-absent, as `kubeadm init` on a cluster that has them: what is there already (a user's
 edit, a Deployment scaled down, a Service changed) is never overwritten; a deleted one comes back
-at the next `up`. `coredns()` is pure; `create_if_absent()` is the shell over an API client.
+at the next `up`. One exception: what depends on the network, which `up` on a reused state
+directory may change (the mode, `--service-cidr`): `kube-dns` must have the ClusterIP the kubelets'
+`--cluster-dns` names (the service CIDR's tenth address), and the `coredns` pods must listen on
+the mode's DNS port (the Service's targetPort). An object that does not (`misplaced`; a
+clusterIP cannot be changed in place) is deleted and created again when it is kubemu's addon:
+it carries the `kubernetes.io/cluster-service: "true"` label, the mark of the objects the
+cluster's addon manager owned (an older kubemu put it on kube-dns only: its coredns Deployment
+counts as the user's). Else it is left alone and said in one warning line of `up`.
+`coredns()` and `misplaced()` are pure; `create_if_absent()` is the shell over an API client.
 
 Without pod networks every pod shares the host's network: the DNS server listens on unprivileged
 ports (10053, kube-dns's own, and 10054/10055 for its health and readiness) and runs one replica,
@@ -33,6 +41,8 @@ CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
 HOLLOW_NODE_LABEL = "kubemu.io/hollow"
 RESOURCES = {"cpu": "100m", "memory": "70Mi"}       # kubeadm's requests (its 170Mi limit left out:
 #                                                     a Python server's footprint is not CoreDNS's)
+# The label the cluster's addon manager owned its objects by; kubemu's addon objects carry it.
+ADDON_LABEL = "kubernetes.io/cluster-service"
 # Errors a later try may not meet: the API answered, and said no.
 REFUSED = (wire.Invalid, wire.Forbidden, wire.Unauthorized, wire.BadRequest)
 
@@ -60,12 +70,11 @@ def coredns(net: netplan.Record, api: str, credentials: str) -> list[dict]:
     args = ["--api", api, "--wire-credentials", credentials, "--cluster-domain", netplan.CLUSTER_DOMAIN]
     if ports != POD_NETWORK_PORTS:
         args += ["--port", str(ports.dns), "--health-port", str(ports.health), "--ready-port", str(ports.ready)]
-    meta = {"namespace": NAMESPACE, "labels": dict(LABELS)}
+    meta = {"namespace": NAMESPACE, "labels": {**LABELS, ADDON_LABEL: "true"}}
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": ACCOUNT, "namespace": NAMESPACE}}
     service = {
         "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "kube-dns", **meta,
-                     "labels": {**LABELS, "kubernetes.io/cluster-service": "true", "kubernetes.io/name": "CoreDNS"},
+        "metadata": {"name": "kube-dns", **meta, "labels": {**meta["labels"], "kubernetes.io/name": "CoreDNS"},
                      "annotations": {"prometheus.io/port": "9153", "prometheus.io/scrape": "true"}},
         "spec": {"selector": dict(LABELS), "clusterIP": netplan.dns_service_ip(net),
                  "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": ports.dns},
@@ -102,27 +111,94 @@ def coredns(net: netplan.Record, api: str, credentials: str) -> list[dict]:
 RESOURCE = {"ServiceAccount": "serviceaccounts", "Service": "services", "Deployment": "deployments"}
 
 
+@dataclass(frozen=True)
+class Misplaced:
+    """An existing object that cannot serve as the addon's: `why`, and whether kubemu made it
+    (then it is recreated; else it is left alone and `why` said)."""
+    why: str
+    ours: bool
+
+
+def _dns_port(deployment: dict) -> object:
+    """The containerPort named `dns` of the Deployment's first container (None without one)."""
+    containers = (((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
+    first = containers[0] if isinstance(containers, list) and containers and isinstance(containers[0], dict) else {}
+    ports = first.get("ports") if isinstance(first.get("ports"), list) else []
+    return next((p.get("containerPort") for p in ports if isinstance(p, dict) and p.get("name") == "dns"), None)
+
+
+def misplaced(existing: dict, wanted: dict) -> Misplaced | None:
+    """Whether `existing`, the object of `wanted`'s name, does not fit this network: a Service
+    whose clusterIP is not the wanted one, a Deployment whose DNS port is not the wanted one."""
+    if wanted["kind"] == "Service":
+        want = (wanted.get("spec") or {}).get("clusterIP")
+        have = (existing.get("spec") or {}).get("clusterIP")
+        why = f"clusterIP {have} is not {want}, the cluster DNS address of this network"
+    elif wanted["kind"] == "Deployment":
+        want, have = _dns_port(wanted), _dns_port(existing)
+        why = f"DNS served on port {have}, not {want}, the DNS port of this network"
+    else:
+        return None
+    if want is None or have == want:
+        return None
+    labels = (existing.get("metadata") or {}).get("labels") or {}
+    return Misplaced(why, isinstance(labels, dict) and labels.get(ADDON_LABEL) == "true")
+
+
+CREATED, RECREATE = "created", "recreate"
+
+
 def create_if_absent(api: apiclient.SyncApiClient, objects: list[dict], timeout: float,
                      clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
                      ) -> tuple[list[str], list[str]]:
-    """Create each object unless one of its name exists; (what was created, one line per object
-    the API refused or that could not be created within `timeout`). An unavailable API is
-    tried again; a refusal is not."""
+    """Create each object unless one of its name exists (a `misplaced` one of kubemu's is
+    deleted and created again); (what was created, one line per object the API refused, that
+    could not be created within `timeout`, or that is misplaced and not kubemu's). An
+    unavailable API is tried again; a refusal is not."""
     deadline = clock() + timeout
     created, problems = [], []
     for obj in objects:
         what = f"{obj['kind'].lower()}/{obj['metadata']['name']}"
         while True:
             try:
-                api.create(RESOURCE[obj["kind"]], obj, obj["metadata"]["namespace"])
-            except wire.WireError as err:
-                if apiclient.is_already_exists(err):
-                    break
+                outcome = _apply(api, RESOURCE[obj["kind"]], obj)
+            except wire.WireError as err:  # unavailable, or changed meanwhile (AlreadyExists, NotFound, Conflict)
                 if isinstance(err, REFUSED) or clock() >= deadline:
                     problems.append(f"{what} in {NAMESPACE}: {err}")
                     break
                 sleep(0.5)
                 continue
-            created.append(what)
+            if outcome == RECREATE:
+                continue
+            if outcome == CREATED:
+                created.append(what)
+            elif outcome is not None:
+                problems.append(f"{what} in {NAMESPACE}: {outcome}")
             break
     return created, problems
+
+
+def _apply(api: apiclient.SyncApiClient, resource: str, obj: dict) -> str | None:
+    """One step for `obj`: CREATED; None when the object of its name stays; RECREATE once that
+    one is deleted; else the problem line. Raises the API's error, or Unavailable while a
+    misplaced object is being deleted.
+
+    It looks before it creates: for a Service whose clusterIP is taken the apiserver answers
+    with the allocation's Invalid before the name's AlreadyExists (kube-apiserver allocates
+    first), which would hide the object already there."""
+    name = obj["metadata"]["name"]
+    try:
+        existing = api.get(resource, name, NAMESPACE)
+    except wire.NotFound:
+        api.create(resource, obj, NAMESPACE)
+        return CREATED
+    wrong = misplaced(existing, obj)
+    if wrong is None:
+        return None
+    if not wrong.ours:
+        return f"{wrong.why}; not kubemu's addon (no {ADDON_LABEL} label): left as it is"
+    meta = existing.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        raise wire.Unavailable("the misplaced object is still being deleted")
+    api.delete(resource, name, NAMESPACE, preconditions={"uid": meta["uid"]} if meta.get("uid") else None)
+    return RECREATE

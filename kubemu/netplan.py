@@ -513,9 +513,11 @@ def apiserver_flags(rec: Record) -> list[str]:
 def kube_proxy_flags(rec: Record, host_side: bool) -> list[str]:
     """kube-proxy's network flags. With pod networks: nftables rules in the fabric, each node's
     proxy scoped to its own bridge; `host_side` (node-0's) also takes what arrives from the host
-    link, and NodePorts on the fabric's address there. Without: the userspace proxy on loopback."""
+    link, and NodePorts on the fabric's address there. Without: the userspace proxy on loopback,
+    NodePorts on 127.0.0.1 by node-0's proxy only (the nodes share the host's address, and a
+    NodePort listener is one proxy's alone: components/kube_proxy/userspace_plan.py)."""
     if rec.mode != CNI:
-        return ["--proxy-mode", "userspace", "--bind-address", "127.0.0.1"]
+        return ["--proxy-mode", "userspace", *(["--nodeport-addresses", "127.0.0.1/32"] if host_side else [])]
     flags = ["--proxy-mode", "nftables", "--cluster-cidr", rec.cluster_cidr, "--fabric-netns", rec.netns_path]
     if host_side:
         flags += ["--host-interface", FABRIC_PEER, "--host-address", rec.fabric_addr]

@@ -63,7 +63,8 @@ def save(state_root: Path, rec: Record) -> None:
 
 # --- probing the machine --------------------------------------------------------------------
 
-def _cap_eff() -> int:
+def cap_eff() -> int:
+    """This process's effective capabilities (the CapEff mask of /proc/self/status), 0 when unreadable."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
@@ -78,7 +79,7 @@ def probe(requested: str | None) -> netplan.Mode:
     """netplan.network_mode for this process on this machine."""
     found = {p for p in netplan.CNI_PLUGINS for d in netplan.CNI_BIN_DIRS if os.access(f"{d}/{p}", os.X_OK)}
     missing_tools = [t for t in netplan.TOOLS if shutil.which(t, path=_path()) is None]
-    return netplan.network_mode(os.geteuid(), _cap_eff(), missing_tools, found, requested)
+    return netplan.network_mode(os.geteuid(), cap_eff(), missing_tools, found, requested)
 
 
 def _path() -> str:

@@ -1,6 +1,6 @@
 """python -m components.kube_proxy --api ENDPOINT --wire-credentials FILE --hostname-override NODE
 [--proxy-mode nftables|userspace] [--cluster-cidr CIDR] [--fabric-netns PATH]
-[--host-interface IFACE --host-address IP] [--bind-address IP] [--sync-period S]
+[--host-interface IFACE --host-address IP] [--nodeport-addresses CIDRS] [--sync-period S]
 [--min-sync-period S] [--masquerade-bit N] [--metrics-file FILE] [--cleanup] [--log-level L]
 
 kube-proxy's shell: informers on Services, EndpointSlices and its own Node feed the pure cores
@@ -39,6 +39,9 @@ log = logging.getLogger("kubemu.kube_proxy")
 
 NFTABLES, USERSPACE = "nftables", "userspace"
 METRICS_KEPT = 1000
+# userspace: a listener another socket holds (another cluster's NodePort on 127.0.0.1) is tried
+# again this often, until it opens or is no longer wanted (said once, not at each try)
+LISTEN_RETRY = 5.0
 CLEANUP_TIMEOUT = 10.0
 
 
@@ -72,6 +75,11 @@ def _address(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _cidrs(text: str) -> list[str]:
+    """kube-proxy's `--nodeport-addresses`: comma-separated CIDRs (the flag may repeat)."""
+    return [_cidr(part.strip()) for part in text.split(",") if part.strip()]
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text.rstrip("s"))
@@ -96,7 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host-interface", metavar="IFACE", help="node-0: the host link's fabric end (host0)")
     p.add_argument("--host-address", type=_address, metavar="IP",
                    help="node-0: that end's address (a NodePort address)")
-    p.add_argument("--bind-address", type=_address, default="127.0.0.1", help="userspace: NodePorts' address")
+    p.add_argument("--nodeport-addresses", type=_cidrs, action="extend", default=[], metavar="CIDRS",
+                   help="userspace: the loopback addresses (/32 each, comma-separated) NodePorts listen on; "
+                        "none by default (nftables: the node's fabric addresses)")
     p.add_argument("--sync-period", type=_seconds, default=3600.0, help="seconds between full syncs (default 3600)")
     p.add_argument("--min-sync-period", type=_seconds, default=1.0, help="seconds between syncs at least (default 1)")
     p.add_argument("--masquerade-bit", type=int, default=14, help="the packet mark bit for SNAT (default 14)")
@@ -125,6 +135,7 @@ class Proxy:
         self.scope: rules.Scope | None = None
         self.programmed: rules.Programmed | None = None
         self.userspace = None
+        self._listen_retry: float | None = None   # when unopened userspace listeners are tried again
         self._said_scope: str | None = None
         self._wake = asyncio.Event()
         self._ready = False
@@ -177,7 +188,8 @@ class Proxy:
                      for inf in (self.services, self.slices, self.nodes)]
         try:
             if self.mode == USERSPACE:
-                self.userspace = UserspaceProxier(bind_address=self.args.bind_address, recorder=self.recorder,
+                self.userspace = UserspaceProxier(nodeport_addresses=self.args.nodeport_addresses,
+                                                  recorder=self.recorder,
                                                   service_lookup=lambda ns, name: self.services.get(f"{ns}/{name}"))
             await self._loop(stop)
         finally:
@@ -203,7 +215,7 @@ class Proxy:
             if decision is not None:
                 await self._sync(decision.full)
                 continue
-            due = self.programmed.next_due() if self.programmed is not None else None
+            due = self.programmed.next_due() if self.programmed is not None else self._listen_retry
             wake = self.runner.next_wakeup(now, due)
             timeout = None if wake is None else max(0.0, wake - now)
             if not all(inf.has_synced() for inf in (self.services, self.slices, self.nodes)):
@@ -226,6 +238,7 @@ class Proxy:
             else:
                 await self.userspace.sync(ports)
                 detail = f"{len(ports)} service ports"
+                self._listen_retry = time.time() + LISTEN_RETRY if self.userspace.unopened else None
         except nftshell.NftError as exc:
             ok = False
             log.error("sync failed (a full sync follows): %s", exc)

@@ -6,7 +6,8 @@ its `CategorizeEndpoints` (pkg/proxy/topology.go), without topology hints. Both 
 - Ready endpoints; if none is ready, the serving and terminating ones (kube-proxy's
   terminating-endpoint fallback, so a rolling update does not drop connections).
 - `internalTrafficPolicy: Local`: ClusterIP traffic goes to this node's endpoints only.
-- `externalTrafficPolicy: Local`: NodePort / external-IP traffic goes to this node's only.
+- `externalTrafficPolicy: Local`: NodePort / external-IP traffic goes to this node's only, for
+  every externally accessible Service (NodePort, LoadBalancer, or ClusterIP with externalIPs).
 - Services with no ClusterIP (headless, ExternalName) get no rules, nor do those labelled
   `service.kubernetes.io/service-proxy-name` (another proxy's), as in kube-proxy.
 """
@@ -99,8 +100,8 @@ def _parse_ipv4(text: str) -> str | None:
 
 
 def _condition(conditions: dict, name: str, default: bool) -> bool:
-    """EndpointSlice conditions: absent `ready`/`serving` mean true, absent `terminating` false
-    (discovery/v1's documented defaults)."""
+    """One EndpointSlice condition, `default` when absent (discovery/v1): `ready` true,
+    `terminating` false, and `serving` the endpoint's `ready` (the API's "defer to ready")."""
     value = conditions.get(name)
     return default if value is None else bool(value)
 
@@ -169,8 +170,10 @@ def service_ports(services: Iterable[dict], slices: Iterable[dict], node: str) -
             continue
         has_node_ports = spec.get("type") in ("NodePort", "LoadBalancer")
         internal_local = spec.get("internalTrafficPolicy") == LOCAL
-        external_local = has_node_ports and spec.get("externalTrafficPolicy") == LOCAL
         external_ips = tuple(sorted(ip for ip in map(_ipv4, _list(spec.get("externalIPs"))) if ip))
+        # upstream's ExternalPolicyLocal: the policy holds for any externally accessible Service,
+        # a ClusterIP one with externalIPs included
+        external_local = (has_node_ports or bool(external_ips)) and spec.get("externalTrafficPolicy") == LOCAL
         for port in _list(spec.get("ports")):
             port = _dict(port)
             number = _port(port.get("port"))

@@ -1,15 +1,16 @@
 """kube-proxy's userspace mode, the sockets (the decisions are in `userspace_plan.py`).
 
-    proxier = UserspaceProxier(bind_address="127.0.0.1", recorder=recorder,
+    proxier = UserspaceProxier(nodeport_addresses=["127.0.0.1/32"], recorder=recorder,
                                service_lookup=lambda ns, name: services.get(f"{ns}/{name}"))
     await proxier.sync(endpoints.service_ports(services.list(), slices.list(), node))  # each sync
     await proxier.close()                                                              # at SIGTERM
 
 One listener per `<clusterIP>:<port>` (SO_REUSEPORT: every node's proxy holds the same one) and
-per `<bind address>:<nodePort>`, loopback only. TCP: the accepted connection is spliced to an
-endpoint (round-robin, ClientIP affinity), each way copied until its EOF, which is passed on as
-a half-close; an endpoint that does not answer within the dial timeout is skipped for the next
-(the old userspace proxier's 250 ms, 500 ms, 1 s, 2 s). With no endpoint the accepted connection
+per `<nodeport address>:<nodePort>` (no SO_REUSEPORT: one proxy's alone, another cluster's
+proxy that allocated the same NodePort cannot join it), loopback only. TCP: the accepted
+connection is spliced to an endpoint (round-robin, ClientIP affinity), each way copied until its
+EOF, which is passed on as a half-close; an endpoint that does not answer within the dial
+timeout is skipped for the next (the old userspace proxier's 250 ms, 500 ms, 1 s, 2 s). With no endpoint the accepted connection
 is reset at once: the client sees its connect succeed and then "connection reset by peer" (the
 nftables mode's REJECT gives "connection refused"; a listener cannot refuse). UDP: one socket
 per client towards its endpoint, closed after `udp_idle_timeout` without traffic either way or
@@ -31,7 +32,7 @@ from collections.abc import Callable, Iterable
 
 from components.kube_proxy.endpoints import ServicePort
 from components.kube_proxy.userspace_plan import Balancer, Listener, Notice, Planner, Target, privileged_port_start
-from kubemu.network import _cap_eff
+from kubemu.network import cap_eff
 
 log = logging.getLogger("kubemu.kube_proxy.userspace")
 
@@ -48,7 +49,7 @@ def probe_privileged_below() -> int:
             start = int(f.read())
     except (OSError, ValueError):
         start = 1024
-    return privileged_port_start(_cap_eff(), start)
+    return privileged_port_start(cap_eff(), start)
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:
@@ -155,11 +156,11 @@ class _UdpFront(asyncio.DatagramProtocol):
 class UserspaceProxier:
     """The userspace forwarders of one kube-proxy; `sync` after every change, `close` at exit."""
 
-    def __init__(self, *, bind_address: str = "127.0.0.1", recorder=None,
+    def __init__(self, *, nodeport_addresses: Iterable[str] = (), recorder=None,
                  service_lookup: Callable[[str, str], dict | None] | None = None,
                  privileged_below: int | None = None, udp_idle_timeout: float = UDP_IDLE_TIMEOUT,
                  dial_timeouts: tuple[float, ...] = DIAL_TIMEOUTS, clock: Callable[[], float] = time.monotonic):
-        self._planner = Planner(bind_address, probe_privileged_below() if privileged_below is None
+        self._planner = Planner(nodeport_addresses, probe_privileged_below() if privileged_below is None
                                 else privileged_below)
         self._balancer = Balancer()
         self._recorder = recorder
@@ -177,6 +178,11 @@ class UserspaceProxier:
     @property
     def listening(self) -> set[Listener]:
         return set(self._tcp_servers) | set(self._udp_fronts)
+
+    @property
+    def unopened(self) -> set[Listener]:
+        """Listeners wanted but not open (a bind failed): the next sync tries them again."""
+        return set(self._routes) - self.listening
 
     def udp_sessions(self) -> int:
         return sum(len(s) for s in self._udp_sessions.values())
@@ -208,7 +214,7 @@ class UserspaceProxier:
                     session.close()
         for listener in plan.open:
             try:
-                await self._open(listener)
+                await self._open(listener, plan.routes[listener].reuse_port)
             except OSError as err:
                 # asyncio's bind error repeats the address: the errno's words say enough
                 notice = self._planner.failed(listener, self._ports[plan.routes[listener].key],
@@ -240,16 +246,16 @@ class UserspaceProxier:
 
     # -- listeners --
 
-    async def _open(self, listener: Listener) -> None:
+    async def _open(self, listener: Listener, reuse_port: bool) -> None:
         loop = asyncio.get_running_loop()
         if listener.protocol == "TCP":
             self._tcp_servers[listener] = await asyncio.start_server(
                 lambda r, w: self._serve_tcp(listener, r, w), listener.address, listener.port,
-                reuse_port=True, family=socket.AF_INET)
+                reuse_port=reuse_port, family=socket.AF_INET)
         else:
             transport, _ = await loop.create_datagram_endpoint(
                 lambda: _UdpFront(self, listener), local_addr=(listener.address, listener.port),
-                reuse_port=True, family=socket.AF_INET)
+                reuse_port=reuse_port, family=socket.AF_INET)
             self._udp_fronts[listener] = transport
             self._udp_sessions[listener] = {}
         log.info("listening on %s", listener)

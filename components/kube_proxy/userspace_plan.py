@@ -5,8 +5,14 @@ userspace, as kube-proxy's historical userspace proxier did, but without its ipt
 in host mode the service CIDR is a loopback range and all of 127/8 is local on Linux, so the
 proxy listens on the ClusterIP itself, with SO_REUSEPORT so that every node's proxy holds the
 same `<clusterIP>:<port>` (the kernel spreads connections over them; one gone, the others keep
-serving). NodePorts listen on the proxy's bind address (127.0.0.1): userspace mode serves
-localhost NodePorts.
+serving; each cluster has a loopback block of its own, so only its own nodes' proxies meet
+there). NodePorts listen on the `--nodeport-addresses` (kube-proxy's flag; here single loopback
+addresses, `kubemu up` gives node-0's proxy 127.0.0.1/32), WITHOUT SO_REUSEPORT: the host's
+127.0.0.1 is every cluster's, and SO_REUSEPORT joins any same-user sockets, so two clusters that
+allocated the same NodePort would silently split each other's connections; the second proxy
+gets EADDRINUSE instead, said once (ListenFailed). Without `--nodeport-addresses` no NodePort is
+served (kube-proxy's default, every node address, is all of 127/8 here: every node's and every
+cluster's).
 
 - `Planner.plan(ports, listening)`: which listeners to open and close, which service port each
   one serves, and what to say once (a port this process may not bind, an address that is not
@@ -45,6 +51,12 @@ class Target:
     key: tuple[str, str, str, str]  # ServicePort.key
     external: bool = False
 
+    @property
+    def reuse_port(self) -> bool:
+        """Whether its listener is bound with SO_REUSEPORT: a ClusterIP's is shared by the
+        cluster's nodes' proxies; a NodePort's is one proxy's alone (see the module's doc)."""
+        return not self.external
+
 
 @dataclass(frozen=True)
 class Notice:
@@ -70,6 +82,23 @@ def is_loopback(address: str) -> bool:
         return False
 
 
+def nodeport_listen_addresses(cidrs: Iterable[str]) -> tuple[str, ...]:
+    """The addresses NodePorts listen on, from `--nodeport-addresses` (CIDRs, kube-proxy's flag):
+    a listener binds one address, so each must be a single loopback address (a /32, or bare)."""
+    out: list[str] = []
+    for cidr in cidrs:
+        try:
+            net = ipaddress.IPv4Network(cidr)
+        except ValueError:
+            net = None
+        if net is None or net.prefixlen != 32 or net.network_address not in LOOPBACK:
+            raise ValueError(f"--nodeport-addresses {cidr}: the userspace proxy listens on single "
+                             "loopback addresses (127.x.y.z/32) only")
+        if str(net.network_address) not in out:
+            out.append(str(net.network_address))
+    return tuple(out)
+
+
 def privileged_port_start(cap_eff: int, unprivileged_port_start: int) -> int:
     """Ports below this need privileges this process lacks: none with CAP_NET_BIND_SERVICE,
     else the kernel's net.ipv4.ip_unprivileged_port_start (1024 by default)."""
@@ -84,11 +113,8 @@ class Planner:
     """Listeners for the desired service ports, and what to say about them - once per
     (listener, reason) while the listener stays desired, never once per sync."""
 
-    def __init__(self, bind_address: str, privileged_below: int):
-        if not is_loopback(bind_address):
-            raise ValueError(f"--bind-address {bind_address}: the userspace proxy listens on "
-                             "loopback addresses (127.0.0.0/8) only")
-        self.bind_address = bind_address
+    def __init__(self, nodeport_addresses: Iterable[str], privileged_below: int):
+        self.nodeport_addresses = nodeport_listen_addresses(nodeport_addresses)
         self.privileged_below = privileged_below
         self._said: set[tuple[object, str]] = set()
 
@@ -110,7 +136,8 @@ class Planner:
                 continue
             wanted = [(Listener(sp.protocol, sp.cluster_ip, sp.port), Target(sp.key))]
             if sp.node_port is not None:
-                wanted.append((Listener(sp.protocol, self.bind_address, sp.node_port), Target(sp.key, True)))
+                wanted += [(Listener(sp.protocol, address, sp.node_port), Target(sp.key, True))
+                           for address in self.nodeport_addresses]
             for listener, target in wanted:
                 subjects.add(listener)
                 if not is_loopback(listener.address):

@@ -52,15 +52,43 @@ def test_in_the_host_s_network_one_replica_on_unprivileged_ports():
 
 
 class FakeApi:
-    def __init__(self, answers: dict[str, list]):
-        self.answers, self.created = answers, []
+    """The objects it has (`existing`, by (resource, name)), and errors to answer creates with."""
+
+    def __init__(self, answers: dict[str, list], existing: dict[tuple[str, str], dict] | None = None):
+        self.answers, self.existing = answers, dict(existing or {})
+        self.created, self.deleted = [], []
 
     def create(self, resource, obj, namespace):
         queue = self.answers.get(resource) or []
         answer = queue.pop(0) if queue else None
         if isinstance(answer, Exception):
             raise answer
-        self.created.append((resource, namespace, obj["metadata"]["name"]))
+        name = obj["metadata"]["name"]
+        ip = obj.get("spec", {}).get("clusterIP")
+        taken = {o.get("spec", {}).get("clusterIP") for (r, _), o in self.existing.items() if r == resource}
+        if ip and ip in taken:
+            # kube-apiserver allocates the clusterIP before it looks at the name
+            raise wire.Invalid(f'Service "{name}" is invalid: spec.clusterIPs[0]: Invalid value: "{ip}": '
+                               "failed to allocate IP: provided IP is already allocated")
+        if (resource, name) in self.existing:
+            raise AlreadyExists(f"{resource} \"{name}\" already exists", {"reason": "AlreadyExists"})
+        self.existing[(resource, name)] = obj
+        self.created.append((resource, namespace, name))
+        return obj
+
+    def get(self, resource, name, namespace):
+        if (resource, name) not in self.existing:
+            raise wire.NotFound(f"{resource} \"{name}\" not found")
+        return self.existing[(resource, name)]
+
+    def delete(self, resource, name, namespace, preconditions=None):
+        obj = self.existing.get((resource, name))
+        if obj is None:
+            raise wire.NotFound(f"{resource} \"{name}\" not found")
+        if preconditions and preconditions.get("uid") != obj["metadata"].get("uid"):
+            raise wire.Conflict("precondition failed: uid")
+        del self.existing[(resource, name)]
+        self.deleted.append((resource, namespace, name))
         return obj
 
 
@@ -77,9 +105,8 @@ class Clock:
 
 def test_what_exists_is_left_alone_and_an_unavailable_api_is_tried_again():
     api, clock = FakeApi({
-        "serviceaccounts": [AlreadyExists("serviceaccounts \"coredns\" already exists", {"reason": "AlreadyExists"})],
         "services": [wire.Unavailable("the store has no leader"), wire.OutcomeUnknown("timed out")],
-    }), Clock()
+    }, {("serviceaccounts", "coredns"): {"kind": "ServiceAccount", "metadata": {"name": "coredns"}}}), Clock()
     created, problems = addons.create_if_absent(api, addons.coredns(CNI, API, SECRET), 30, clock, clock.sleep)
     assert created == ["service/kube-dns", "deployment/coredns"] and problems == []
     assert api.created == [("services", "kube-system", "kube-dns"), ("deployments", "kube-system", "coredns")]
@@ -97,6 +124,75 @@ def test_a_refusal_is_said_once_and_the_rest_is_still_created(error, says):
     assert created == ["serviceaccount/coredns", "deployment/coredns"]
     assert len(problems) == 1 and problems[0].startswith(says)
     assert clock.now == 0.0  # not tried again
+
+
+def old_kube_dns(cluster_ip: str, labels: dict, uid: str = "u1") -> dict:
+    return {"kind": "Service", "metadata": {"name": "kube-dns", "namespace": "kube-system", "uid": uid,
+                                            "labels": labels}, "spec": {"clusterIP": cluster_ip}}
+
+
+def test_kubemu_s_kube_dns_at_another_address_is_recreated():
+    """`up` on a reused state directory whose network changed (here CNI → host): the kubelets'
+    cluster DNS is the new block's tenth address, the kube-dns kubemu made before has the old
+    one and a clusterIP cannot change in place: it is deleted (that one, by uid) and created."""
+    old = old_kube_dns("10.96.0.10", objects(CNI)["Service"]["metadata"]["labels"])
+    api, clock = FakeApi({}, {("services", "kube-dns"): old}), Clock()
+    created, problems = addons.create_if_absent(api, addons.coredns(HOST, API, SECRET), 30, clock, clock.sleep)
+    assert problems == [] and created == ["serviceaccount/coredns", "service/kube-dns", "deployment/coredns"]
+    assert api.deleted == [("services", "kube-system", "kube-dns")]
+    assert api.existing[("services", "kube-dns")]["spec"]["clusterIP"] == "127.69.0.10"
+    assert addons.misplaced(api.existing[("services", "kube-dns")], objects(HOST)["Service"]) is None
+
+
+def test_up_again_leaves_the_addon_as_it_is_and_says_nothing():
+    """A second `up`: kube-dns exists at its address, so a create would meet the allocator's
+    Invalid ("already allocated") before the name's AlreadyExists: what exists is looked at first."""
+    api, clock = FakeApi({}), Clock()
+    assert addons.create_if_absent(api, addons.coredns(CNI, API, SECRET), 30, clock, clock.sleep)[1] == []
+    assert addons.create_if_absent(api, addons.coredns(CNI, API, SECRET), 30, clock, clock.sleep) == ([], [])
+    assert api.deleted == [] and clock.now == 0.0
+
+
+def test_a_kube_dns_at_the_right_address_or_not_kubemu_s_is_left_alone():
+    kept = old_kube_dns("127.69.0.10", {"k8s-app": "kube-dns"})      # the user's, where it must be
+    api, clock = FakeApi({}, {("services", "kube-dns"): kept}), Clock()
+    assert addons.create_if_absent(api, addons.coredns(HOST, API, SECRET)[1:2], 30, clock, clock.sleep) == ([], [])
+    theirs = old_kube_dns("10.96.0.10", {"k8s-app": "kube-dns"})     # the user's, elsewhere: said once
+    api = FakeApi({}, {("services", "kube-dns"): theirs})
+    created, problems = addons.create_if_absent(api, addons.coredns(HOST, API, SECRET), 30, clock, clock.sleep)
+    assert created == ["serviceaccount/coredns", "deployment/coredns"] and api.deleted == []
+    assert problems == ["service/kube-dns in kube-system: clusterIP 10.96.0.10 is not 127.69.0.10, the cluster "
+                        "DNS address of this network; not kubemu's addon (no kubernetes.io/cluster-service "
+                        "label): left as it is"]
+    assert clock.now == 0.0
+
+
+def test_kubemu_s_coredns_serving_another_mode_s_port_is_recreated():
+    """host → CNI mode: the coredns pods must listen on 53 (the new kube-dns' targetPort), not
+    10053; kubemu's Deployment is recreated, one without kubemu's label is said and kept."""
+    old = {**objects(HOST)["Deployment"], "metadata": {**objects(HOST)["Deployment"]["metadata"], "uid": "d1"}}
+    api, clock = FakeApi({}, {("deployments", "coredns"): old}), Clock()
+    created, problems = addons.create_if_absent(api, addons.coredns(CNI, API, SECRET), 30, clock, clock.sleep)
+    assert problems == [] and "deployment/coredns" in created
+    assert api.deleted == [("deployments", "kube-system", "coredns")]
+    assert addons.misplaced(api.existing[("deployments", "coredns")], objects(CNI)["Deployment"]) is None
+    assert addons.misplaced(objects(CNI)["Deployment"], objects(CNI)["Deployment"]) is None
+
+    theirs = {**old, "metadata": {**old["metadata"], "labels": {"k8s-app": "kube-dns"}}}
+    api = FakeApi({}, {("deployments", "coredns"): theirs})
+    created, problems = addons.create_if_absent(api, addons.coredns(CNI, API, SECRET), 30, clock, clock.sleep)
+    assert "deployment/coredns" not in created and api.deleted == []
+    assert problems == ["deployment/coredns in kube-system: DNS served on port 10053, not 53, the DNS port of this "
+                        "network; not kubemu's addon (no kubernetes.io/cluster-service label): left as it is"]
+
+
+def test_a_misplaced_kube_dns_still_being_deleted_is_waited_for():
+    old = old_kube_dns("10.96.0.10", {"kubernetes.io/cluster-service": "true"})
+    old["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"   # a finalizer holds it
+    api, clock = FakeApi({}, {("services", "kube-dns"): old}), Clock()
+    created, problems = addons.create_if_absent(api, addons.coredns(HOST, API, SECRET)[1:2], 5, clock, clock.sleep)
+    assert created == [] and api.deleted == [] and clock.now == 5.0
+    assert problems == ["service/kube-dns in kube-system: Unavailable: the misplaced object is still being deleted"]
 
 
 def test_an_api_that_never_answers_gives_up_at_the_deadline():

@@ -290,8 +290,10 @@ def test_the_components_flags():
         "--network-mode", "host", "--network-mode-reason", "not root: CAP_NET_ADMIN is needed for pod networks"]
     assert netplan.apiserver_flags(host) == [
         "--service-cluster-ip-range", "127.69.0.0/16", "--advertise-address", "127.0.0.1"]
+    # NodePorts on 127.0.0.1 by node-0's proxy alone (a NodePort listener is not shared)
     assert netplan.kube_proxy_flags(host, host_side=True) == [
-        "--proxy-mode", "userspace", "--bind-address", "127.0.0.1"]
+        "--proxy-mode", "userspace", "--nodeport-addresses", "127.0.0.1/32"]
+    assert netplan.kube_proxy_flags(host, host_side=False) == ["--proxy-mode", "userspace"]
     assert netplan.controller_manager_flags(host) == []
 
 

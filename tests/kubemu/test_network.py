@@ -338,3 +338,10 @@ def test_a_record_copied_from_another_state_directory_is_no_record(tmp_path, cap
                                   "netns_path": "/var/run/other/" + netplan.fabric_names(network.state_hash(ours))[0]})
     network.save(ours, elsewhere)
     assert network.load(ours) is None
+
+
+def test_cap_eff_is_this_process_s_effective_capability_mask():
+    """Public: the userspace proxy asks it too (may it bind ports below 1024?)."""
+    with open("/proc/self/status") as f:
+        mask = next(int(line.split()[1], 16) for line in f if line.startswith("CapEff:"))
+    assert network.cap_eff() == mask

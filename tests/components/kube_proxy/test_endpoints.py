@@ -58,6 +58,16 @@ def test_absent_conditions_default_ready():
     assert ips(sp.endpoints) == ["10.244.0.9"]
 
 
+def test_absent_serving_defers_to_ready():
+    """discovery/v1: an absent `serving` is the endpoint's `ready`, so a not-ready terminating
+    endpoint without it is no fallback; an absent `terminating` is false."""
+    slice_ = eps([ep("10.244.0.2", ready=False, terminating=True), ep("10.244.0.3", ready=False, serving=True)])
+    [sp] = service_ports([svc()], [slice_], "n1")
+    assert sp.endpoints == ()
+    assert sorted((e.ip, e.serving, e.terminating) for e in sp.all_endpoints) == [
+        ("10.244.0.2", False, True), ("10.244.0.3", True, False)]
+
+
 def test_internal_traffic_policy_local():
     slice_ = eps([ep("10.244.0.2", node="n1"), ep("10.244.1.2", node="n2")])
     [sp] = service_ports([svc(internalTrafficPolicy="Local")], [slice_], "n2")
@@ -66,7 +76,7 @@ def test_internal_traffic_policy_local():
     assert sp.endpoints == ()
 
 
-def test_external_traffic_policy_local_only_for_nodeports():
+def test_external_traffic_policy_local_for_externally_accessible_services():
     ports = [{"name": "http", "port": 80, "protocol": "TCP", "nodePort": 30080}]
     slice_ = eps([ep("10.244.0.2", node="n1"), ep("10.244.1.2", node="n2")])
     [sp] = service_ports([svc(type="NodePort", ports=ports, externalTrafficPolicy="Local")], [slice_], "n1")
@@ -76,6 +86,11 @@ def test_external_traffic_policy_local_only_for_nodeports():
     # a ClusterIP service ignores a stray nodePort and the policy
     [sp] = service_ports([svc(ports=ports, externalTrafficPolicy="Local")], [slice_], "n1")
     assert sp.node_port is None and not sp.external_local
+    # ... unless it has externalIPs: upstream's ExternallyAccessible, whose traffic the policy keeps local
+    [sp] = service_ports([svc(externalIPs=["192.0.2.7"], externalTrafficPolicy="Local")], [slice_], "n2")
+    assert sp.external_ips == ("192.0.2.7",) and sp.external_local
+    assert ips(sp.endpoints) == ["10.244.0.2", "10.244.1.2"]
+    assert ips(sp.external_endpoints) == ["10.244.1.2"]
 
 
 def test_slices_merge_by_service_port_name_and_protocol():

@@ -39,8 +39,14 @@ def test_parses_the_flags_kubemu_up_writes():
                                                                         "/run/netns/kubemu-0123abcd")
     assert (args.host_interface, args.host_address) == ("host0", "10.244.255.253")
     host = netplan.host_record("no", None, "0123abcd")
+    args = build_parser().parse_args(common + netplan.kube_proxy_flags(host, True))
+    assert (args.proxy_mode, args.nodeport_addresses) == (USERSPACE, ["127.0.0.1/32"])
     args = build_parser().parse_args(common + netplan.kube_proxy_flags(host, False))
-    assert (args.proxy_mode, args.bind_address) == (USERSPACE, "127.0.0.1")
+    assert (args.proxy_mode, args.nodeport_addresses) == (USERSPACE, [])
+    # kube-proxy's flag: comma-separated, and repeatable
+    args = build_parser().parse_args(common + ["--nodeport-addresses", "127.0.0.1/32,127.0.0.2",
+                                               "--nodeport-addresses", "127.0.0.3/32"])
+    assert args.nodeport_addresses == ["127.0.0.1/32", "127.0.0.2/32", "127.0.0.3/32"]
 
 
 NEEDS_NFT = pytest.mark.skipif(os.geteuid() != 0 or NFT is None, reason="needs root and nft (throw-away netns)")
@@ -200,3 +206,45 @@ def test_bad_fabric_falls_back_to_userspace_said_once(env, tmp_path):
 
 def test_nft_found():
     assert nftshell.find_nft() is None or os.access(nftshell.find_nft(), os.X_OK)
+
+
+def _free_node_port() -> int:
+    for port in range(30000 + os.getpid() % 2000, 32768):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.skip("no free port in 30000-32767 on 127.0.0.1")
+
+
+def test_userspace_a_node_port_held_elsewhere_is_said_once_and_tried_again(env):
+    """Another cluster's proxy holds 127.0.0.1:<nodePort> (a NodePort listener is not shared):
+    this proxy says so once, tries again every few seconds, and serves it once freed."""
+    node_port = _free_node_port()
+    other = socket.socket()            # no SO_REUSEPORT, as the other cluster's NodePort listener
+    other.bind(("127.0.0.1", node_port))
+    other.listen()
+    proxy = ProxyProc(env, None, "--proxy-mode", "userspace", "--nodeport-addresses", "127.0.0.1/32",
+                      "--log-level", "DEBUG")
+    said = f"default/web: cannot listen on 127.0.0.1:{node_port}/TCP: Address already in use"
+    try:
+        env.call("create", resource="services", namespace="default", object={
+            "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+            "spec": {"type": "NodePort", "ports": [{"port": 80, "targetPort": 8000, "nodePort": node_port}]}})
+        proxy.start()
+        wait_for(lambda: proxy.log_text().count("partial sync in") >= 2, message="the listen tried again")
+        other.close()
+
+        def served() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", node_port)) == 0
+        wait_for(served, message="the freed NodePort served")
+        assert proxy.log_text().count(said) == 1
+        assert proxy.stop() == 0
+        assert "Traceback" not in proxy.log_text()
+    finally:
+        other.close()
+        proxy.stop()
+        env.call("delete", resource="services", namespace="default", name="web")

@@ -95,7 +95,7 @@ async def fetch(address: str, port: int, request: bytes = b"hi") -> bytes:
 
 async def with_proxy(body, **kwargs):
     backends = Backends()
-    proxier = UserspaceProxier(bind_address="127.0.0.1", privileged_below=1024, **kwargs)
+    proxier = UserspaceProxier(privileged_below=1024, **{"nodeport_addresses": ["127.0.0.1/32"], **kwargs})
     try:
         await body(proxier, backends)
     finally:
@@ -386,6 +386,7 @@ SIBLING = textwrap.dedent("""
     from components.kube_proxy.endpoints import Endpoint, ServicePort
     from components.kube_proxy.userspace import UserspaceProxier
     address, port = sys.argv[1], int(sys.argv[2])
+    node_port = int(sys.argv[3]) if len(sys.argv) > 3 else None   # served on 127.0.0.1
 
     async def answer(reader, writer):
         writer.write(b"sibling:" + await reader.read())
@@ -394,9 +395,10 @@ SIBLING = textwrap.dedent("""
     async def main():
         backend = await asyncio.start_server(answer, "127.0.0.1", 0)
         ep = Endpoint(*backend.sockets[0].getsockname()[:2], "node-1", True, True, False)
-        proxier = UserspaceProxier(privileged_below=1024)
-        await proxier.sync([ServicePort("default", "web", "", "TCP", address, port, None, (), None,
+        proxier = UserspaceProxier(privileged_below=1024, nodeport_addresses=["127.0.0.1/32"])
+        await proxier.sync([ServicePort("default", "web", "", "TCP", address, port, node_port, (), None,
                                         False, False, (ep,), (ep,), (ep,))])
+        assert len(proxier.listening) == 1 + (node_port is not None)
         print("ready", flush=True)
         await asyncio.Event().wait()
     asyncio.run(main())
@@ -424,3 +426,40 @@ def test_another_nodes_proxy_killed_leaves_this_one_serving():
         sibling.kill()
         sibling.wait()
         sibling.stdout.close()
+
+
+def test_another_clusters_proxy_on_the_same_node_port_is_not_joined():
+    """Two host-mode clusters on one machine may allocate the same NodePort, both on 127.0.0.1:
+    a NodePort listener is bound without SO_REUSEPORT, so the second cluster's proxy gets
+    EADDRINUSE (said once) instead of silently taking half of the first one's connections, and
+    serves it once the first is gone."""
+    other_ip, other_port = free_address()   # each cluster's ClusterIPs are in a block of its own
+    address, port = free_address()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        node_port = s.getsockname()[1]
+    other = subprocess.Popen([sys.executable, "-c", SIBLING, other_ip, str(other_port), str(node_port)],
+                             stdout=subprocess.PIPE, text=True)
+    recorder = Recorder()
+    try:
+        assert other.stdout.readline() == "ready\n"
+
+        async def body(proxier, backends):
+            here = service(address, port, [await backends.tcp("here")], node_port=node_port)
+            for _ in range(3):
+                await proxier.sync([here])
+            assert proxier.listening == {Listener("TCP", address, port)}
+            assert proxier.unopened == {Listener("TCP", "127.0.0.1", node_port)}
+            assert recorder.events == [("web", "Warning", "ListenFailed", f"default/web: cannot listen on "
+                                        f"127.0.0.1:{node_port}/TCP: Address already in use")]
+            assert {await fetch("127.0.0.1", node_port) for _ in range(20)} == {b"sibling:hi"}
+            other.kill()
+            await asyncio.get_running_loop().run_in_executor(None, other.wait)
+            await proxier.sync([here])
+            assert proxier.unopened == set()
+            assert await fetch("127.0.0.1", node_port) == b"here:hi"
+        run(with_proxy(body, recorder=recorder))
+    finally:
+        other.kill()
+        other.wait()
+        other.stdout.close()

@@ -25,7 +25,7 @@ def sp(name: str = "web", cluster_ip: str = "127.96.0.20", port: int = 8080, nod
 # -- listeners --
 
 def test_listeners_for_cluster_ips_and_node_ports():
-    planner = Planner("127.0.0.1", privileged_below=1024)
+    planner = Planner(["127.0.0.1/32"], privileged_below=1024)
     plan = planner.plan([sp(node_port=30080), sp("dns", "127.96.0.10", 5353, protocol="UDP")], set())
     web = ("default", "web", "TCP", "")
     assert plan.routes == {
@@ -36,8 +36,24 @@ def test_listeners_for_cluster_ips_and_node_ports():
     assert plan.open == tuple(sorted(plan.routes)) and plan.close == () and plan.notices == ()
 
 
+def test_node_ports_on_the_nodeport_addresses_only_and_not_shared():
+    """kube-proxy's --nodeport-addresses: a listener per address; none given, no NodePort (in
+    host mode every node and every cluster shares 127/8). A NodePort's listener is one proxy's
+    alone (no SO_REUSEPORT): another cluster's proxy must not join it; a ClusterIP's is shared
+    by the cluster's nodes."""
+    web = ("default", "web", "TCP", "")
+    plan = Planner([], privileged_below=1024).plan([sp(node_port=30080)], set())
+    assert plan.routes == {Listener("TCP", "127.96.0.20", 8080): Target(web)}
+    plan = Planner(["127.0.0.1/32", "127.0.0.2", "127.0.0.1"], privileged_below=1024).plan(
+        [sp(node_port=30080)], set())
+    assert sorted(plan.routes) == [Listener("TCP", "127.0.0.1", 30080), Listener("TCP", "127.0.0.2", 30080),
+                                   Listener("TCP", "127.96.0.20", 8080)]
+    assert {listener.port: target.reuse_port for listener, target in plan.routes.items()} == {
+        30080: False, 8080: True}
+
+
 def test_listener_diff_opens_the_new_and_closes_the_gone():
-    planner = Planner("127.0.0.1", privileged_below=1024)
+    planner = Planner(["127.0.0.1/32"], privileged_below=1024)
     listening = {Listener("TCP", "127.96.0.20", 8080), Listener("TCP", "127.0.0.1", 30080)}
     plan = planner.plan([sp(), sp("api", "127.96.0.21", 9090)], listening)
     assert plan.open == (Listener("TCP", "127.96.0.21", 9090),)
@@ -46,7 +62,7 @@ def test_listener_diff_opens_the_new_and_closes_the_gone():
 
 
 def test_a_privileged_port_is_said_once_while_it_is_wanted():
-    planner = Planner("127.0.0.1", privileged_below=1024)
+    planner = Planner(["127.0.0.1/32"], privileged_below=1024)
     first = planner.plan([sp(port=80), sp("ok", "127.96.0.21", 8080)], set())
     assert Listener("TCP", "127.96.0.20", 80) not in first.routes
     assert [(n.name, n.reason) for n in first.notices] == [("web", "PrivilegedPort")]
@@ -59,33 +75,33 @@ def test_a_privileged_port_is_said_once_while_it_is_wanted():
 
 
 def test_with_cap_net_bind_service_low_ports_are_served():
-    planner = Planner("127.0.0.1", privileged_port_start(cap_eff=1 << 10, unprivileged_port_start=1024))
+    planner = Planner(["127.0.0.1/32"], privileged_port_start(cap_eff=1 << 10, unprivileged_port_start=1024))
     assert Listener("TCP", "127.96.0.20", 80) in planner.plan([sp(port=80)], set()).routes
     assert privileged_port_start(cap_eff=0, unprivileged_port_start=1024) == 1024
     assert privileged_port_start(cap_eff=0, unprivileged_port_start=0) == 0
 
 
 def test_only_loopback_addresses_are_ever_listened_on():
-    planner = Planner("127.0.0.1", privileged_below=0)
+    planner = Planner(["127.0.0.1/32"], privileged_below=0)
     plan = planner.plan([sp(cluster_ip="10.96.0.20", node_port=30080)], set())
     assert set(plan.routes) == {Listener("TCP", "127.0.0.1", 30080)}
     assert [n.reason for n in plan.notices] == ["NotLoopback"]
     assert planner.plan([sp(cluster_ip="10.96.0.20", node_port=30080)], set()).notices == ()
-    for address in ("0.0.0.0", "10.0.0.1", "::1", "localhost"):
-        with pytest.raises(ValueError, match="loopback"):
-            Planner(address, privileged_below=0)
+    for cidr in ("0.0.0.0/32", "10.0.0.1/32", "::1", "localhost", "127.0.0.0/8"):
+        with pytest.raises(ValueError, match="single loopback addresses"):
+            Planner([cidr], privileged_below=0)
     assert is_loopback("127.255.0.1") and not is_loopback("128.0.0.1") and not is_loopback("nonsense")
 
 
 def test_sctp_is_said_once_and_not_served():
-    planner = Planner("127.0.0.1", privileged_below=1024)
+    planner = Planner(["127.0.0.1/32"], privileged_below=1024)
     plan = planner.plan([sp(protocol="SCTP")], set())
     assert plan.routes == {} and [n.reason for n in plan.notices] == ["UnsupportedProtocol"]
     assert planner.plan([sp(protocol="SCTP")], set()).notices == ()
 
 
 def test_a_listen_failure_is_said_once():
-    planner = Planner("127.0.0.1", privileged_below=1024)
+    planner = Planner(["127.0.0.1/32"], privileged_below=1024)
     listener = Listener("TCP", "127.96.0.20", 8080)
     notice = planner.failed(listener, sp(), "Address already in use")
     assert notice.reason == "ListenFailed" and "Address already in use" in notice.message
