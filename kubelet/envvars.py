@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from kubemu.api.pod import env_var_name_errors
+from kubemu.api.service import has_cluster_ip
 
 from .configsource import CONFIGMAPS, SECRETS, Lookup, Unavailable, not_found, string_data
 from .downward import DownwardError, field_value, resource_value
@@ -148,7 +149,7 @@ def service_env(pod: dict, services: list[dict] | None, static: bool) -> dict[st
 def _has_cluster_ip(svc: dict) -> bool:
     """IsServiceIPSet (not headless, not ExternalName), and ports to name."""
     spec = svc.get("spec") or {}
-    return spec.get("clusterIP") not in (None, "", "None") and bool(spec.get("ports"))
+    return has_cluster_ip(spec) and bool(spec.get("ports"))
 
 
 def _var_name(name: str) -> str:

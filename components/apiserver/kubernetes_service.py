@@ -25,6 +25,7 @@ import ipaddress
 import logging
 from typing import Any, NamedTuple
 
+from kubemu.api.service import SERVICE_NAME_LABEL
 from kubemu.netplan import KUBERNETES_SERVICE_INDEX, service_ip
 from kubemu.wire import Conflict, NotFound, WireError
 
@@ -34,7 +35,6 @@ NAME, NAMESPACE = "kubernetes", "default"
 PORT_NAME, SERVICE_PORT = "https", 443
 INTERVAL = 10.0  # kube-apiserver's --endpoint-reconciler interval
 SERVICE_LABELS = {"component": "apiserver", "provider": "kubernetes"}
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 SKIP_MIRROR_LABEL = "endpointslice.kubernetes.io/skip-mirror"
 
 

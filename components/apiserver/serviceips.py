@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from kubemu.api.service import needs_health_check
+from kubemu.netplan import DEFAULT_SERVICE_CIDR
 
-DEFAULT_SERVICE_CIDR = "10.96.0.0/12"
 DEFAULT_NODE_PORT_RANGE = "30000-32767"
 RANGE_FULL = "range is full"
 

@@ -49,14 +49,15 @@ from dataclasses import dataclass, field
 from components.controllers import CreateObject, DeleteObject, UpdateObject
 from components.controllers.podutil import (find_port, is_pod_ready, labels_of, meta,
                                             owner_reference, parse_time, pod_phase)
+from kubemu.api import service as service_api
 from kubemu.api.labels import selector_from_set
+from kubemu.api.service import LAST_CHANGE_TRIGGER_TIME as TRIGGER_TIME
+from kubemu.api.service import SERVICE_NAME_LABEL as LABEL_SERVICE_NAME
 
 CONTROLLER_NAME = "endpointslice-controller.k8s.io"
-LABEL_SERVICE_NAME = "kubernetes.io/service-name"
 LABEL_MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
 LABEL_HEADLESS = "service.kubernetes.io/headless"
 LABEL_ZONE = "topology.kubernetes.io/zone"
-TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"
 DEFAULT_MAX_PER_SLICE = 100
 MAX_PER_SLICE_LIMIT = 1000   # kube-controller-manager refuses a larger --max-endpoints-per-slice
 API_VERSION = "discovery.k8s.io/v1"
@@ -139,7 +140,7 @@ def should_set_hostname(pod: dict, service: dict) -> bool:
 
 
 def is_headless(service: dict) -> bool:
-    return (service.get("spec") or {}).get("clusterIP") in (None, "", "None")
+    return service_api.is_headless(service.get("spec") or {})
 
 
 def ip_family(ip: str) -> str | None:

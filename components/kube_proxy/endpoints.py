@@ -19,11 +19,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+from kubemu.api.service import DEFAULT_AFFINITY_TIMEOUT, SERVICE_NAME_LABEL
+
 SERVICE_PROXY_NAME_LABEL = "service.kubernetes.io/service-proxy-name"  # another proxy's Service
 LOCAL = "Local"
 CLIENT_IP = "ClientIP"
-DEFAULT_AFFINITY_TIMEOUT = 10800  # sessionAffinityConfig.clientIP.timeoutSeconds' default
 # What the apiserver lets through as names (DNS labels/subdomains, IANA service names); anything
 # else is skipped rather than handed to a proxy (an nft chain name is built from them)
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")

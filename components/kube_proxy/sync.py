@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from components.controllers.podutil import parse_time
+from kubemu.api.service import LAST_CHANGE_TRIGGER_TIME as TRIGGER_TIME_ANNOTATION
 
-TRIGGER_TIME_ANNOTATION = "endpoints.kubernetes.io/last-change-trigger-time"
 RETRY_FIRST, RETRY_MAX = 1.0, 30.0
 
 

@@ -46,6 +46,8 @@ IP_FAMILY_POLICIES = ("PreferDualStack", "RequireDualStack", "SingleStack")
 ADDRESS_TYPES = ("FQDN", "IPv4", "IPv6")
 NONE = "None"  # a headless Service's clusterIP
 DEFAULT_AFFINITY_TIMEOUT = 10800
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # discoveryv1.LabelServiceName: a slice's Service
+LAST_CHANGE_TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"
 MAX_AFFINITY_TIMEOUT = 86400
 MAX_SLICE_ENDPOINTS = 1000
 MAX_SLICE_PORTS = 100
@@ -226,6 +228,17 @@ def _validate(obj: Any, kind: str, strict: bool, body: Callable[[Checker, dict],
 
 def is_headless(spec: dict) -> bool:
     return spec.get("clusterIP") == NONE
+
+
+def has_cluster_ip(spec: dict) -> bool:
+    """IsServiceIPSet: the Service has a virtual IP (not headless, not ExternalName)."""
+    return spec.get("clusterIP") not in (None, "", NONE)
+
+
+def endpoint_ready(endpoint: dict) -> bool:
+    """An EndpointSlice endpoint's `ready`: unset means ready (discovery/v1: consumers read an
+    unknown state as ready)."""
+    return (endpoint.get("conditions") or {}).get("ready") is not False
 
 
 def _ip_errors(value: str) -> list[str]:

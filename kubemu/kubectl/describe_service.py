@@ -3,16 +3,10 @@ reads them), endpoints and endpointslice."""
 from __future__ import annotations
 
 from kubemu.api.labels import format_labels
+from kubemu.api.service import SERVICE_NAME_LABEL, endpoint_ready
 
 from .describe import NONE, Related, Writer, annotations_multiline, events_section, labels_multiline, meta
 from .printers import MAX_LISTED, host_port
-
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"  # discoveryv1.LabelServiceName
-
-
-def _is_ready(endpoint: dict) -> bool:
-    """An unset ready condition means ready (discovery/v1's rule for consumers)."""
-    return (endpoint.get("conditions") or {}).get("ready") is not False
 
 
 def format_endpointslices(slices: list[dict], port_names: set[str] | None = None) -> str:
@@ -30,7 +24,7 @@ def format_endpointslices(slices: list[dict], port_names: set[str] | None = None
         if len(listed) == MAX_LISTED:
             more = True
         addresses = endpoint.get("addresses") or []
-        if not _is_ready(endpoint) or not addresses:
+        if not endpoint_ready(endpoint) or not addresses:
             return
         if not more:
             listed.append(str(addresses[0]) if port is None else host_port(str(addresses[0]), port))
