@@ -25,6 +25,10 @@ def _domain(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} is not a domain name: {err}") from None
     if name == dns.name.root:
         raise argparse.ArgumentTypeError("the cluster domain cannot be the root")
+    if zone.domain_length(name) > zone.MAX_DOMAIN_LENGTH:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is too long: at most {zone.MAX_DOMAIN_LENGTH} characters, so that every name under it "
+            f"(<hostname>.<service>.<namespace>.svc.<domain>, each label up to 63) fits DNS's {zone.MAX_NAME} octets")
     return name.to_text(omit_final_dot=True)
 
 
@@ -45,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api", required=True, help="the apiserver's wire endpoint (ipc:// or tcp://)")
     p.add_argument("--wire-credentials", type=credentials_flag, metavar="FILE", help=CREDENTIALS_HELP)
     p.add_argument("--cluster-domain", type=_domain, default=zone.DEFAULT_DOMAIN,
-                   help=f"the zone served (default {zone.DEFAULT_DOMAIN})")
+                   help=f"the zone served, at most {zone.MAX_DOMAIN_LENGTH} characters (default {zone.DEFAULT_DOMAIN})")
     p.add_argument("--port", type=_port, default=53, help="DNS port, UDP and TCP (default 53)")
     p.add_argument("--bind-address", metavar="ADDR",
                    help="address to listen on (default: 0.0.0.0 in a network namespace of the "
@@ -67,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s dns[%(process)d] %(levelname)s %(name)s: %(message)s")
     server = DNSServer(args.api, credentials=args.wire_credentials, domain=args.cluster_domain, ttl=args.ttl,
                        host=args.bind_address or netnsinfo.listen_address(), port=args.port,
-                       health_port=args.health_port, ready_port=args.ready_port)
+                       health_port=args.health_port, ready_port=args.ready_port,
+                       reuse_port=netnsinfo.in_own_network_namespace())
     try:
         return eventloop.run(server.run())
     except KeyboardInterrupt:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import socket
 import struct
@@ -73,7 +74,12 @@ class Zone:
         return self._view
 
     def respond(self, wire: bytes, tcp: bool) -> zone.Outcome:
-        view = self.view()
+        """The outcome of one datagram or TCP message; never raises (zone.respond does not
+        either), so a protocol callback never sees an exception."""
+        try:
+            view = self.view()
+        except Exception as err:  # noqa: BLE001  (a query must never take the server down)
+            return zone.failure(wire, f"cannot build the view of the cluster ({type(err).__name__}: {err}): SERVFAIL")
         key = (wire[2:], tcp)
         cached = self._cache.get(key)
         if cached is not None:
@@ -106,13 +112,14 @@ class _UDP(asyncio.DatagramProtocol):
 class DNSServer:
     def __init__(self, api_endpoint: str, *, credentials=None, domain: str = zone.DEFAULT_DOMAIN,
                  ttl: int = zone.DEFAULT_TTL, host: str = "127.0.0.1", port: int = 53,
-                 health_port: int = 8080, ready_port: int = 8181):
+                 health_port: int = 8080, ready_port: int = 8181, reuse_port: bool = False):
         self.api = ApiClient(api_endpoint, credentials=credentials)
         self.services = Informer(self.api, "services")
         self.slices = Informer(self.api, "endpointslices")
         self.namespaces = Informer(self.api, "namespaces")
         self.zone = Zone(domain, ttl, self.services, self.slices, self.namespaces)
         self.host, self.port, self.health_port, self.ready_port = host, port, health_port, ready_port
+        self.reuse_port = reuse_port
         self.throttle = LogThrottle()
 
     # -- DNS --
@@ -171,15 +178,18 @@ class DNSServer:
     # -- the process --
 
     async def _listen(self) -> tuple[list, Addresses]:
-        """Bind everything; the transports and servers, and the addresses bound. SO_REUSEPORT: in
-        the machine's network (no pod network), the Deployment's replicas share the ports."""
+        """Bind everything; the transports and servers, and the addresses bound. SO_REUSEPORT
+        (`reuse_port`, as CoreDNS binds) only in a network namespace of the process's own: in the
+        machine's network it would let any process of the same user, another cluster's DNS,
+        join these ports and answer this one's queries and probes. There a port in use is an
+        error."""
         opened: list = []
         try:
             opened += await self._bind_dns()
             port = opened[0].get_extra_info("sockname")[1]
             ports = []
             for wanted in (self.health_port, self.ready_port):
-                http = await asyncio.start_server(self._http, self.host, wanted, reuse_port=True,
+                http = await asyncio.start_server(self._http, self.host, wanted, reuse_port=self.reuse_port,
                                                   family=socket.AF_INET)
                 opened.append(http)
                 ports.append(http.sockets[0].getsockname()[1])
@@ -195,10 +205,10 @@ class DNSServer:
         tries = 0
         while True:
             udp, _ = await loop.create_datagram_endpoint(lambda: _UDP(self), local_addr=(self.host, self.port),
-                                                         reuse_port=True, family=socket.AF_INET)
+                                                         reuse_port=self.reuse_port, family=socket.AF_INET)
             try:
                 tcp = await asyncio.start_server(self._tcp_client, self.host, udp.get_extra_info("sockname")[1],
-                                                 reuse_port=True, family=socket.AF_INET)
+                                                 reuse_port=self.reuse_port, family=socket.AF_INET)
                 return [udp, tcp]
             except OSError:
                 udp.close()
@@ -215,7 +225,7 @@ class DNSServer:
             opened, where = await self._listen()
         except OSError as err:
             log.error("cannot listen on %s (dns port %d, health %d, ready %d): %s", self.host, self.port,
-                      self.health_port, self.ready_port, err.strerror or err)
+                      self.health_port, self.ready_port, _reason(err))
             await self.api.close()
             return 1
         informers = [asyncio.create_task(inf.run(stop), name=f"{inf.resource} informer")
@@ -240,6 +250,13 @@ class DNSServer:
         view = self.zone.view()
         log.info("synced: %d services, %d with endpoints, %d namespaces; ready", len(view.services),
                  len(view.endpoints), len(view.namespaces))
+
+
+def _reason(err: OSError) -> str:
+    """Why a bind failed, in the system's words (uvloop's UDP bind error leaves its errno to the
+    error it was raised from; asyncio's TCP one rewords it)."""
+    cause = err.__cause__ if isinstance(err.__cause__, OSError) else err
+    return os.strerror(cause.errno) if cause.errno else str(cause)
 
 
 async def _close(opened: list) -> None:

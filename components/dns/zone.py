@@ -14,6 +14,11 @@ Names under the cluster domain (the Kubernetes DNS-Based Service Discovery speci
     dns-version.<domain>                 TXT: the specification's version
     <domain>                             SOA
 
+A Service or endpoint whose name could not exist (a label past 63 octets, the name past 255) has
+no records: no query can name it. Under a cluster domain of at most MAX_DOMAIN_LENGTH characters
+that happens to no object Kubernetes's validation accepts (Service and namespace names and
+hostnames are DNS labels).
+
 A name under the domain that matches nothing is NXDOMAIN, an existing name without records of
 the asked type NOERROR with no answer (both with the zone's SOA in the authority section, so
 resolvers cache the negative answer for the TTL); before the first sync of the view, NXDOMAIN
@@ -65,6 +70,12 @@ UDP_MIN = 512                 # what a UDP answer may always hold (RFC 1035)
 TCP_MAX = 65535
 OUR_PAYLOAD = 1232            # the EDNS UDP size we advertise (DNS flag day 2020)
 SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+MAX_NAME = 255                # octets a name takes on the wire, at most (RFC 1035)
+# The longest name the zone builds is an endpoint's, <hostname>.<service>.<namespace>.svc.<domain>,
+# its first three labels DNS labels of up to 63 characters (as Kubernetes validates them). The
+# longest cluster domain under which it fits, in characters as written without the final dot
+# (57): each label takes its length plus a length octet, and the root one more octet.
+MAX_DOMAIN_LENGTH = MAX_NAME - sum(n + 1 for n in (63, 63, 63, len("svc"))) - 2
 
 _IN = dns.rdataclass.IN
 _A, _AAAA, _SRV, _TXT = dns.rdatatype.A, dns.rdatatype.AAAA, dns.rdatatype.SRV, dns.rdatatype.TXT
@@ -168,28 +179,50 @@ def _ready_endpoints(slice_: dict) -> list[Endpoint]:
     return found
 
 
+def domain_length(domain: dns.name.Name) -> int:
+    """The length of an absolute `domain` as written without its final dot, an escaped
+    character counted as the one octet it stands for (so comparable to MAX_DOMAIN_LENGTH)."""
+    return len(domain.to_wire()) - 2
+
+
+def _name(labels: tuple[str, ...], origin: dns.name.Name) -> dns.name.Name | None:
+    """`labels` under the zone, or None for a name that cannot exist (a label longer than 63
+    octets or empty, or the whole longer than 255): the view holds no record under such a name,
+    as no query can ask for it."""
+    try:
+        return dns.name.Name(labels).concatenate(origin)
+    except dns.exception.DNSException:
+        return None
+
+
 def build_view(domain: str, services: Iterable[dict], slices: Iterable[dict], namespaces: Iterable[str],
                *, serial: int = 0, ttl: int = DEFAULT_TTL, synced: bool = True) -> ClusterView:
-    """The view of these Services, EndpointSlices (as the API serves them) and namespace names."""
+    """The view of these Services, EndpointSlices (as the API serves them) and namespace names.
+    A Service or endpoint whose name cannot exist under the domain is left out (see `_name`)."""
     origin = dns.name.from_text(domain)
     svcs: dict[tuple[str, str], Service] = {}
+    names: dict[tuple[str, str], dns.name.Name] = {}
     for obj in services:
         svc = _service(obj)
-        if svc is not None:
-            svcs[(svc.namespace, svc.name)] = svc
+        name = _name((svc.name, svc.namespace, "svc"), origin) if svc is not None else None
+        if name is not None:
+            svcs[(svc.namespace, svc.name)], names[(svc.namespace, svc.name)] = svc, name
     eps: dict[tuple[str, str], list[Endpoint]] = {}
+    reverse: dict[str, dns.name.Name] = {}
     for obj in slices:
         meta = obj.get("metadata") or {}
-        owner = (meta.get("labels") or {}).get(SERVICE_NAME_LABEL)
-        if owner and meta.get("namespace"):
-            eps.setdefault((meta["namespace"], owner), []).extend(_ready_endpoints(obj))
-    reverse: dict[str, dns.name.Name] = {}
-    for (ns, name), found in eps.items():   # a ClusterIP's name wins over an endpoint's (below)
-        for ep in found:
-            reverse.setdefault(_canonical(ep.ip), dns.name.Name((ep.name, name, ns, "svc")).concatenate(origin))
-    for svc in svcs.values():
+        ns, owner = meta.get("namespace"), (meta.get("labels") or {}).get(SERVICE_NAME_LABEL)
+        if not owner or not ns:
+            continue
+        found = eps.setdefault((ns, owner), [])
+        for ep in _ready_endpoints(obj):
+            name = _name((ep.name, owner, ns, "svc"), origin)
+            if name is not None:
+                found.append(ep)
+                reverse.setdefault(_canonical(ep.ip), name)   # a ClusterIP's name wins (below)
+    for key, svc in svcs.items():
         for ip in svc.cluster_ips:
-            reverse[_canonical(ip)] = dns.name.Name((svc.name, svc.namespace, "svc")).concatenate(origin)
+            reverse[_canonical(ip)] = names[key]
     return ClusterView(origin, svcs, {k: tuple(v) for k, v in eps.items()}, frozenset(namespaces),
                        reverse, serial, ttl, synced)
 
@@ -440,13 +473,27 @@ class Outcome:
     problem: str = ""
 
 
-def respond(wire: bytes, view: ClusterView, *, tcp: bool = False) -> Outcome:
-    """Parse, answer and encode one query; never raises."""
+def _dropped(wire: bytes) -> Outcome | None:
+    """The outcome of a datagram that gets no answer at all; None for one that does."""
     if len(wire) < 12:
         return Outcome(None, f"{len(wire)}-byte datagram shorter than a DNS header: dropped")
-    flags, qdcount = struct.unpack_from("!HH", wire, 2)
-    if flags & _QR:
+    if struct.unpack_from("!H", wire, 2)[0] & _QR:
         return Outcome(None, "a response, not a query: dropped")
+    return None
+
+
+def failure(wire: bytes, problem: str) -> Outcome:
+    """SERVFAIL with the query's id, for a query that could not be answered (`problem`: why, and
+    that it was SERVFAIL); nothing for a datagram that gets no answer anyway."""
+    return _dropped(wire) or Outcome(_header_only(wire, dns.rcode.SERVFAIL), problem)
+
+
+def respond(wire: bytes, view: ClusterView, *, tcp: bool = False) -> Outcome:
+    """Parse, answer and encode one query; never raises."""
+    dropped = _dropped(wire)
+    if dropped is not None:
+        return dropped
+    flags, qdcount = struct.unpack_from("!HH", wire, 2)
     opcode = (flags & _OPCODE_MASK) >> 11
     if opcode != dns.opcode.QUERY:
         return Outcome(_header_only(wire, dns.rcode.NOTIMP), f"opcode {dns.opcode.to_text(opcode)}: NOTIMP")
@@ -468,5 +515,4 @@ def respond(wire: bytes, view: ClusterView, *, tcp: bool = False) -> Outcome:
             truncated.set_rcode(response.rcode())
             return Outcome(truncated.to_wire())
     except Exception as err:  # noqa: BLE001  (a query must never take the server down)
-        return Outcome(_header_only(wire, dns.rcode.SERVFAIL),
-                       f"cannot answer {query.question[0]} ({type(err).__name__}: {err}): SERVFAIL")
+        return failure(wire, f"cannot answer {query.question[0]} ({type(err).__name__}: {err}): SERVFAIL")

@@ -17,12 +17,14 @@ SERVING = re.compile(r"serving \S+ on (\S+):(\d+) \(udp, tcp\); /health on \S+:(
 
 
 class DNSProc:
-    """The DNS component against `api` (an endpoint), marked with `state_dir`, on free ports."""
+    """The DNS component against `api` (an endpoint), marked with `state_dir`, on free ports;
+    `main`: how Python runs it (a `-c` script may wrap its main)."""
 
-    def __init__(self, state_dir: Path, api: str, *args: str, wrapper: tuple[str, ...] = ()):
+    def __init__(self, state_dir: Path, api: str, *args: str, wrapper: tuple[str, ...] = (),
+                 main: tuple[str, ...] = ("-m", "components.dns")):
         self.log_path = state_dir / "dns.log"
         self._log = open(self.log_path, "ab")
-        argv = [*wrapper, sys.executable, "-m", "components.dns", "--api", api, "--port", "0",
+        argv = [*wrapper, sys.executable, *main, "--api", api, "--port", "0",
                 "--health-port", "0", "--ready-port", "0", *args]
         self.proc = spawn_marked(argv, state_dir, cwd=str(REPO), stdout=self._log, stderr=subprocess.STDOUT,
                                  env={"PYTHONPATH": str(REPO)})

@@ -16,11 +16,13 @@ import dns.query
 import dns.rcode
 import pytest
 
+from components.dns import zone
+from components.dns.server import Zone
 from kubemu.apiclient import SyncApiClient
 from tests.components.apiserver import REPO, APIServerEnv
-from tests.conftest import wait_for
+from tests.conftest import spawn_marked, terminate, wait_for
 
-from . import DNSProc
+from . import SERVING, DNSProc
 
 HEADLESS_PODS = ["10.244.1.5", "10.244.2.5", "10.244.3.5"]
 MANY_PODS = [f"10.244.9.{i}" for i in range(1, 61)]   # 60 A records: more than 512 bytes
@@ -100,6 +102,37 @@ def test_answers_what_the_api_holds_and_follows_its_changes(cluster, state_dir):
         proc.stop()
 
 
+LABEL_63 = "x" * 63
+LONG_DOMAIN = ".".join(["a" * 40, "b" * 40, "local"])   # 87 characters
+# The DNS component with --cluster-domain's bound lifted: the view must hold whatever the domain.
+UNBOUND_DOMAIN = """
+import sys
+from components.dns import __main__
+__main__._domain = str
+sys.exit(__main__.main())
+"""
+
+
+def test_names_too_long_to_exist_are_left_out_and_the_rest_is_answered(cluster, state_dir):
+    # <63>.<63>.<63>.svc.<87-character domain> is 283 octets: that endpoint's name cannot exist
+    env, api = cluster
+    api.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": LABEL_63}})
+    svc = api.create("services", service(LABEL_63), namespace=LABEL_63)
+    slice_ = endpoint_slice(LABEL_63, ["10.244.1.5"])
+    slice_["endpoints"][0]["hostname"] = LABEL_63
+    api.create("endpointslices", slice_, namespace=LABEL_63)
+    proc = DNSProc(state_dir, env.endpoint, "--cluster-domain", LONG_DOMAIN, main=("-c", UNBOUND_DOMAIN))
+    try:
+        wait_for(lambda: proc.probe("/ready") == 200, message="/ready to answer 200 once synced")
+        name = f"{LABEL_63}.{LABEL_63}.svc.{LONG_DOMAIN}"
+        assert addresses(udp(proc, name)) == {svc["spec"]["clusterIP"]}
+        assert addresses(tcp(proc, name)) == {svc["spec"]["clusterIP"]}
+        assert proc.stop() == 0
+        assert "Traceback" not in proc.log_text() and "ERROR" not in proc.log_text()
+    finally:
+        proc.stop()
+
+
 UNREACHABLE = "ipc:///nonexistent/kubemu-dns-test/api.sock"
 
 
@@ -152,6 +185,61 @@ def test_bad_packets_get_their_answer_or_none_and_it_keeps_serving(unsynced):
     assert unsynced.stop() == 0
 
 
+class FakeInformer:
+    def __init__(self, listing):
+        self.listing = listing
+
+    def add_event_handler(self, *handlers) -> None:
+        pass
+
+    def has_synced(self) -> bool:
+        return True
+
+    def list(self):
+        return self.listing()
+
+
+def test_a_view_that_cannot_be_built_is_servfail_never_an_exception():
+    def broken():
+        raise RuntimeError("boom")
+    z = Zone("cluster.local", 5, FakeInformer(broken), FakeInformer(list), FakeInformer(list))
+    query = dns.message.make_query("web.default.svc.cluster.local", "A")
+    out = z.respond(query.to_wire(), tcp=False)
+    reply = dns.message.from_wire(out.reply)
+    assert (reply.id, reply.rcode()) == (query.id, dns.rcode.SERVFAIL)
+    assert out.problem == "cannot build the view of the cluster (RuntimeError: boom): SERVFAIL"
+
+
+# The DNS component with a build of the view that always fails (the empty one it starts with aside).
+BROKEN_VIEW = """
+import sys
+from components.dns import __main__, zone
+build = zone.build_view
+def broken(*args, serial=None, **kw):
+    if serial is not None:
+        raise RuntimeError("boom")
+    return build(*args, **kw)
+zone.build_view = broken
+sys.exit(__main__.main())
+"""
+
+
+def test_a_view_that_cannot_be_built_is_servfail_with_one_log_line_and_it_keeps_serving(state_dir):
+    proc = DNSProc(state_dir, UNREACHABLE, main=("-c", BROKEN_VIEW))
+    try:
+        for ask in (udp, tcp, udp):
+            reply = ask(proc, "web.default.svc.cluster.local")
+            assert reply.rcode() == dns.rcode.SERVFAIL
+        assert proc.probe("/health") == 200
+        assert proc.stop() == 0
+        log = proc.log_text()
+        assert [line.split(": ", 2)[-1] for line in log.splitlines() if "WARNING" in line] == \
+            ["cannot build the view of the cluster (RuntimeError: boom): SERVFAIL"]
+        assert "Traceback" not in log and "ERROR" not in log
+    finally:
+        proc.stop()
+
+
 def recv_exactly(c: socket.socket, n: int) -> bytes:
     data = b""
     while len(data) < n:
@@ -178,8 +266,36 @@ def test_a_port_in_use_is_one_clear_error(state_dir):
     assert "cannot listen on 127.0.0.1" in done.stdout and "Traceback" not in done.stdout + done.stderr
 
 
+@pytest.mark.parametrize("port", ["--port", "--health-port", "--ready-port"])
+def test_in_the_machines_network_a_port_another_dns_holds_is_one_clear_error(state_dir, port):
+    # without SO_REUSEPORT: a second cluster's DNS must not share (and answer) the first one's ports
+    first = DNSProc(state_dir, UNREACHABLE)
+    log_path = state_dir / "second.log"
+    second = None
+    try:
+        taken = {"--port": first.port, "--health-port": first.health_port, "--ready-port": first.ready_port}[port]
+        with open(log_path, "wb") as log:
+            second = spawn_marked([sys.executable, "-m", "components.dns", "--api", UNREACHABLE, "--port", "0",
+                                   "--health-port", "0", "--ready-port", "0", port, str(taken)],
+                                  state_dir, cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT,
+                                  env={"PYTHONPATH": str(REPO)})
+        wait_for(lambda: second.poll() is not None or SERVING.search(log_path.read_text()),
+                 message="the second DNS component to exit or serve")
+        output = log_path.read_text()
+        assert second.poll() == 1, output
+        assert [line for line in output.splitlines() if line.strip()] == \
+            [line for line in output.splitlines() if "ERROR dns: cannot listen on 127.0.0.1" in line]
+        assert len(output.splitlines()) == 1 and "Address already in use" in output
+        assert udp(first, "example.com").rcode() == dns.rcode.REFUSED and first.probe("/health") == 200
+    finally:
+        if second is not None:
+            terminate(second)
+        assert first.stop() == 0
+
+
 def test_bad_flags_are_usage_errors(state_dir):
-    for args in (["--port", "70000"], ["--cluster-domain", "a..b"], ["--ttl", "-1"]):
+    too_long = "a" * 28 + "." + "b" * (zone.MAX_DOMAIN_LENGTH - 28)   # one character more than allowed
+    for args in (["--port", "70000"], ["--cluster-domain", "a..b"], ["--ttl", "-1"], ["--cluster-domain", too_long]):
         done = run_to_exit(state_dir, *args)
         assert done.returncode == 2 and "Traceback" not in done.stderr, (args, done.stderr)
         assert "usage:" in done.stderr

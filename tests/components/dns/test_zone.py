@@ -342,3 +342,54 @@ def test_build_view_ignores_objects_it_cannot_use():
                             "kubernetes.io/service-name": "web"}}, "addressType": "FQDN",
                           "endpoints": [{"addresses": ["example.com"]}]}], ["default"])
     assert set(v.services) == {("default", "web")} and not any(v.endpoints.values())
+
+
+# -- names that cannot exist --
+
+LABEL_63 = "x" * 63
+LONG_DOMAIN = ".".join(["a" * 40, "b" * 40, "local"])   # 87 characters: past MAX_DOMAIN_LENGTH
+
+
+def test_names_too_long_to_exist_are_left_out_and_the_rest_is_answered():
+    # <63>.<63>.<63>.svc.<87-character domain> would be 283 octets; <63>.<63>.svc.<domain> fits
+    v = zone.build_view(LONG_DOMAIN, [
+        service(LABEL_63, cluster_ip="10.96.0.7", namespace=LABEL_63),
+        service("a" * 100, cluster_ip="10.96.0.8"),              # a label past 63 octets
+        service("db", cluster_ip="None", ports=(("pg", 5432, "TCP"),)),
+    ], [
+        endpoint_slice(LABEL_63, [ep("10.244.1.7", hostname=LABEL_63)], namespace=LABEL_63),
+        endpoint_slice("db", [ep("10.244.2.2", hostname="db-0")], ports=(("pg", 5432, "TCP"),)),
+    ], ["default", LABEL_63])
+    assert set(v.services) == {(LABEL_63, LABEL_63), ("default", "db")}
+    assert v.endpoints[(LABEL_63, LABEL_63)] == ()
+    assert addresses(ask(v, f"{LABEL_63}.{LABEL_63}.svc.{LONG_DOMAIN}")) == {"10.96.0.7"}
+    assert addresses(ask(v, f"db-0.db.default.svc.{LONG_DOMAIN}")) == {"10.244.2.2"}
+    ptr = ask(v, dns.reversename.from_address("10.96.0.7").to_text(), "PTR")
+    assert ptr.answer[0][0].target.to_text() == f"{LABEL_63}.{LABEL_63}.svc.{LONG_DOMAIN}."
+    for ip in ("10.244.1.7", "10.96.0.8"):    # names no record can have
+        assert ask(v, dns.reversename.from_address(ip).to_text(), "PTR").rcode() == dns.rcode.REFUSED
+
+
+def test_under_the_longest_domain_allowed_the_longest_names_are_answered():
+    domain = ".".join(["a" * 28, "b" * (zone.MAX_DOMAIN_LENGTH - 29)])
+    assert zone.domain_length(dns.name.from_text(domain)) == len(domain) == zone.MAX_DOMAIN_LENGTH
+    v = zone.build_view(domain, [service(LABEL_63, cluster_ip="None", namespace=LABEL_63)],
+                        [endpoint_slice(LABEL_63, [ep("10.244.1.7", hostname=LABEL_63)], namespace=LABEL_63)],
+                        [LABEL_63])
+    longest = f"{LABEL_63}.{LABEL_63}.{LABEL_63}.svc.{domain}"
+    assert len(dns.name.from_text(longest).to_wire()) == zone.MAX_NAME
+    assert addresses(ask(v, longest)) == {"10.244.1.7"}
+    srv = ask(v, f"_http._tcp.{LABEL_63}.{LABEL_63}.svc.{domain}", "SRV", use_edns=0, payload=4096)
+    assert [rd.target.to_text() for rd in srv.answer[0]] == [longest + "."]
+    with pytest.raises(dns.name.NameTooLong):
+        dns.name.from_text(f"{LABEL_63}.{LABEL_63}.{LABEL_63}.svc.c{domain}")   # one character more
+
+
+def test_failure_is_servfail_with_the_querys_id_or_nothing_for_what_is_dropped():
+    out = zone.failure(good_wire(), "why")
+    reply = dns.message.from_wire(out.reply)
+    assert (reply.id, reply.rcode(), out.problem) == (0x1234, dns.rcode.SERVFAIL, "why")
+    response = bytearray(good_wire())
+    response[2] |= 0x80
+    assert zone.failure(bytes(response), "why").reply is None
+    assert zone.failure(b"\x42", "why").reply is None
