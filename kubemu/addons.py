@@ -93,7 +93,10 @@ def coredns(net: netplan.Record, api: str, credentials: str) -> list[dict]:
     deployment = {
         "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "coredns", **meta},
         "spec": {"replicas": REPLICAS if net.mode == netplan.CNI else 1,
-                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+                 # kubeadm's maxUnavailable 1; on the host's network no surge: a new pod could not
+                 # bind the ports the old one holds
+                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {
+                     "maxUnavailable": 1, **({} if net.mode == netplan.CNI else {"maxSurge": 0})}},
                  "selector": {"matchLabels": dict(LABELS)},
                  "template": {"metadata": {"labels": dict(LABELS)}, "spec": {
                      "priorityClassName": "system-cluster-critical", "serviceAccountName": ACCOUNT,

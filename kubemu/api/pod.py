@@ -1422,6 +1422,18 @@ def dns1123_label_errors(value: str) -> list[str]:
     return errors + ([] if _matches(DNS1123_LABEL, value) else [_DNS1123_LABEL_MSG])
 
 
+DNS1035_LABEL = "[a-z]([-a-z0-9]*[a-z0-9])?"
+_DNS1035_LABEL_MSG = _regex_error(
+    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+    "alphabetic character, and end with an alphanumeric character", DNS1035_LABEL, "my-name", "abc-123")
+
+
+def dns1035_label_errors(value: str) -> list[str]:
+    """A Service's name (NameIsDNS1035Label): it becomes a DNS label and an environment variable."""
+    errors = [_max_len(63)] if len(value) > 63 else []
+    return errors + ([] if _matches(DNS1035_LABEL, value) else [_DNS1035_LABEL_MSG])
+
+
 def dns1123_subdomain_errors(value: str) -> list[str]:
     errors = [_max_len(253)] if len(value) > 253 else []
     return errors + ([] if _matches(DNS1123_SUBDOMAIN, value) else [_DNS1123_SUBDOMAIN_MSG])

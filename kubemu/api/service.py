@@ -33,7 +33,7 @@ from .fielderrors import (FieldError, child, duplicate, forbidden, index, invali
                           required)
 from .meta import TYPES, Checker, register, table
 from .pod import (BOOL, INT, LIST, OBJ, STR, STRS, _absent, _fill, _is_int, _labels, _name_rule,
-                  _port_number, dns1123_label_errors, dns1123_subdomain_errors, field_types,
+                  _port_number, dns1035_label_errors, dns1123_label_errors, dns1123_subdomain_errors, field_types,
                   port_name_errors)
 
 SERVICE_TYPES = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")
@@ -221,9 +221,9 @@ def default_endpointslice(obj: Any) -> Any:
 
 # --- Service ------------------------------------------------------------------------------------
 
-def _validate(obj: Any, kind: str, strict: bool, body: Callable[[Checker, dict], None]):
+def _validate(obj: Any, kind: str, strict: bool, body: Callable[[Checker, dict], None], **kw):
     from .objects import _validate as frame  # see _defaulted
-    return frame(obj, kind, strict, body)
+    return frame(obj, kind, strict, body, **kw)
 
 
 def is_headless(spec: dict) -> bool:
@@ -276,7 +276,7 @@ def validate_service(obj: Any, *, strict: bool = True) -> list[FieldError]:
             elif isinstance(name, str):
                 _name_rule(c, name.removesuffix("."), "spec.externalName", dns1123_subdomain_errors)
         c.obj(svc.get("status"), "status", "ServiceStatus")
-    return _validate(obj, "Service", strict, body)
+    return _validate(obj, "Service", strict, body, name_rule=dns1035_label_errors)
 
 
 def _cluster_ips(c: Checker, spec: dict, stype: str) -> None:

@@ -27,6 +27,7 @@ def test_kubeadm_s_coredns_in_a_pod_network():
         ("dns", 53, "UDP", 53), ("dns-tcp", 53, "TCP", 53), ("metrics", 9153, "TCP", 9153)]
     dep = objs["Deployment"]["spec"]
     assert dep["replicas"] == 2 and dep["selector"]["matchLabels"] == dep["template"]["metadata"]["labels"]
+    assert dep["strategy"]["rollingUpdate"] == {"maxUnavailable": 1}  # kubeadm's
     pod = dep["template"]["spec"]
     assert pod["serviceAccountName"] == "coredns" and pod["dnsPolicy"] == "Default"
     assert {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"} in pod["tolerations"]
@@ -44,6 +45,8 @@ def test_in_the_host_s_network_one_replica_on_unprivileged_ports():
     objs = objects(HOST)
     c = objs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
     assert objs["Deployment"]["spec"]["replicas"] == 1
+    # a rollout stops the old pod before it starts the new one, which could not bind its ports
+    assert objs["Deployment"]["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 1, "maxSurge": 0}
     assert c["args"][-6:] == ["--port", "10053", "--health-port", "10054", "--ready-port", "10055"]
     assert (c["readinessProbe"]["httpGet"]["port"], c["livenessProbe"]["httpGet"]["port"]) == (10055, 10054)
     svc = objs["Service"]["spec"]

@@ -134,6 +134,21 @@ def test_service_validation(spec, want):
     assert errors(service(**spec)) == want
 
 
+def test_a_services_name_is_a_dns_1035_label():
+    """It becomes a DNS label (<svc>.<ns>.svc) and an environment variable's prefix."""
+    def named(name):
+        obj = service()
+        obj["metadata"]["name"] = name
+        return errors(obj)
+    assert named("web-1") == []
+    label = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
+             "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
+             "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
+    assert named("1web") == [f'metadata.name: Invalid value: "1web": {label}']
+    assert named("a.b") == [f'metadata.name: Invalid value: "a.b": {label}']
+    assert named("x" * 64) == [f'metadata.name: Invalid value: "{"x" * 64}": must be no more than 63 characters']
+
+
 def test_a_malformed_service_is_errors_never_an_exception():
     for bad in ({"spec": "x"}, {"spec": {"ports": "x"}}, {"spec": {"ports": [None, 3]}},
                 {"spec": {"clusterIPs": "x", "ipFamilies": [3]}}, {"spec": {"type": 5}}):
