@@ -28,7 +28,10 @@ spec:
   containers:
   - name: web
     image: python
-    command: [%s, "-m", "http.server", "8000", "--bind", "127.0.0.1"]
+    command: [%(py)s, "-m", "http.server", "8000", "--bind", "127.0.0.1"]
+    readinessProbe:  # Ready once it listens: a forwarded connection before that would be refused
+      exec: {command: [%(py)s, "-c", "import socket; socket.create_connection(('127.0.0.1', 8000), 2)"]}
+      periodSeconds: 1
 """
 
 
@@ -39,7 +42,7 @@ def k(tmp_path_factory):
     try:
         kubemu(state, "up", "--nodes", "2", "--fast", "--detach", "--api-port", "0", "--no-kubeconfig")
         k = Kubectl(state, home)
-        k.run("apply", "-f", "-", input=WEB % json.dumps(PY))
+        k.run("apply", "-f", "-", input=WEB % {"py": json.dumps(PY)})
         k.run("wait", "--for=condition=Ready", "pod/web", "--timeout", f"{LONG:.0f}s")
         yield k
     finally:
