@@ -252,12 +252,12 @@ def free_loopback_port() -> int:
 def reset_at_once(ip: str, port: int) -> bool:
     """A request to ip:port that gets no answer: the connection reset or closed (a hang fails
     the test by its timeout; a refusal means no proxy listens there)."""
-    with socket.create_connection((ip, port), timeout=LONG) as s:
-        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
-        try:
+    try:
+        with socket.create_connection((ip, port), timeout=LONG) as s:  # the reset may beat connect()
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
             return s.recv(1024) == b""
-        except ConnectionResetError:
-            return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
 
 
 def listening_in(block: str) -> list:
