@@ -125,11 +125,14 @@ def spawn_marked(argv: list[str], marker: Path, **kw) -> subprocess.Popen:
     return subprocess.Popen(argv, env=env, start_new_session=True, stdin=subprocess.DEVNULL, **kw)
 
 
-def terminate(proc: subprocess.Popen, timeout: float = DEADLINE) -> None:
+def terminate(proc: subprocess.Popen, timeout: float = DEADLINE) -> int | None:
+    """SIGTERM and wait: the exit code (None if it had to be killed)."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout)
+            return proc.wait(timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+            return None
+    return proc.returncode

@@ -3,7 +3,6 @@ its bound ports read from its log."""
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 import sys
 import urllib.error
@@ -11,7 +10,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.components.apiserver import REPO
-from tests.conftest import DEADLINE, spawn_marked, wait_for
+from tests.conftest import spawn_marked, terminate, wait_for
 
 SERVING = re.compile(r"serving \S+ on (\S+):(\d+) \(udp, tcp\); /health on \S+:(\d+), /ready on \S+:(\d+)")
 
@@ -52,14 +51,6 @@ class DNSProc:
     def stop(self) -> int | None:
         """SIGTERM and wait: the exit code (None if it had to be killed)."""
         try:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    return self.proc.wait(DEADLINE)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
-                    return None
-            return self.proc.returncode
+            return terminate(self.proc)
         finally:
             self._log.close()

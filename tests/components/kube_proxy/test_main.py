@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from kubemu import netplan
 from kubemu.api.times import format_micro_time
 from tests.components.apiserver import REPO, APIServerEnv, running
 from tests.components.kube_proxy.test_nftshell import NFT, Netns
-from tests.conftest import DEADLINE, wait_for
+from tests.conftest import DEADLINE, terminate, wait_for
 
 
 def test_proxy_mode():
@@ -90,15 +89,7 @@ class ProxyProc:
             wait_for(ready, message="kube-proxy to report READY=1")
 
     def stop(self) -> int | None:
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(DEADLINE)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return None
+        return terminate(self.proc) if self.proc else None
 
     def kill(self) -> None:
         self.proc.kill()

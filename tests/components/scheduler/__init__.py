@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.components.apiserver import REPO, APIServerEnv
-from tests.conftest import DEADLINE, wait_for
+from tests.conftest import DEADLINE, terminate, wait_for
 
 
 class SchedulerProc:
@@ -54,15 +54,7 @@ class SchedulerProc:
 
     def stop(self) -> int | None:
         """SIGTERM and wait: the exit code (None if it had to be killed)."""
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else None
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(DEADLINE)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return None
+        return terminate(self.proc) if self.proc else None
 
     def log_text(self) -> str:
         return "".join(p.read_text(errors="replace")
