@@ -275,8 +275,6 @@ class Record:
     host_link: str | None = None
     host_addr: str | None = None
     fabric_addr: str | None = None
-    made_run_netns: bool = False      # `ip netns add` mounted /run/netns for us
-    made_run_netns_dir: bool = False  # ... and created the directory
     br_netfilter: bool = False        # the fabric has /proc/sys/net/bridge: bridged traffic can pass nftables
 
     def to_json(self) -> dict:
@@ -306,7 +304,7 @@ _OPT_STR = (str, type(None))
 _RECORD_TYPES = {"mode": (str,), "reason": _OPT_STR, "netns": _OPT_STR, "netns_path": _OPT_STR,
                  "cluster_cidr": _OPT_STR, "service_cidr": _OPT_STR, "node_mask": (int, type(None)),
                  "host_link": _OPT_STR, "host_addr": _OPT_STR, "fabric_addr": _OPT_STR,
-                 "made_run_netns": (bool,), "made_run_netns_dir": (bool,), "br_netfilter": (bool,)}
+                 "br_netfilter": (bool,)}
 
 
 def fabric_names(h8: str) -> tuple[str, str]:
@@ -431,9 +429,9 @@ class DelNetns:
 
 @dataclass(frozen=True)
 class ReleaseRunNetns:
-    """Unmount /run/netns (and remove it) as `ip netns add` made it: only when no namespace
-    is left in it, which the shell checks at the time."""
-    remove_dir: bool
+    """Unmount /run/netns (and remove it) if kubemu's `ip netns add` made it and no namespace is
+    left in it, which the shell checks at the time. The claim is the machine's, not a cluster's:
+    clusters share /run/netns, so whichever goes last releases it, not the one that made it."""
 
 
 Step = AddNetns | SetSysctl | AddVeth | AddAddr | LinkUp | AddRoute | DelLink | DelNetns | ReleaseRunNetns
@@ -460,10 +458,7 @@ def teardown_plan(rec: Record) -> list[Step]:
     """The steps that remove what fabric_plan made (each one skipped when its object is gone)."""
     if rec.mode != CNI:
         return []
-    steps: list[Step] = [DelLink(rec.host_link), DelNetns(rec.netns)]
-    if rec.made_run_netns:
-        steps.append(ReleaseRunNetns(rec.made_run_netns_dir))
-    return steps
+    return [DelLink(rec.host_link), DelNetns(rec.netns), ReleaseRunNetns()]
 
 
 def undoes(step: Step) -> type:

@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 
 RECORD = "network.json"
 RUN_NETNS = "/run/netns"  # where `ip netns` keeps its namespaces (bind mounts of nsfs)
+# kubemu's claim on /run/netns when its `ip netns add` mounted it ("dir": and made the directory);
+# beside it in /run, so it goes with a reboot as the mount does
+RUN_NETNS_CLAIM = "/run/kubemu-run-netns"
 STEP_TIMEOUT = 30.0
 SETUP_ATTEMPTS = 3  # two `up`s at once may pick the same free CIDR: the later's route add fails
 
@@ -160,14 +163,19 @@ def run_step(step: netplan.Step) -> None:
     if isinstance(step, netplan.DelNetns) and not os.path.exists(f"{RUN_NETNS}/{step.name}"):
         return
     if isinstance(step, netplan.ReleaseRunNetns):
+        try:
+            claim = Path(RUN_NETNS_CLAIM).read_text()
+        except OSError:
+            return  # kubemu did not mount it: not ours to remove
         if not _mounted(RUN_NETNS) or os.listdir(RUN_NETNS):
-            return  # someone else's namespaces are there: /run/netns stays
+            return  # namespaces are still there (another cluster's, or someone else's): it stays
         _run(["umount", RUN_NETNS])
-        if step.remove_dir:
+        if claim == "dir":
             try:
                 os.rmdir(RUN_NETNS)
             except OSError:
                 pass  # someone made a namespace meanwhile
+        Path(RUN_NETNS_CLAIM).unlink(missing_ok=True)
         return
     _run(step.argv())
 
@@ -243,8 +251,8 @@ def _plan(state_root: Path, pod_network_cidr: str | None, service_cidr: str | No
 
 
 def build(rec: Record) -> Record:
-    """Run fabric_plan(rec); rec with what /run/netns needed and whether the new namespace has
-    br_netfilter (looked at once it exists: the rest of the plan depends on it). On a failure
+    """Run fabric_plan(rec) (claiming /run/netns if `ip netns add` had to mount it); rec with
+    whether the new namespace has br_netfilter (looked at once it exists: the rest of the plan depends on it). On a failure
     what this call made is removed (nothing that was there before), then StepFailed is raised."""
     had_dir, had_mount = os.path.isdir(RUN_NETNS), _mounted(RUN_NETNS)
     made, done = rec, set()
@@ -252,8 +260,9 @@ def build(rec: Record) -> Record:
         add_netns, *_ = netplan.fabric_plan(rec)
         run_step(add_netns)
         done.add(type(add_netns))
-        made = Record(**{**rec.to_json(), "made_run_netns": not had_mount and _mounted(RUN_NETNS),
-                         "made_run_netns_dir": not had_dir, "br_netfilter": has_br_netfilter(rec.netns)})
+        if not had_mount and _mounted(RUN_NETNS):
+            write_atomic(Path(RUN_NETNS_CLAIM), b"" if had_dir else b"dir", 0o644)
+        made = Record(**{**rec.to_json(), "br_netfilter": has_br_netfilter(rec.netns)})
         for step in netplan.fabric_plan(made)[1:]:
             run_step(step)
             done.add(type(step))
@@ -283,14 +292,12 @@ def _host(state_root: Path, reason: str, kept: Record | None) -> Record:
 
 def down(state_root: Path) -> None:
     """Remove the fabric the record names (after the nodes' processes are gone). The record
-    stays, for the next `up` to keep the CIDRs, without the claim on /run/netns."""
+    stays, for the next `up` to keep the CIDRs."""
     rec = load(state_root)
     if rec is None or rec.mode != CNI:
         return
     for failure in _teardown(rec):
         log.warning("kubemu: could not remove the pod network: %s", failure)
-    if rec.made_run_netns:
-        save(state_root, Record(**{**rec.to_json(), "made_run_netns": False, "made_run_netns_dir": False}))
 
 
 def leftovers(rec: Record) -> list[str]:

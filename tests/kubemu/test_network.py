@@ -106,7 +106,7 @@ def test_setup_builds_the_fabric_and_down_leaves_nothing(fabric):
     assert network.leftovers(rec) == []
     assert host_forwarding() == forwarding
     kept = network.load(fabric)  # kept for the next `up`: the nodes' podCIDRs are in its CIDRs
-    assert (kept.cluster_cidr, kept.service_cidr, kept.made_run_netns) == (rec.cluster_cidr, rec.service_cidr, False)
+    assert (kept.cluster_cidr, kept.service_cidr) == (rec.cluster_cidr, rec.service_cidr)
     network.down(fabric)  # again: nothing to do, nothing said
     assert snapshot(h8) == before
 
@@ -302,20 +302,26 @@ def test_the_mode_of_an_unprivileged_process(drop, reason):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount")
-def test_run_netns_is_released_only_when_empty(tmp_path, monkeypatch):
-    """As `ip netns add` leaves it: /run/netns bind-mounted on itself; `down` unmounts (and
-    removes) it only when no namespace is left in it. A private directory plays /run/netns."""
-    run_netns = tmp_path / "netns"
+def test_run_netns_is_released_only_when_kubemu_made_it_and_it_is_empty(tmp_path, monkeypatch):
+    """As `ip netns add` leaves it: /run/netns bind-mounted on itself. A `down` unmounts (and
+    removes) it only when kubemu's claim says kubemu made it and no namespace is left in it;
+    the claim is the machine's, so the last cluster to go releases it even if another cluster
+    made it. A private directory plays /run/netns."""
+    run_netns, claim = tmp_path / "netns", tmp_path / "claim"
     run_netns.mkdir()
     monkeypatch.setattr(network, "RUN_NETNS", str(run_netns))
+    monkeypatch.setattr(network, "RUN_NETNS_CLAIM", str(claim))
     subprocess.run(["mount", "--bind", str(run_netns), str(run_netns)], check=True)
     try:
-        (run_netns / "someone-else").touch()
-        network.run_step(netplan.ReleaseRunNetns(remove_dir=True))
+        network.run_step(netplan.ReleaseRunNetns())  # no claim: someone else's mount
         assert network._mounted(str(run_netns))
-        (run_netns / "someone-else").unlink()
-        network.run_step(netplan.ReleaseRunNetns(remove_dir=True))
-        assert not network._mounted(str(run_netns)) and not run_netns.exists()
+        claim.write_text("dir")  # a cluster made it, then another cluster's namespace came
+        (run_netns / "another-cluster").touch()
+        network.run_step(netplan.ReleaseRunNetns())  # the maker goes first: it stays
+        assert network._mounted(str(run_netns))
+        (run_netns / "another-cluster").unlink()
+        network.run_step(netplan.ReleaseRunNetns())  # the other goes last: released
+        assert not network._mounted(str(run_netns)) and not run_netns.exists() and not claim.exists()
     finally:
         if network._mounted(str(run_netns)):
             subprocess.run(["umount", str(run_netns)])
