@@ -196,6 +196,7 @@ def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings, a
                                "--node-startup-grace-period", f"{t.node_startup_grace:g}",
                                "--node-eviction-rate", f"{t.eviction_rate:g}",
                                "--default-toleration-seconds", f"{t.toleration_seconds:g}",
+                               "--time-scale", f"{t.pod_time_scale:g}",
                                "--root-ca-file", str(state.pki_dir / f"{pki.CA_NAME}.crt")]
                               + (netplan.controller_manager_flags(net) if net else []),
     }

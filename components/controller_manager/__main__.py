@@ -129,6 +129,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--service-cluster-ip-range", default="", metavar="CIDR",
                    help="the Services' address range: the blocks it overlaps in --cluster-cidr "
                         "are never handed out; requires --allocate-node-cidrs")
+    p.add_argument("--time-scale", type=_positive_seconds, default=1.0, metavar="FACTOR",
+                   help="kubemu: scale the controllers' built-in delays (the Job pod-failure "
+                        "backoff, 10 s doubling to 6 min); `kubemu up --fast` passes 0.1")
+    p.add_argument("--cronjob-clock-offset-file", metavar="PATH",
+                   help="kubemu, for tests: the CronJob controller's clock runs this file's "
+                        "number of seconds ahead of the real one (absent file: 0)")
+    p.add_argument("--local-path-dir-template", metavar="TEMPLATE",
+                   help="kubemu: run the local-path provisioner; a volume's directory is made "
+                        "under TEMPLATE with {node} replaced by its node's name")
     p.add_argument("--resync-period", type=_seconds, default=0.0, metavar="SECONDS",
                    help="seconds between informer resyncs that re-check every object "
                         "(default 0: never)")
@@ -164,6 +173,9 @@ def config_from(args: argparse.Namespace) -> Config:
                   max_endpoints_per_slice=args.max_endpoints_per_slice,
                   endpoint_updates_batch_period=args.endpoint_updates_batch_period,
                   endpointslice_updates_batch_period=args.endpointslice_updates_batch_period,
+                  time_scale=args.time_scale,
+                  cronjob_clock_offset_file=args.cronjob_clock_offset_file,
+                  local_path_dir_template=args.local_path_dir_template,
                   root_ca=read_root_ca(args.root_ca_file) if args.root_ca_file else None,
                   node_ipam=NodeIPAMSettings.parse(args.cluster_cidr,
                                                    args.node_cidr_mask_size or None,

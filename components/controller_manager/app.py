@@ -8,6 +8,7 @@ that is when the process reports READY=1.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import signal
 from dataclasses import dataclass
@@ -54,6 +55,9 @@ class Config:
     max_endpoints_per_slice: int = DEFAULT_MAX_PER_SLICE
     endpoint_updates_batch_period: float = 0.0
     endpointslice_updates_batch_period: float = 0.0
+    time_scale: float = 1.0   # kubemu's --fast: the controllers' built-in delays (Job backoff)
+    cronjob_clock_offset_file: str | None = None   # tests move the CronJob clock by this file
+    local_path_dir_template: str | None = None     # "<state>/nodes/{node}/local-path"
 
 
 def build_controllers(config: Config, api: ApiClient, informers: SharedInformers) -> list:
@@ -74,10 +78,25 @@ def build_controllers(config: Config, api: ApiClient, informers: SharedInformers
         "endpointslice": lambda: EndpointSliceController(
             api, informers, config.concurrent_service_endpoint_syncs,
             config.max_endpoints_per_slice, config.endpointslice_updates_batch_period),
+        # imported when chosen (each module pulls its own dependencies, e.g. croniter)
+        "statefulset": lambda: _shell("statefulset").StatefulSetController(api, informers),
+        "daemonset": lambda: _shell("daemonset").DaemonSetController(api, informers),
+        "job": lambda: _shell("job").JobController(api, informers, config.time_scale),
+        "ttl-after-finished": lambda: _shell("ttlafterfinished").TTLAfterFinishedController(
+            api, informers),
+        "cronjob": lambda: _shell("cronjob").CronJobController(
+            api, informers, config.cronjob_clock_offset_file),
+        "disruption": lambda: _shell("disruption").DisruptionController(api, informers),
+        "persistentvolume-binder": lambda: _shell("persistentvolume").PersistentVolumeBinder(
+            api, informers),
+        "local-path-provisioner": lambda: _shell("localpath").LocalPathProvisioner(
+            api, informers, config.local_path_dir_template),
     }
     # controllers that run only when configured, and the flag that says why not
     missing = {"root-ca-cert-publisher": (config.root_ca is None, "no --root-ca-file"),
-               "nodeipam": (config.node_ipam is None, "no --allocate-node-cidrs")}
+               "nodeipam": (config.node_ipam is None, "no --allocate-node-cidrs"),
+               "local-path-provisioner": (config.local_path_dir_template is None,
+                                          "no --local-path-dir-template")}
     names = []
     for name in config.controllers:
         off, why = missing.get(name, (False, ""))
@@ -86,6 +105,10 @@ def build_controllers(config: Config, api: ApiClient, informers: SharedInformers
         else:
             names.append(name)
     return [builders[name]() for name in names]
+
+
+def _shell(module: str):
+    return importlib.import_module(f"components.controller_manager.{module}")
 
 
 async def run(config: Config) -> int:

@@ -77,6 +77,16 @@ _INDEXERS = {
     "services": {},
     "endpoints": {},
     "endpointslices": {SERVICE_INDEX: _by_service},
+    "statefulsets": {OWNER_INDEX: _by_owner, UID_INDEX: _by_uid},
+    "daemonsets": {OWNER_INDEX: _by_owner, UID_INDEX: _by_uid},
+    "controllerrevisions": {CONTROLLER_INDEX: _by_controller, OWNER_INDEX: _by_owner,
+                            UID_INDEX: _by_uid},
+    "jobs": {CONTROLLER_INDEX: _by_controller, OWNER_INDEX: _by_owner, UID_INDEX: _by_uid},
+    "cronjobs": {OWNER_INDEX: _by_owner, UID_INDEX: _by_uid},
+    "persistentvolumes": {UID_INDEX: _by_uid},
+    "persistentvolumeclaims": {OWNER_INDEX: _by_owner, UID_INDEX: _by_uid},
+    "storageclasses": {},
+    "poddisruptionbudgets": {},
 }
 # Resources watched in one namespace only (the node lifecycle needs just the node leases).
 _NAMESPACES = {"leases": LEASE_NAMESPACE}

@@ -56,6 +56,7 @@ WRITE = ("create", "update", "patch", "delete", "deletecollection")
 READ_WRITE = READ + WRITE
 
 CORE, APPS, COORDINATION = "", "apps", "coordination.k8s.io"
+BATCH, POLICY, STORAGE = "batch", "policy", "storage.k8s.io"
 AUTHENTICATION, AUTHORIZATION, AUTOSCALING = ("authentication.k8s.io", "authorization.k8s.io",
                                               "autoscaling")
 EVENTS_GROUP = "events.k8s.io"
@@ -138,7 +139,11 @@ def _cluster_roles() -> list[dict]:
                                   "endpoints")),
             rule(("create",), (CORE,), ("serviceaccounts/token",)),
             rule(WRITE, (APPS,), ("deployments", "deployments/scale", "deployments/rollback",
-                                  "replicasets", "replicasets/scale")),
+                                  "replicasets", "replicasets/scale", "statefulsets",
+                                  "statefulsets/scale", "daemonsets")),
+            rule(WRITE, (BATCH,), ("jobs", "cronjobs")),
+            rule(WRITE, (CORE,), ("persistentvolumeclaims",)),
+            rule(WRITE, (POLICY,), ("poddisruptionbudgets",)),
         ]),
         cluster_role("system:aggregate-to-view", labels=_aggregated_to("view"), rules=[
             rule(READ, (CORE,), ("pods", "serviceaccounts", "configmaps")),
@@ -148,7 +153,12 @@ def _cluster_roles() -> list[dict]:
             # reading namespaces in a namespace means reading *that* namespace
             rule(READ, (CORE,), ("namespaces",)),
             rule(READ, (APPS,), ("deployments", "deployments/status", "deployments/scale",
-                                 "replicasets", "replicasets/status", "replicasets/scale")),
+                                 "replicasets", "replicasets/status", "replicasets/scale",
+                                 "statefulsets", "statefulsets/status", "statefulsets/scale",
+                                 "daemonsets", "daemonsets/status", "controllerrevisions")),
+            rule(READ, (BATCH,), ("jobs", "jobs/status", "cronjobs", "cronjobs/status")),
+            rule(READ, (CORE,), ("persistentvolumeclaims", "persistentvolumeclaims/status")),
+            rule(READ, (POLICY,), ("poddisruptionbudgets", "poddisruptionbudgets/status")),
         ]),
         # metrics-server's role (kubemu serves metrics.k8s.io itself): kubectl top for view and up
         cluster_role("system:aggregated-metrics-reader", labels={
@@ -172,6 +182,8 @@ def _cluster_roles() -> list[dict]:
             rule(READ, (CORE,), ("secrets", "configmaps")),
             # a pod's service environment variables
             rule(READ, (CORE,), ("services",)),
+            # the claims and volumes its pods mount
+            rule(("get",), (CORE,), ("persistentvolumeclaims", "persistentvolumes")),
             rule(("create",), (CORE,), ("serviceaccounts/token",)),
             # the node heartbeat in kube-node-lease
             rule(("get", "create", "update", "patch", "delete"), (COORDINATION,), ("leases",)),
@@ -184,7 +196,12 @@ def _cluster_roles() -> list[dict]:
             rule(("get", "list", "watch", "delete"), (CORE,), ("pods",)),
             rule(("create",), (CORE,), ("pods/binding", "bindings")),
             rule(("patch", "update"), (CORE,), ("pods/status",)),
-            rule(READ, (APPS,), ("replicasets",)),
+            rule(READ, (APPS,), ("replicasets", "statefulsets")),
+            # VolumeBinding: claims, volumes, classes; WaitForFirstConsumer's selected node
+            rule(READ, (CORE,), ("persistentvolumeclaims", "persistentvolumes")),
+            rule(("patch", "update"), (CORE,), ("persistentvolumeclaims",)),
+            rule(READ, (STORAGE,), ("storageclasses",)),
+            rule(READ, (POLICY,), ("poddisruptionbudgets",)),
             rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),
             rule(("create",), (AUTHORIZATION,), ("subjectaccessreviews",)),
         ]),
@@ -214,6 +231,10 @@ def _cluster_roles() -> list[dict]:
             # ... and the endpoint and endpointslice controllers write a Service's endpoints
             rule(("create",), (CORE,), ("endpoints",)),
             rule(("create",), (DISCOVERY,), ("endpointslices",)),
+            # ... and the workload, volume and disruption controllers theirs
+            rule(("create",), (APPS,), ("controllerrevisions",)),
+            rule(("create",), (BATCH,), ("jobs",)),
+            rule(("create",), (CORE,), ("persistentvolumeclaims", "persistentvolumes")),
         ]),
         cluster_role(NODE_PROXIER, [
             rule(READ, (CORE,), ("services", "endpoints", "nodes")),

@@ -30,7 +30,7 @@ import copy
 import ipaddress
 from typing import Any, Callable
 
-from . import configobjects, pod, rbacobjects, service
+from . import apps, batch, configobjects, pod, policy, rbacobjects, service, storage
 from .fielderrors import (DUPLICATE, FieldError, ValidationError, child, duplicate, forbidden,
                           index, not_supported, required)
 from .meta import (TYPES, Checker, check_int_or_percent, check_label_selector,
@@ -708,13 +708,15 @@ DEFAULTERS: dict[str, Callable[[Any], Any]] = {
     "Namespace": default_namespace, "Pod": pod.default_pod, "Node": default_node,
     "Lease": default_lease, "ReplicaSet": default_replicaset, "Deployment": default_deployment,
     "Event": default_event, **rbacobjects.DEFAULTERS, **configobjects.DEFAULTERS,
-    **service.DEFAULTERS,
+    **service.DEFAULTERS, **apps.DEFAULTERS, **batch.DEFAULTERS, **storage.DEFAULTERS,
+    **policy.DEFAULTERS,
 }
 VALIDATORS: dict[str, Callable[..., list[FieldError]]] = {
     "Namespace": validate_namespace, "Pod": pod.validate_pod, "Node": validate_node,
     "Lease": validate_lease, "ReplicaSet": validate_replicaset,
     "Deployment": validate_deployment, "Event": validate_event, **rbacobjects.VALIDATORS,
-    **configobjects.VALIDATORS, **service.VALIDATORS,
+    **configobjects.VALIDATORS, **service.VALIDATORS, **apps.VALIDATORS, **batch.VALIDATORS,
+    **storage.VALIDATORS, **policy.VALIDATORS,
 }
 
 
@@ -763,7 +765,8 @@ def validate_object_update(old: Any, new: Any, *, strict: bool = True,
     if kind == "Node":
         errors += validate_node_update(old, new)
     for table in (rbacobjects.UPDATE_VALIDATORS, configobjects.UPDATE_VALIDATORS,
-                  service.UPDATE_VALIDATORS):
+                  service.UPDATE_VALIDATORS, apps.UPDATE_VALIDATORS, batch.UPDATE_VALIDATORS,
+                  storage.UPDATE_VALIDATORS, policy.UPDATE_VALIDATORS):
         if kind in table:
             errors += table[kind](old, new)
     return errors

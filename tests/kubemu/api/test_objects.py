@@ -356,9 +356,10 @@ def test_default_object_and_validate_object_dispatch_by_kind():
     assert validate_object(pod) == []
     assert [str(e) for e in validate_object({"kind": "Ingress"})] == [
         'kind: Unsupported value: "Ingress": supported values: "ClusterRole", '
-        '"ClusterRoleBinding", "ConfigMap", "Deployment", "EndpointSlice", "Endpoints", "Event", "Lease", '
-        '"Namespace", "Node", "Pod", "ReplicaSet", "Role", "RoleBinding", "Secret", "Service", '
-        '"ServiceAccount"']
+        '"ClusterRoleBinding", "ConfigMap", "ControllerRevision", "CronJob", "DaemonSet", '
+        '"Deployment", "EndpointSlice", "Endpoints", "Event", "Job", "Lease", "Namespace", "Node", '
+        '"PersistentVolume", "PersistentVolumeClaim", "Pod", "PodDisruptionBudget", "ReplicaSet", '
+        '"Role", "RoleBinding", "Secret", "Service", "ServiceAccount", "StatefulSet", "StorageClass"']
     assert [str(e) for e in validate_object({})] == ["kind: Required value"]
     assert default_object(["x"]) == ["x"]
 

@@ -45,7 +45,13 @@ def test_resource_facts():
     assert {r.kind for r in RESOURCES if r.stored} == {
         "Namespace", "Pod", "Node", "Lease", "ReplicaSet", "Deployment", "Event", "ServiceAccount",
         "ConfigMap", "Secret", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding",
-        "Service", "Endpoints", "EndpointSlice"}
+        "Service", "Endpoints", "EndpointSlice", "StatefulSet", "DaemonSet", "ControllerRevision",
+        "Job", "CronJob", "PersistentVolume", "PersistentVolumeClaim", "StorageClass",
+        "PodDisruptionBudget"}
+    assert [resolve(n).kind for n in ("sts", "ds", "cj", "pv", "pvc", "sc", "pdb", "jobs.batch")] == [
+        "StatefulSet", "DaemonSet", "CronJob", "PersistentVolume", "PersistentVolumeClaim",
+        "StorageClass", "PodDisruptionBudget", "Job"]
+    assert not resolve("pv").namespaced and not resolve("sc").namespaced and resolve("pvc").namespaced
     review = resolve("selfsubjectaccessreviews")
     assert (review.group, review.verbs, review.stored) == ("authorization.k8s.io", ("create",), False)
     names = [n for r in RESOURCES for n in r.names]

@@ -24,7 +24,7 @@ def test_types_and_names():
 
 
 def test_the_all_category_lists_kubectls_kinds_in_its_order():
-    assert [t.resource.plural for t in parse_targets(("all",))] == ["pods", "services", "deployments", "replicasets"]
+    assert [t.resource.plural for t in parse_targets(("all",))] == ["pods", "services", "daemonsets", "deployments", "replicasets", "statefulsets", "cronjobs", "jobs"]
     assert [t.resource.plural for t in parse_targets(("svc,ep,endpointslices",))] == \
         ["services", "endpoints", "endpointslices"]
 
