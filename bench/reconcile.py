@@ -14,6 +14,11 @@ pod lands on a hollow node, which reports it Running without starting a process.
 - recovery (`kills` times, default 1): a fresh workload of the same size, the controller-
   manager killed -9 (its mirror pod's container PID) once half of the pods run; the time from
   the kill to all pods Running, and from the first create.
+- workloads (`workloads=("statefulset", "daemonset", "job")`, any of them): after those, the
+  startup measurement again with the same number of pods made by each other controller, one
+  kind at a time, each deleted before the next: StatefulSets (Parallel pod management) and
+  Jobs (parallelism = completions) spread over D objects, DaemonSets one pod per hollow node
+  (pods / K of them). Beside the Deployment row of the same run.
 
 Over the startup and deletion windows: mutating API requests/s by verb (the audit log; reads
 are not audited), Raft entries committed/s and fsyncs/s per store replica (the replicas'
@@ -47,7 +52,7 @@ from .reconcile_figures import (AuditWindow, audit_log, cpu_per_pod, over_time, 
 from .reconcile_profile import Profilers, profiling_environment
 from .reconcile_plots import plots
 from .reconcile_table import headlines, table
-from .reconcile_workload import Workload, replicas_per_deployment
+from .reconcile_workload import KINDS, Workload, replicas_for, replicas_per_deployment
 from .machine import machine_with_load
 
 __all__ = ["run", "table", "headlines", "plots"]  # what the runner calls
@@ -79,9 +84,11 @@ def phase_timeout(pods: int) -> float:
 
 def run(quick: bool = False, kills: int | None = None, progress_factory=None, *, deployments: int | None = None,
         pods: int | None = None, hollow_nodes: int | None = None, fast: bool = False,
-        workdir: str | os.PathLike | None = None, profile_dir: str | os.PathLike | None = None) -> dict:
+        workdir: str | os.PathLike | None = None, profile_dir: str | os.PathLike | None = None,
+        workloads: tuple[str, ...] = ()) -> dict:
     """`kills`: recovery runs, each with one controller-manager kill (default 1; 0: none).
-    `workdir`: where the cluster's directory is made (default: the temp dir)."""
+    `workdir`: where the cluster's directory is made (default: the temp dir).
+    `workloads`: the other controllers to measure beside the Deployment (KINDS)."""
     base = QUICK if quick else DEFAULTS
     pods = pods or base["pods"]
     deployments = min(deployments or base["deployments"], pods)
@@ -89,16 +96,22 @@ def run(quick: bool = False, kills: int | None = None, progress_factory=None, *,
     kills = base["kills"] if kills is None else kills
     if pods > hollow_nodes * MAX_PODS_PER_NODE:
         raise ValueError(f"{pods} pods do not fit on {hollow_nodes} hollow nodes of {MAX_PODS_PER_NODE} pods each")
+    unknown = set(workloads) - set(KINDS)
+    if unknown:
+        raise ValueError(f"unknown workload(s) {', '.join(sorted(unknown))}: choose from {', '.join(KINDS)}")
+    others = [kind for kind in dict.fromkeys(workloads) if kind != "deployment"]
     replicas = replicas_per_deployment(pods, deployments)
     config = {"deployments": deployments, "replicas": replicas, "pods": pods, "hollow_nodes": hollow_nodes,
               "store_replicas": 3, "kills": kills, "fast_timings": fast, "quick": quick,
-              "profiled": profile_dir is not None}
+              "profiled": profile_dir is not None, "workloads": ["deployment", *others],
+              "workload_replicas": {kind: replicas_for(kind, pods, deployments, hollow_nodes) for kind in others}}
     about = machine_with_load()
     profile_dir = Path(profile_dir).absolute() if profile_dir else None
     with profiling_environment(profile_dir) if profile_dir else nullcontext(), \
             private_cluster(hollow_nodes, fast, workdir) as state, \
             ProcessSampler(state) as sampler:
-        results = asyncio.run(_measure(state, sampler, replicas, kills, progress_factory, profile_dir))
+        results = asyncio.run(_measure(state, sampler, replicas, kills, progress_factory, profile_dir,
+                                       config["workload_replicas"]))
     about["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]  # the machine is shared: how busy it was
     report = {"suite": "reconcile", "machine": about, "config": config, "results": results, "units": UNITS}
     report.update(compare(results))
@@ -106,9 +119,9 @@ def run(quick: bool = False, kills: int | None = None, progress_factory=None, *,
 
 
 async def _measure(state, sampler: ProcessSampler, replicas: list[int], kills: int, progress_factory,
-                   profile_dir) -> dict:
-    def progress(label: str):
-        return progress_factory(label, sum(replicas)) if progress_factory else None
+                   profile_dir, others: dict[str, list[int]]) -> dict:
+    def progress(label: str, pods: int = sum(replicas)):
+        return progress_factory(label, pods) if progress_factory else None
 
     api = ApiClient(state.api_endpoint(), timeout=30, credentials=state_credentials(state.root))
     try:
@@ -126,6 +139,16 @@ async def _measure(state, sampler: ProcessSampler, replicas: list[int], kills: i
                 if k < kills - 1:  # the next run needs the room
                     await w.scale_to_zero()
                     await w.all_gone(phase_timeout(w.pods))
+        results["workloads"] = {}
+        for kind, counts in others.items():
+            async with Workload(api, kind, counts, kind) as w:
+                row = results["workloads"][kind] = await _startup(state, sampler, w,
+                                                                   progress(f"{kind}: pods Running", w.pods))
+                await w.delete()  # the next kind is measured on a cluster without these
+                try:
+                    await w.all_gone(phase_timeout(w.pods))
+                except TimeoutError as exc:  # measured already: say so, and go on
+                    row["cleanup"] = str(exc)
         return results
     finally:
         await api.close()

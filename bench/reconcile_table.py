@@ -23,7 +23,7 @@ def table(report: dict) -> Table:
     t.add_column("figure")
     t.add_column("kubemu", justify="right")
     t.add_column("target / anchor")
-    for rows in (_headline, _recovery, _traffic, _cpu):
+    for rows in (_headline, _recovery, _workloads, _traffic, _cpu):
         for row in rows(report):
             t.add_row(*row)
     return t
@@ -58,6 +58,18 @@ def _recovery(report: dict) -> list[tuple[str, str, str]]:
                      f"{rec['kill_to_converged_s']:.2f} s",
                      f"total {rec['total_s']:.2f} s ({rec['pods_per_s']:.0f} pods/s); its mirror pod Running again "
                      + (f"after {back:.2f} s" if back is not None else "never")))
+    return rows
+
+
+def _workloads(report: dict) -> list[tuple[str, str, str]]:
+    """The other controllers' startup rows, beside the Deployment's of the same run."""
+    deployment = report["results"]["startup"]["pods_per_s"]
+    rows = []
+    for kind, up in report["results"].get("workloads", {}).items():
+        owners = len(report["config"]["workload_replicas"][kind])
+        rows.append((f"{kind}: pods/s ({up['pods']} pods, {owners} objects)", f"{up['pods_per_s']:.1f}",
+                     f"{up['pods_per_s'] / deployment:.2f}x the Deployment row; startup ms p50/p90/p99 "
+                     f"{_ms(up['latency']['from_first_seen'])}"))
     return rows
 
 
@@ -99,4 +111,7 @@ def headlines(report: dict) -> list[tuple[str, str, str]]:
     for rec in report["results"]["recovery"]:
         rows.append(("controller-manager kill -9 -> all Running", f"{number(rec['kill_to_converged_s'])} s",
                      f"{rec['pods']} pods, {number(rec['total_s'], '{:.1f}')} s in all"))
+    for kind, row in report["results"].get("workloads", {}).items():
+        rows.append((f"pods/s through the {kind} controller", f"{number(row['pods_per_s'], '{:.0f}')}/s",
+                     f"p99 startup {number(row['latency']['from_first_seen']['p99_ms'], '{:.0f}')} ms"))
     return rows

@@ -1,5 +1,6 @@
-"""The reconcile benchmark's workload: D Deployments whose pods hollow nodes report Running,
-timed pod by pod through a watch (a client-go style informer on the workload's label).
+"""The reconcile benchmark's workload: D Deployments (or StatefulSets, DaemonSets, Jobs) whose
+pods hollow nodes report Running, timed pod by pod through a watch (a client-go style informer
+on the workload's label).
 
 Every time is the benchmark's wall clock (time.time()) at the moment the informer handed it
 the event, so it can be set beside creationTimestamp and the audit log's times.
@@ -26,14 +27,49 @@ def replicas_per_deployment(pods: int, deployments: int) -> list[int]:
     return [base + (i < extra) for i in range(deployments)]
 
 
+def _template(name: str, workload: str, **spec) -> dict:
+    # hollow nodes run nothing: the command is never executed
+    return {"metadata": {"labels": {"app": name, LABEL: workload}},
+            "spec": {"containers": [{"name": "pause", "image": "pause", "command": ["pause"]}], **spec}}
+
+
 def deployment(name: str, workload: str, replicas: int) -> dict:
-    labels = {"app": name, LABEL: workload}
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "labels": {LABEL: workload}},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": labels},
-                                  # hollow nodes run nothing: the command is never executed
-                                  "spec": {"containers": [{"name": "pause", "image": "pause",
-                                                           "command": ["pause"]}]}}}}
+                     "template": _template(name, workload)}}
+
+
+def statefulset(name: str, workload: str, replicas: int) -> dict:
+    """Parallel pod management: the controller's throughput, not OrderedReady's one at a time."""
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name, "labels": {LABEL: workload}},
+            "spec": {"replicas": replicas, "serviceName": name, "podManagementPolicy": "Parallel",
+                     "selector": {"matchLabels": {"app": name}}, "template": _template(name, workload)}}
+
+
+def daemonset(name: str, workload: str, replicas: int) -> dict:
+    """A pod on every hollow node (`replicas` is how many there are: node-0 is tainted)."""
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "labels": {LABEL: workload}},
+            "spec": {"selector": {"matchLabels": {"app": name}}, "template": _template(name, workload)}}
+
+
+def job(name: str, workload: str, replicas: int) -> dict:
+    """`replicas` pods at once; on hollow nodes they run until deleted, so the Job never ends."""
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": {LABEL: workload}},
+            "spec": {"parallelism": replicas, "completions": replicas,
+                     "template": _template(name, workload, restartPolicy="Never")}}
+
+
+# kind -> (resource, object builder): the controllers a workload's pods go through
+KINDS = {"deployment": ("deployments", deployment), "statefulset": ("statefulsets", statefulset),
+         "daemonset": ("daemonsets", daemonset), "job": ("jobs", job)}
+
+
+def replicas_for(kind: str, pods: int, owners: int, hollow_nodes: int) -> list[int]:
+    """The pods of each owner object: a DaemonSet has one per hollow node, so `pods` make
+    pods // hollow_nodes DaemonSets (at least one); the others spread `pods` over `owners`."""
+    if kind == "daemonset":
+        return [hollow_nodes] * max(1, pods // hollow_nodes)
+    return replicas_per_deployment(pods, owners)
 
 
 def _timestamp(text: str) -> float:
@@ -115,11 +151,14 @@ class PodTracker:
 
 
 class Workload:
-    """One set of Deployments (`<name>-<i>`) and the informer that times its pods."""
+    """One set of Deployments (or of another `kind`: `<name>-<i>`) and the informer that times
+    its pods."""
 
-    def __init__(self, api: ApiClient, name: str, replicas: list[int]):
+    def __init__(self, api: ApiClient, name: str, replicas: list[int], kind: str = "deployment"):
         self.api = api
         self.name = name
+        self.kind = kind
+        self.resource, self.builder = KINDS[kind]
         self.replicas = replicas
         self.pods = sum(replicas)
         self.deployments = [f"{name}-{i}" for i in range(len(replicas))]
@@ -141,11 +180,20 @@ class Workload:
         await self._task
 
     async def create(self) -> None:
-        await asyncio.gather(*(self.api.create("deployments", deployment(name, self.name, n), namespace=NAMESPACE)
+        await asyncio.gather(*(self.api.create(self.resource, self.builder(name, self.name, n), namespace=NAMESPACE)
                                for name, n in zip(self.deployments, self.replicas)))
 
+    async def delete(self) -> None:
+        """Delete the owners (scaled to 0 first where they scale: their controller deletes the
+        pods at once); the garbage collector deletes the other pods."""
+        if self.kind in ("deployment", "statefulset"):
+            await self.scale_to_zero()
+        await asyncio.gather(*(self.api.delete(self.resource, name, namespace=NAMESPACE,
+                                               propagation_policy="Background")
+                               for name in self.deployments))
+
     async def scale_to_zero(self) -> None:
-        await asyncio.gather(*(self.api.update_scale("deployments", name, 0, namespace=NAMESPACE)
+        await asyncio.gather(*(self.api.update_scale(self.resource, name, 0, namespace=NAMESPACE)
                                for name in self.deployments))
 
     async def all_running(self, timeout: float) -> float:

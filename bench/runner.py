@@ -30,7 +30,7 @@ SUITES = {  # name -> module, in the order `all` runs them
 }
 # The options each suite takes besides quick and kills (others are not passed to it).
 OPTIONS = {"store": ("clients", "read_clients", "seconds", "peers"), "startup": ("trials",),
-           "reconcile": ("pods", "deployments", "hollow_nodes")}
+           "reconcile": ("pods", "deployments", "hollow_nodes", "workloads")}
 
 
 class SuiteUnavailable(Exception):

@@ -55,6 +55,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
+from kubemu.api.pod import claim_names
 from kubemu.api.quantity import cpu_millis, format_memory, memory_bytes
 from kubemu import netplan
 from kubemu.api.times import format_micro_time, format_time, parse_micro_time
@@ -63,6 +64,7 @@ from kubemu.sdnotify import notify, watchdog_interval
 from . import cni, envvars, etcfiles, images, manifests, volumedirs, volumes
 from .cnishell import CONF_FILE, CNI
 from .configsource import Unavailable, references
+from .holder import pod_hostname
 from .nodestatus import NETWORK_NOT_READY, NODE_IP, NodeConfig, NodeNetwork
 from .podcgroups import CgroupError, PodCgroups
 from .podworker import (SANDBOX_CHANGED, KillContainer, PodWorker, RecordEvent, RunProbe, Settings,
@@ -557,10 +559,23 @@ class Kubelet:
     async def _volume_errors(self, pod_dir: str, worker: PodWorker) -> list[str]:
         """Set the pod's volumes up (again), off the loop: the FailedMount messages of those
         that failed. One pod's at a time (the volume thread), so no two writers meet."""
+        claims = await self._claims(worker.pod)
         errors = await self.loop.run_in_executor(self._volume_pool, functools.partial(
             volumedirs.set_up, pod_dir, worker.pod, self._on_loop(self._lookup), list(worker.pod_ips()), [NODE_IP],
-            self.allocatable, self._on_loop(self._token) if self.opts.api else None))
+            self.allocatable, self._on_loop(self._token) if self.opts.api else None, claims))
         return [volumes.failed_mount(name, err) for name, err in errors.items()]
+
+    async def _claims(self, pod: dict) -> dict:
+        """Claim name -> volumes.ClaimedVolume or VolumeError, for each claim the pod mounts."""
+        namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+        out = {}
+        for claim in claim_names(pod):
+            if self.api is None:
+                out[claim] = volumes.VolumeError("the kubelet has not reached the API yet" if self.opts.api
+                                                 else "a node without an API has no PersistentVolumeClaims")
+            elif claim not in out:
+                out[claim] = await self.api.claimed_volume(namespace, claim)
+        return out
 
     def _on_loop(self, fn):
         """`fn` for the volume thread: called on the loop, where the API's caches live (a token
@@ -917,7 +932,9 @@ def _read(path: str) -> str:
 
 def _base_env(pod: dict) -> dict[str, str]:
     """What every container gets under its own variables (kubelet/envvars.py)."""
-    return {"HOSTNAME": pod["metadata"]["name"], "KUBERNETES_POD_NAME": pod["metadata"]["name"],
+    # HOSTNAME is what the container's hostname is (spec.hostname, else the pod's name), as a
+    # runtime sets it: an Indexed Job's pod <job>-<index>, not its generated name
+    return {"HOSTNAME": pod_hostname(pod), "KUBERNETES_POD_NAME": pod["metadata"]["name"],
             "KUBERNETES_NAMESPACE": pod["metadata"]["namespace"]}
 
 

@@ -141,6 +141,26 @@ class ApiAgent:
               pod: dict) -> str:
         return self.tokens.token(namespace, service_account, audience, expiration, pod)
 
+    async def claimed_volume(self, namespace: str, claim: str) -> volumes.ClaimedVolume | volumes.VolumeError:
+        """Where claim `claim`'s volume is: the claim, then its volume, each read from the API
+        when asked (the node may only `get` them, as the kubelet's populator reads them)."""
+        try:
+            pvc = await self._get("persistentvolumeclaims", claim, namespace)
+            name = ((pvc or {}).get("spec") or {}).get("volumeName")
+            pv = await self._get("persistentvolumes", name) if name else None
+        except WireError as err:
+            return volumes.VolumeError(f"error processing PVC {namespace}/{claim}: "
+                                       f"failed to fetch PVC from API server: {err.message}")
+        return volumes.claimed_volume(namespace, claim, pvc, pv)
+
+    async def _get(self, resource: str, name: str, namespace: str | None = None) -> dict | None:
+        try:
+            return await self.api.get(resource, name, namespace)
+        except WireError as err:
+            if is_not_found(err):
+                return None
+            raise
+
     def service_list(self) -> list[dict] | None:
         """Every Service, None until they have been listed once."""
         return self.services.list() if self.services.has_synced() else None

@@ -1,7 +1,7 @@
 """A pod's volume directories on disk, as the kubelet's volume manager sets them up (the
 shell over volumes.py and atomicwriter.py).
 
-    set_up(pod_dir, pod, lookup, pod_ips, host_ips, allocatable=None, token=None)
+    set_up(pod_dir, pod, lookup, pod_ips, host_ips, allocatable=None, token=None, claims=None)
         -> {volume name: VolumeError}    (empty: every volume is ready)
     volume_path(pod_dir, volume) -> the directory (or, for hostPath, the path) a mount binds
     mounts(pod_dir, pod, container) -> [Mount(container_path, host_path, read_only), ...]
@@ -13,7 +13,12 @@ shell over volumes.py and atomicwriter.py).
 
 Each volume lives in `<pod dir>/volumes/<plugin>/<name>/` (plugin: kubernetes.io~configmap,
 ~secret, ~downward-api, ~projected, ~empty-dir, as the kubelet names them); a hostPath volume
-is the host's path, checked (and made, for DirectoryOrCreate and FileOrCreate) per its type.
+is the host's path, checked (and made, for DirectoryOrCreate and FileOrCreate) per its type;
+a persistentVolumeClaim volume is its PersistentVolume's path (`claims`: claim name ->
+volumes.ClaimedVolume or VolumeError, what the shell found in the API), checked as a hostPath
+is, and linked from <pod dir>/volumes/kubernetes.io~local-volume/<name>: that link is what
+the containers' mounts bind, so a container restarted later finds the volume without asking
+the API again.
 set_up is idempotent and cheap when nothing changed: the kubelet calls it before a pod's
 containers start and again at each sync (and when a ConfigMap or Secret changes), and the
 AtomicWriter rewrites only the volumes whose contents differ. A failed volume does not stop
@@ -53,8 +58,9 @@ def volume_path(pod_dir: str, volume: dict) -> str:
 class Mount:
     container_path: str  # the volumeMount's mountPath
     host_path: str       # what is bound there: the volume's directory, or a subPath inside it
-    read_only: bool      # asked for, or a configMap/secret/downwardAPI/projected volume (the
-                         # kubelet always mounts those read-only)
+    read_only: bool      # asked for (by the mount, or a persistentVolumeClaim source's readOnly),
+                         # or a configMap/secret/downwardAPI/projected volume (the kubelet
+                         # always mounts those read-only)
 
 
 def mounts(pod_dir: str, pod: dict, container: dict) -> list[Mount]:
@@ -68,7 +74,8 @@ def mounts(pod_dir: str, pod: dict, container: dict) -> list[Mount]:
         if m.get("subPath"):
             source = os.path.join(source, m["subPath"])
         out.append(Mount(m["mountPath"], source, m.get("readOnly") is True
-                         or volume_type(volume) in volumes.PAYLOAD_KINDS))
+                         or volume_type(volume) in volumes.PAYLOAD_KINDS
+                         or (volume.get("persistentVolumeClaim") or {}).get("readOnly") is True))
     return out
 
 
@@ -166,11 +173,11 @@ def mount_env(bound: list[Mount]) -> dict[str, str]:
 
 
 def set_up(pod_dir: str, pod: dict, lookup: Lookup, pod_ips: list[str], host_ips: list[str],
-           allocatable: dict | None = None, token: volumes.TokenSource | None = None
-           ) -> dict[str, VolumeError]:
+           allocatable: dict | None = None, token: volumes.TokenSource | None = None,
+           claims: dict | None = None) -> dict[str, VolumeError]:
     errors = {}
     for volume in (pod.get("spec") or {}).get("volumes") or []:
-        error = _set_up_one(pod_dir, pod, volume, lookup, pod_ips, host_ips, allocatable, token)
+        error = _set_up_one(pod_dir, pod, volume, lookup, pod_ips, host_ips, allocatable, token, claims or {})
         if error is not None:
             errors[volume["name"]] = error
     return errors
@@ -178,12 +185,22 @@ def set_up(pod_dir: str, pod: dict, lookup: Lookup, pod_ips: list[str], host_ips
 
 def _set_up_one(pod_dir: str, pod: dict, volume: dict, lookup: Lookup, pod_ips: list[str],
                 host_ips: list[str], allocatable: dict | None,
-                token: volumes.TokenSource | None) -> VolumeError | None:
+                token: volumes.TokenSource | None, claims: dict) -> VolumeError | None:
     kind = volume_type(volume)
     path = volume_path(pod_dir, volume)
     try:
         if kind == "hostPath":
             return _host_path(path, volume["hostPath"].get("type") or "")
+        if kind == "persistentVolumeClaim":
+            claimed = claims.get(volume[kind].get("claimName"))
+            if claimed is None:
+                return VolumeError("the claim has not been looked up")
+            if isinstance(claimed, VolumeError):
+                return claimed
+            error = _host_path(claimed.path, claimed.type)
+            if error is None:
+                _link(path, claimed.path)
+            return error
         if kind == "emptyDir":
             medium = (volume.get("emptyDir") or {}).get("medium") or ""
             if medium not in MEDIA:
@@ -200,6 +217,18 @@ def _set_up_one(pod_dir: str, pod: dict, volume: dict, lookup: Lookup, pod_ips: 
     except OSError as err:
         return VolumeError(f"{err.strerror}: {err.filename}" if err.filename else str(err))
     return None
+
+
+def _link(path: str, target: str) -> None:
+    """`path` a symbolic link to `target`, replaced at once if it pointed elsewhere."""
+    if os.path.islink(path) and os.readlink(path) == target:
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.tmp"
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    os.symlink(target, tmp)
+    os.replace(tmp, path)
 
 
 def _make_dir(path: str, mode: int) -> None:

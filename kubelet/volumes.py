@@ -4,6 +4,8 @@
     payload(pod, volume, lookup, pod_ips, host_ips, allocatable=None, token=None)
         -> {path: File(data, mode)} | VolumeError       configMap, secret, downwardAPI, projected
     host_path_check(type, mode) -> HostPathAction | VolumeError       hostPath's `type`
+    claimed_volume(namespace, claim, pvc, pv) -> ClaimedVolume | VolumeError
+        a persistentVolumeClaim volume: where its PersistentVolume is on the node
     failed_mount(volume_name, error) -> the FailedMount Event's message
 
 A configMap or secret volume holds every key (a ConfigMap's data and binaryData; a Secret's
@@ -13,6 +15,12 @@ error, unless the source is optional); each file has the item's `mode`, else the
 (then the volume is empty). downwardAPI files hold pod fields and container resources;
 projected volumes merge their sources' files. Paths are checked when written
 (atomicwriter.py), as the kubelet's AtomicWriter does.
+
+A persistentVolumeClaim volume is its claim's volume: the claim (in the pod's namespace) must
+be Bound, and its PersistentVolume bound to that very claim (the checks and words of the
+kubelet's desired-state populator); the volume's hostPath (or local) path is then mounted as
+the hostPath plugin mounts it. A claim not bound yet fails the mount, and the kubelet tries
+again, as its volume manager does.
 """
 from __future__ import annotations
 
@@ -30,7 +38,9 @@ from .downward import DownwardError, field_value, resource_value
 FAILED_MOUNT = "FailedMount"  # the Warning Event's reason
 PLUGIN_DIRS = {"emptyDir": "kubernetes.io~empty-dir", "hostPath": "kubernetes.io~host-path",
                "configMap": "kubernetes.io~configmap", "secret": "kubernetes.io~secret",
-               "downwardAPI": "kubernetes.io~downward-api", "projected": "kubernetes.io~projected"}
+               "downwardAPI": "kubernetes.io~downward-api", "projected": "kubernetes.io~projected",
+               # a link to the claimed volume's directory (kubemu's way to name it in the pod)
+               "persistentVolumeClaim": "kubernetes.io~local-volume"}
 PAYLOAD_KINDS = ("configMap", "secret", "downwardAPI", "projected")  # the kinds payload() fills
 
 # (namespace, service account, audience or None, expiration seconds, pod) -> a token; may raise
@@ -194,6 +204,44 @@ def token_projections(pod: dict) -> list[dict]:
 def _aggregate(messages: list[str]) -> str:
     """utilerrors.NewAggregate's text: one message as is, several in brackets."""
     return messages[0] if len(messages) == 1 else "[" + ", ".join(messages) + "]"
+
+
+# --- persistentVolumeClaim --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ClaimedVolume:
+    path: str   # the PersistentVolume's directory on the node
+    type: str   # its hostPath type (host_path_check); "Directory" for a local volume
+
+
+def claimed_volume(namespace: str, claim: str, pvc: dict | None, pv: dict | None) -> ClaimedVolume | VolumeError:
+    """The volume behind claim `claim`: `pvc` is the claim as the API has it (None: none), `pv`
+    the volume it names (None: none, or not asked for)."""
+    def error(why: str) -> VolumeError:
+        return VolumeError(f"error processing PVC {namespace}/{claim}: {why}")
+    if pvc is None:
+        return error(f'failed to fetch PVC from API server: persistentvolumeclaims "{claim}" not found')
+    meta, spec = pvc.get("metadata") or {}, pvc.get("spec") or {}
+    if meta.get("deletionTimestamp"):
+        return error(f"can't start pod because PVC {namespace}/{claim} is being deleted")
+    phase, volume = (pvc.get("status") or {}).get("phase") or "", spec.get("volumeName") or ""
+    if phase != "Bound" or not volume:
+        return error(f'PVC {namespace}/{claim} has non-bound phase ("{phase}") or empty pvc.Spec.VolumeName ("{volume}")')
+    if pv is None:
+        return error(f'failed to fetch PV {volume} from API server: persistentvolumes "{volume}" not found')
+    ref = (pv.get("spec") or {}).get("claimRef")
+    if ref is None:
+        return error(f"found PV object {volume} but it has a nil pv.Spec.ClaimRef indicating it is not yet "
+                     "bound to the claim")
+    if ref.get("uid") != meta.get("uid"):
+        return error(f"found PV object {volume} but its pv.Spec.ClaimRef.UID {ref.get('uid') or ''} does not "
+                     f"point to claim.UID {meta.get('uid') or ''}")
+    source = pv.get("spec") or {}
+    if isinstance(source.get("hostPath"), dict) and source["hostPath"].get("path"):
+        return ClaimedVolume(source["hostPath"]["path"], source["hostPath"].get("type") or "")
+    if isinstance(source.get("local"), dict) and source["local"].get("path"):
+        return ClaimedVolume(source["local"]["path"], "Directory")   # a local volume must exist
+    return error(f"PV {volume}: kubemu mounts hostPath and local PersistentVolumes only")
 
 
 # --- hostPath (the hostPath plugin's type checker) ----------------------------------------------

@@ -63,6 +63,12 @@ class UnknownMethod(BadRequest):
     code = "UnknownMethod"
 
 
+class TooManyRequests(WireError):
+    """HTTP 429: not now, try again (an eviction a disruption budget blocks)."""
+
+    code = "TooManyRequests"
+
+
 class Internal(WireError):
     code = "Internal"
 

@@ -34,12 +34,12 @@ from typing import Any, TypeVar
 from kubemu import wire
 from kubemu._wire_sync import BlockingIterator, BlockingLoop
 from kubemu.wire import (BadRequest, Cancelled, Conflict, Gone, Internal, Invalid, NotFound, OutcomeUnknown,
-                         TooLarge, Unavailable, WireError)
+                         TooLarge, TooManyRequests, Unavailable, WireError)
 
 __all__ = [
     "ApiClient", "SyncApiClient", "Watch", "SyncWatch",
     "WireError", "NotFound", "Conflict", "AlreadyExists", "Invalid", "Gone", "Expired", "Unavailable",
-    "OutcomeUnknown", "TooLarge", "BadRequest", "Internal", "Cancelled",
+    "OutcomeUnknown", "TooLarge", "TooManyRequests", "BadRequest", "Internal", "Cancelled",
     "is_not_found", "is_conflict", "is_already_exists", "is_expired", "is_gone",
     "retry_on_conflict", "retry_on_conflict_sync", "DEFAULT_RETRY_STEPS",
 ]
@@ -367,6 +367,11 @@ class ApiClient:
                    timeout: float | None = None) -> dict:
         return await self._write("bind", _ns({"name": name, "node": node}, namespace), timeout)
 
+    async def evict(self, name: str, eviction: dict | None = None, namespace: str | None = None, *,
+                    timeout: float | None = None) -> dict:
+        """pods/<name>/eviction with a policy/v1 Eviction (its deleteOptions)."""
+        return await self._write("evict", _ns({"name": name, "object": eviction or {}}, namespace), timeout)
+
     async def update_scale(self, resource: str, name: str, replicas: int, namespace: str | None = None,
                            resource_version: str | None = None, *, timeout: float | None = None) -> dict:
         params = _ns({"resource": resource, "name": name, "replicas": replicas}, namespace)
@@ -454,6 +459,9 @@ class SyncApiClient:
 
     def bind(self, *a, **kw) -> dict:
         return self._run(self._api.bind(*a, **kw))
+
+    def evict(self, *a, **kw) -> dict:
+        return self._run(self._api.evict(*a, **kw))
 
     def log(self, *a, **kw) -> str:
         return self._run(self._api.log(*a, **kw))

@@ -492,13 +492,17 @@ def _int_list(ctx, param, value: str | None) -> list[int] | None:
               help="reconcile: Deployments the pods are spread over (default 10, 2 with --quick)")
 @click.option("--hollow-nodes", type=int, default=None,
               help="reconcile: hollow nodes the pods run on (default 100, 10 with --quick)")
+@click.option("--workload", "workloads", multiple=True,
+              type=click.Choice(["deployment", "statefulset", "daemonset", "job"]),
+              help="reconcile: also measure the pods made through this controller, beside the Deployment "
+                   "row (repeatable)")
 @click.option("-o", "--output", "json_path", type=click.Path(dir_okay=False),
               help="write every figure (unit, spread, machine) as JSON; with `all`, every suite's in one file")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False),
               help="write PNG plots (latency CDFs, bars beside floors and anchors, rates over time) into DIR")
 def bench(suite: str, quick: bool, kills: int | None, trials: int | None, clients, read_clients,
           seconds: float | None, peers: str, pods: int | None, deployments: int | None, hollow_nodes: int | None,
-          json_path: str | None, plot_dir: str | None) -> None:
+          workloads: tuple[str, ...], json_path: str | None, plot_dir: str | None) -> None:
     """Run a benchmark suite (or `all` of them in turn) and print its figures beside its floor,
     peers and anchors.
 
@@ -510,7 +514,7 @@ def bench(suite: str, quick: bool, kills: int | None, trials: int | None, client
     startup    `kubemu up` -> every node Ready, beside kind and minikube
     footprint  an idle cluster's memory (PSS) and CPU per role, beside k3s
     store      durable writes, reads, failover beside etcd and PySyncObj
-    reconcile  pods reconciled through Deployments on hollow nodes
+    reconcile  pods reconciled through Deployments (and --workload ...) on hollow nodes
     service    Services: new Service and endpoint change -> served, DNS q/s, ClusterIP beside pod IP"""
     from bench.runner import SuiteUnavailable, failed, run_suite  # benchmarks load only when asked for
 
@@ -520,7 +524,7 @@ def bench(suite: str, quick: bool, kills: int | None, trials: int | None, client
     try:
         report = run_suite(suite, quick, json_path, kills, plot_dir, trials=trials, clients=clients,
                            read_clients=read_clients, seconds=seconds, peers=peer_list, pods=pods,
-                           deployments=deployments, hollow_nodes=hollow_nodes)
+                           deployments=deployments, hollow_nodes=hollow_nodes, workloads=workloads)
     except SuiteUnavailable as exc:
         fail(f"{suite}: {exc}")
     if failed(report):

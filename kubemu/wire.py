@@ -122,8 +122,8 @@ from ._wire_codec import (CANCEL, ERROR, NOTIFY, PING, REPLY, REQ, STREAM, STREA
                           encode_stream_item, encode_stream_start)
 from ._wire_endpoints import SUN_PATH_MAX, ipc_endpoint, tcp_endpoint
 from ._wire_errors import (BadRequest, Cancelled, Conflict, Forbidden, Gone, Internal, Invalid, NotFound,
-                           OutcomeUnknown, TooLarge, Unauthorized, Unavailable, UnknownMethod, WireError,
-                           error_from_code)
+                           OutcomeUnknown, TooLarge, TooManyRequests, Unauthorized, Unavailable, UnknownMethod,
+                           WireError, error_from_code)
 from ._wire_limits import CLIENT_LINGER_MS, DEFAULT_MAX_FRAME, HWM, MAXMSGSIZE_FACTOR
 from ._wire_server import (KEEPALIVE, PEER_BUFFER_BYTES, SERVER_LINGER_MS, SLOW_PEER_TIMEOUT, SLOW_STREAM_TIMEOUT,
                            Server, peer_identity)
@@ -131,7 +131,7 @@ from ._wire_sync import SyncClient, SyncStream
 
 __all__ = [
     "WireError", "NotFound", "Conflict", "Invalid", "Unavailable", "TooLarge", "BadRequest",
-    "UnknownMethod", "Internal", "Gone", "Cancelled", "OutcomeUnknown", "Unauthorized", "Forbidden",
+    "UnknownMethod", "Internal", "Gone", "Cancelled", "OutcomeUnknown", "Unauthorized", "Forbidden", "TooManyRequests",
     "error_from_code", "Credentials", "ServerAuth", "peer_identity",
     "DEFAULT_MAX_FRAME", "ipc_endpoint", "tcp_endpoint", "Server", "Client", "Stream",
     "SyncClient", "SyncStream", "Request", "Reply", "decode_request", "decode_reply",

@@ -200,6 +200,104 @@ def test_get_and_describe_every_kind(k, kind):
     k.run("describe", kind, *scope)
 
 
+WORKLOADS = """
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: web}
+spec:
+  replicas: 0
+  serviceName: web
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: app, image: busybox}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec: {nodeSelector: {no-such-node: "true"}, containers: [{name: app, image: busybox}]}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: pi}
+spec:
+  suspend: true
+  template:
+    spec: {restartPolicy: Never, containers: [{name: pi, image: busybox}]}
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: hello}
+spec:
+  schedule: "*/5 * * * *"
+  suspend: true
+  jobTemplate:
+    spec:
+      template:
+        spec: {restartPolicy: OnFailure, containers: [{name: hello, image: busybox}]}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: web}
+spec:
+  minAvailable: 2
+  selector: {matchLabels: {app: web}}
+"""
+
+
+def test_workload_tables_and_validation_messages(k):
+    ns = namespace(k, "workloads")
+    k.run("apply", "-f", "-", input=WORKLOADS, namespace=ns)
+    heads = {kind: k.run("get", kind, namespace=ns).stdout.splitlines()[0].split()
+             for kind in ("statefulsets", "daemonsets", "jobs", "cronjobs", "poddisruptionbudgets")}
+    assert heads == {"statefulsets": ["NAME", "READY", "AGE"],
+                     "daemonsets": ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "NODE",
+                                    "SELECTOR", "AGE"],
+                     "jobs": ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"],
+                     "cronjobs": ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"],
+                     "poddisruptionbudgets": ["NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED",
+                                              "DISRUPTIONS", "AGE"]}
+    wide = k.run("get", "statefulset", "web", "-o", "wide", namespace=ns).stdout.splitlines()
+    assert wide[0].split() == ["NAME", "READY", "AGE", "CONTAINERS", "IMAGES"]
+    assert wide[1].split()[:2] == ["web", "0/0"] and wide[1].split()[3:] == ["app", "busybox"]
+    assert k.run("get", "cronjob", "hello", namespace=ns).stdout.splitlines()[1].split()[1:8] == [
+        "*/5", "*", "*", "*", "*", "<none>", "True"]
+    job = k.json("get", "job", "pi", namespace=ns)
+    uid = job["metadata"]["uid"]
+    assert job["spec"]["selector"] == {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    assert job["spec"]["template"]["metadata"]["labels"]["job-name"] == "pi"
+    assert k.run("scale", "statefulset", "web", "--replicas", "0", namespace=ns).returncode == 0
+    bad = k.run("create", "-f", "-", check=False, namespace=ns, input="""
+apiVersion: batch/v1
+kind: Job
+metadata: {name: bad}
+spec:
+  completions: -1
+  template:
+    spec: {restartPolicy: Never, containers: [{name: c, image: busybox}]}
+""")
+    assert bad.returncode != 0
+    assert "spec.completions: Invalid value: -1: must be greater than or equal to 0" in bad.stderr, bad.stderr
+    bad = k.run("create", "-f", "-", check=False, namespace=ns, input=WORKLOADS.split("---")[0].replace(
+        "name: web}", "name: web2}").replace("labels: {app: web}", "labels: {app: db}"))
+    assert "`selector` does not match template `labels`" in bad.stderr, bad.stderr
+    bad = k.run("create", "cronjob", "bad", "--image", "busybox", "--schedule", "61 * * * *", check=False,
+                namespace=ns)
+    assert 'spec.schedule: Invalid value: "61 * * * *": end of range (61) above maximum (59): 61' in bad.stderr, \
+        bad.stderr
+    # kubectl's typed creates send protobuf
+    k.run("create", "cronjob", "tick", "--image", "busybox", "--schedule", "@hourly", namespace=ns)
+    k.run("create", "job", "once", "--image", "busybox", "--", "true", namespace=ns)
+    k.run("create", "job", "manual", "--from=cronjob/tick", namespace=ns)
+    manual = k.json("get", "job", "manual", namespace=ns)
+    assert manual["metadata"]["ownerReferences"][0]["name"] == "tick"
+    assert manual["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+
+
 def test_create_get_watch_delete(k):
     ns = namespace(k, "verbs")
     watch = k.popen("get", "pods", "-w", "--output-watch-events", namespace=ns)

@@ -18,7 +18,7 @@ ANONYMOUS = "system:anonymous"
 HTTP_CODES = {
     "NotFound": 404, "Conflict": 409, "Invalid": 422, "BadRequest": 400, "UnknownMethod": 400,
     "TooLarge": 413, "Gone": 410, "Unavailable": 503, "Internal": 500, "OutcomeUnknown": 504,
-    "Forbidden": 403, "Cancelled": 499, "MethodNotAllowed": 405, "Timeout": 504,
+    "Forbidden": 403, "Cancelled": 499, "MethodNotAllowed": 405, "Timeout": 504, "TooManyRequests": 429,
 }
 
 

@@ -33,7 +33,7 @@ from kubemu.api.resources import Resource, UnknownResourceError, field_set, regi
 from kubemu.wire import BadRequest, Conflict, Gone, NotFound, TooLarge, WireError
 from store.client import Compacted, FutureRevision
 
-from . import podlogs, warnings
+from . import eviction, podlogs, storageadmission, warnings
 from . import strategy as st
 from .serviceips import DEFAULT_NODE_PORT_RANGE, DEFAULT_SERVICE_CIDR, parse_port_range
 from .servicestrategy import Allocations
@@ -46,6 +46,7 @@ from .watchcache import CacheEvent, WatchCache
 
 log = logging.getLogger("kubemu.apiserver")
 
+EVICTED = {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success", "code": 201}
 PATCH_ATTEMPTS = 20  # GuaranteedUpdate retries a write without explicit preconditions on conflict
 BOOKMARK_INTERVAL = 5.0
 # As kube-apiserver creates them; "default" last, so whoever waits for it finds all of them.
@@ -408,6 +409,8 @@ class API:
         r = _resource(resource)
         obj = st.prepare_create(r, object, namespace, now=self.clock(), rand=self.rand,
                                 field_validation=field_validation, warn=warnings.add)
+        if r.kind == "PersistentVolumeClaim":
+            await storageadmission.admit(self.storage, obj)
         if r.kind != "Service":
             return await self._create(r, obj, dry_run)
         obj, txn = await self._allocate(None, obj, dry_run)
@@ -525,12 +528,51 @@ class API:
 
     async def evict(self, name: Any, namespace: str | None = None, object: Any = None, dry_run: bool = False,
                     field_validation: FieldValidation | None = None, field_manager: str | None = None) -> dict:
-        """pods/eviction: the pod deleted with the policy/v1 Eviction's deleteOptions, as the node
-        lifecycle deletes the pods it evicts (no PodDisruptionBudgets yet); answers kube-apiserver's
-        Status. An Eviction has no fields to validate beyond its deleteOptions."""
+        """pods/eviction: the pod deleted with the policy/v1 Eviction's deleteOptions once its
+        PodDisruptionBudget allows it (the rule and its order: eviction.py); answers
+        kube-apiserver's Status. An Eviction has no fields to validate beyond its deleteOptions."""
+        ns = namespace or "default"
         options = st.eviction_delete_options(name, {} if object is None else object, dry_run)
-        await self.delete("pods", name, namespace or "default", **options)
-        return {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success", "code": 201}
+        retry = not eviction.caller_precondition(options)
+        for attempt in range(eviction.RETRIES):
+            pod = await self.get("pods", name, ns)
+            if not eviction.can_ignore_budget(pod):
+                break
+            try:
+                await self.delete("pods", name, ns, **eviction.guarded(options, pod))
+                return EVICTED
+            except Conflict:
+                if not retry or attempt == eviction.RETRIES - 1:
+                    raise
+                await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+        pdbs = (await self.list("poddisruptionbudgets", ns))["items"]
+        pdb = eviction.budget_of(pod, pdbs)
+        guard = pdb is not None and eviction.unhealthy_may_go(pod, pdb)
+        if pdb is not None and not guard:
+            await self._spend_disruption(pod, pdb, options["dry_run"])
+        try:
+            await self.delete("pods", name, ns, **(eviction.guarded(options, pod, always=True) if guard else options))
+        except Conflict:
+            if guard and retry:
+                raise eviction.still_processing(pdb["metadata"]["name"])
+            raise
+        return EVICTED
+
+    async def _spend_disruption(self, pod: dict, pdb: dict, dry_run: bool) -> None:
+        """checkAndDecrement under RetryOnConflict: the PDB written with its resourceVersion, re-read
+        after a conflict (another eviction spent a disruption meanwhile)."""
+        pdb_name, ns = pdb["metadata"]["name"], pdb["metadata"].get("namespace")
+        for attempt in range(eviction.RETRIES):
+            spent = eviction.spend(pod["metadata"]["name"], pdb, st.timestamp(self.clock()), dry_run)
+            if spent is None:
+                return
+            try:
+                await self.update_status("poddisruptionbudgets", spent, ns)
+                return
+            except Conflict:
+                await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))
+                pdb = await self.get("poddisruptionbudgets", pdb_name, ns)
+        raise st.Timeout(eviction.conflicts_message(pdb_name), {"reason": "Timeout", "retryAfterSeconds": 10})
 
     def _wrote(self, r: Resource, name: str, revision: int) -> None:
         """Note a write this apiserver made (creates check their namespace's state)."""

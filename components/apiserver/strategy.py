@@ -9,7 +9,8 @@ answer with. `handlers.py` reads, calls these, and writes conditionally on the r
     prepare_create(r, obj, namespace, now=, rand=, field_validation=)  -> the object to store
         rest.BeforeCreate (server-set metadata, generateName, uid, creationTimestamp), the kind's
         PrepareForCreate (a Pod's status, a Namespace's finalizer and phase, no status for a
-        Deployment/ReplicaSet, a Service's empty load balancer), defaulting, generation 1, Validate.
+        Deployment/ReplicaSet, a Service's empty load balancer, a Job's generated selector),
+        defaulting, generation 1, Validate.
         (A Service's clusterIP and nodePorts are allocated by the handlers: servicestrategy.)
     admit_create(r, obj, namespace_obj)       the NamespaceLifecycle admission
     prepare_update(r, old, rev, new, status=, field_validation=) -> Write | Remove | Unchanged
@@ -44,6 +45,7 @@ from typing import Any, Callable, NamedTuple
 from kubemu.api.fielderrors import UNKNOWN_FIELD, FieldError, ValidationError, forbidden, go_quote, not_supported
 from kubemu.api.objects import SCALABLE_KINDS, apply_scale, default_object, validate_object, \
     validate_object_update, validate_scale
+from kubemu.api import batch
 from kubemu.api.patch import PatchError, apply_patch, schema_for
 from kubemu.api.resources import Resource
 from kubemu.wire import BadRequest, Conflict, Forbidden, Invalid, NotFound, WireError
@@ -351,6 +353,10 @@ def prepare_create(r: Resource, object: Any, namespace: str | None, *, now: date
         obj["status"] = {"phase": "Active"}
     elif r.kind == "Service":
         servicestrategy.prepare_for_create(obj)
+    elif r.kind == "PodDisruptionBudget":  # its status is the disruption controller's word
+        obj.pop("status", None)
+    elif r.kind == "Job":
+        obj = batch.prepare_job_for_create(obj)
     obj = default_object(obj)
     if "spec" in obj:
         _meta(obj)["generation"] = 1

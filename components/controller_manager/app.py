@@ -34,7 +34,8 @@ log = logging.getLogger("kubemu.controller_manager")
 
 CONTROLLERS = ("replicaset", "deployment", "nodelifecycle", "nodeipam", "garbagecollector",
                "namespace", "serviceaccount", "root-ca-cert-publisher", "endpoint",
-               "endpointslice")
+               "endpointslice", "daemonset", "statefulset", "disruption", "cronjob", "job",
+               "ttl-after-finished", "persistentvolume-binder", "local-path-provisioner")
 GC_PERIOD = 30.0   # seconds between garbage collector passes when nothing triggers one
 
 

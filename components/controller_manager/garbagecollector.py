@@ -1,7 +1,7 @@
 """The garbage collector's shell (k8s pkg/controller/garbagecollector).
 
-The core is one pass over every cached pod, ReplicaSet and Deployment, so the work queue holds a
-single key. A pass runs every `period` seconds, and shortly (``DEBOUNCE``) after a change that
+The core is one pass over every cached object of the OWNER_KINDS (pods and the workloads and
+claims that own them), so the work queue holds a single key. A pass runs every `period` seconds, and shortly (``DEBOUNCE``) after a change that
 may give it work: an object deleted while others still name it as their owner, an object being
 deleted with the ``orphan`` or ``foregroundDeletion`` finalizer, an object whose owner is
 missing from the caches or being deleted. A cascade of thousands of pods is then one pass,
@@ -29,7 +29,9 @@ from kubemu.events import EventRecorder
 
 COMPONENT = "garbage-collector"
 KEY = "all-objects"
-OWNER_KINDS = ("Pod", "ReplicaSet", "Deployment")   # the kinds our caches hold
+# The kinds whose objects the collector caches: owners of others, or dependents of those.
+OWNER_KINDS = ("Pod", "ReplicaSet", "Deployment", "StatefulSet", "DaemonSet", "ControllerRevision",
+               "Job", "CronJob", "PersistentVolumeClaim")
 DEBOUNCE = 0.2   # seconds: a burst of deletes becomes one pass
 RECHECK = 1.0    # seconds: a pass after one that found the caches behind the API
 
@@ -39,7 +41,7 @@ class GarbageCollector:
         self.api = api
         self.informers = informers
         self.period = period
-        self.sources = [informers.informer(r) for r in ("pods", "replicasets", "deployments")]
+        self.sources = [informers.informer(resource_of(kind).plural) for kind in OWNER_KINDS]
         self.recorder = EventRecorder(api, component=COMPONENT)
         self.executor = ActionExecutor(api, informers, self.recorder)
         self.workers = Workers("garbagecollector", self.sync, 1)

@@ -188,3 +188,24 @@ class UpdateObject:
 
 Action = Action | CreateObject | UpdateObject
 __all__ += ["CreateObject", "UpdateObject"]
+
+
+# --- actions of the Job controller (appended) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RemoveFinalizer:
+    """Take one finalizer off an object, leaving the others as they are then (a strategic
+    merge patch's ``$deleteFromPrimitiveList``, with a uid precondition): the Job controller
+    releasing the pods it has counted. Its outcome matters to the controller (a pod whose
+    finalizer removal failed is not counted yet), so its shell executes it and reports it."""
+    api_version: str
+    kind: str
+    namespace: str | None
+    name: str
+    uid: str
+    finalizer: str
+
+
+Action = Action | RemoveFinalizer
+__all__ += ["RemoveFinalizer"]

@@ -1,5 +1,5 @@
 """python -m components.scheduler --api ENDPOINT [--wire-credentials FILE] [--backoff-initial S]
-[--backoff-max S] [--parallel-binds N] [--log-level LEVEL]"""
+[--backoff-max S] [--parallel-binds N] [--volume-bind-timeout S] [--log-level LEVEL]"""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +8,7 @@ import logging
 import sys
 
 from components.scheduling.backoff import DEFAULT_INITIAL, DEFAULT_MAX
+from components.scheduling.volumebinding import BIND_TIMEOUT
 from kubemu._wire_auth import CREDENTIALS_HELP, credentials_flag
 
 from .scheduler import Scheduler
@@ -28,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parallel-binds", type=int, default=DEFAULT_PARALLEL_BINDS,
                    help=f"API writes (binds, status updates) in flight at most "
                         f"(default {DEFAULT_PARALLEL_BINDS})")
+    p.add_argument("--volume-bind-timeout", type=float, default=BIND_TIMEOUT, metavar="S",
+                   help=f"seconds a pod waits for its claims to be bound on the chosen node before "
+                        f"it is tried again (VolumeBinding's bindTimeoutSeconds, default {BIND_TIMEOUT:g})")
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return p
 
@@ -39,13 +43,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("need 0 < --backoff-initial <= --backoff-max")
     if args.parallel_binds < 1:
         parser.error("--parallel-binds must be at least 1")
+    if not args.volume_bind_timeout > 0:
+        parser.error("--volume-bind-timeout must be positive")
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stdout,
                         format="%(asctime)s scheduler[%(process)d] %(levelname)s %(name)s: %(message)s")
     try:
         return asyncio.run(Scheduler(args.api, backoff_initial=args.backoff_initial,
                                      backoff_max=args.backoff_max,
                                      parallel_binds=args.parallel_binds,
-                                     credentials=args.wire_credentials).run())
+                                     credentials=args.wire_credentials,
+                                     volume_bind_timeout=args.volume_bind_timeout).run())
     except KeyboardInterrupt:
         return 130
 

@@ -3,13 +3,21 @@
     await Scheduler("ipc:///run/kubemu/api.sock").run()     # until SIGTERM / SIGINT
 
   * Two informers (pods in every namespace, nodes) feed the queue (`queue.SchedulingQueue`)
-    and the cache (`cache.SchedulerCache`). Handlers only do bookkeeping.
+    and the cache (`cache.SchedulerCache`). Handlers only do bookkeeping. Three more (claims,
+    volumes, storage classes) serve the VolumeBinding plugin; a change in any of them gives
+    the unschedulable pods another try.
   * One loop pops a pod and decides with the framework's `schedule` over the cache. A fit is
     assumed in the cache at once (the next decision counts it) and bound by a task of its own;
     no fit reports PodScheduled=False and a FailedScheduling Event, and the pod waits in the
     queue. Each attempt first takes one of `parallel_binds` write slots, so at most that many
     writes (binds, status patches) are in flight and a slow apiserver slows the loop down
     instead of piling up tasks.
+  * A pod with claims still to bind on its node (WaitForFirstConsumer) gets them bound first
+    (VolumeBinding's PreBind, components/scheduling/volumebinding.py): the claims to provision
+    are annotated with the node, the matching volumes get their claim, and the pod is bound
+    once every claim is bound -- waiting for the PV controller and the provisioner without a
+    write slot, so the other pods are scheduled meanwhile. A failure or `volume_bind_timeout`
+    sends the pod back to the queue after its backoff.
   * Stateless: a restarted scheduler lists everything again. A pod whose bind was cut short
     either shows spec.nodeName (it is in the cache) or is pending again; the apiserver refuses
     a second binding, so no pod is ever bound twice.
@@ -23,8 +31,10 @@ import signal
 import time
 
 from components.scheduling.backoff import Backoff
-from components.scheduling.framework import schedule
+from components.scheduling import volumebinding
+from components.scheduling.framework import rejected, schedule
 from kubemu import sdnotify
+from kubemu.api.pod import claim_names
 from kubemu.apiclient import ApiClient, Conflict, NotFound
 from kubemu.cache import meta_namespace_key, split_meta_namespace_key
 from kubemu.events import EventRecorder, format_time
@@ -37,11 +47,32 @@ from .queue import SchedulingQueue
 log = logging.getLogger("kubemu.scheduler")
 
 SHUTDOWN_GRACE = 2.0   # seconds in-flight writes get to finish on SIGTERM
+VOLUME_POLL = 1.0      # seconds between PreBind's checks when no claim or volume changes (upstream's poll)
+
+
+class _Volumes:
+    """volumebinding.Cluster over the scheduler's informers."""
+
+    def __init__(self, claims: Informer, volumes: Informer, classes: Informer):
+        self._claims, self._volumes, self._classes = claims, volumes, classes
+
+    def pvc(self, namespace: str, name: str):
+        return self._claims.get(f"{namespace}/{name}")
+
+    def pv(self, name: str):
+        return self._volumes.get(name)
+
+    def storage_class(self, name: str):
+        return self._classes.get(name)
+
+    def pvs(self):
+        return self._volumes.list()
 
 
 class Scheduler:
     def __init__(self, api_endpoint: str, *, backoff_initial: float = 1.0, backoff_max: float = 10.0,
-                 parallel_binds: int = 16, credentials: tuple[str, str] | None = None):
+                 parallel_binds: int = 16, credentials: tuple[str, str] | None = None,
+                 volume_bind_timeout: float = volumebinding.BIND_TIMEOUT):
         self.endpoint = api_endpoint
         self.queue = SchedulingQueue(Backoff(backoff_initial, backoff_max))
         self.cache = SchedulerCache()
@@ -52,6 +83,14 @@ class Scheduler:
         self.nodes = Informer(self.api, "nodes")
         self.pods.add_event_handler(self._on_pod_add, self._on_pod_update, self._on_pod_delete)
         self.nodes.add_event_handler(self._on_node_add, self._on_node_update, self._on_node_delete)
+        self.claims = Informer(self.api, "persistentvolumeclaims")
+        self.volumes = Informer(self.api, "persistentvolumes")
+        self.classes = Informer(self.api, "storageclasses")
+        for informer in (self.claims, self.volumes, self.classes):
+            informer.add_event_handler(self._on_storage_change, self._on_storage_update, lambda _obj: None)
+        self.cluster = _Volumes(self.claims, self.volumes, self.classes)
+        self.volume_bind_timeout = volume_bind_timeout
+        self._storage_changed = asyncio.Event()   # set (and replaced) at each claim/volume/class change
         self._wake = asyncio.Event()
         self._slots = asyncio.Semaphore(parallel_binds)   # one per write in flight
         self._writes: set[asyncio.Task] = set()
@@ -63,8 +102,8 @@ class Scheduler:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        informers = [asyncio.create_task(self.pods.run(stop), name="pod informer"),
-                     asyncio.create_task(self.nodes.run(stop), name="node informer")]
+        informers = [asyncio.create_task(informer.run(stop), name=f"{informer.resource} informer")
+                     for informer in self._informers()]
         scheduling = None
         try:
             if await self._synced(stop):
@@ -87,12 +126,15 @@ class Scheduler:
             await self.api.close()
         return 0
 
+    def _informers(self) -> list[Informer]:
+        return [self.pods, self.nodes, self.claims, self.volumes, self.classes]
+
     async def _synced(self, stop: asyncio.Event) -> bool:
-        """Wait for both informers' first list; False if told to stop first."""
-        async def both() -> None:
-            await self.pods.wait_for_sync()
-            await self.nodes.wait_for_sync()
-        waits = [asyncio.create_task(both()), asyncio.create_task(stop.wait())]
+        """Wait for every informer's first list; False if told to stop first."""
+        async def all_synced() -> None:
+            for informer in self._informers():
+                await informer.wait_for_sync()
+        waits = [asyncio.create_task(all_synced()), asyncio.create_task(stop.wait())]
         await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         for task in waits:
             task.cancel()
@@ -136,24 +178,40 @@ class Scheduler:
         if pod is None or not triage.needs_scheduling(pod) or self.cache.is_assumed(key):
             self.queue.delete(key)   # gone, bound, or already on its way to a node
             return None
+        filters = plugins.FILTERS
+        claims = claim_names(pod)   # most pods have none: VolumeBinding skips them
+        if claims:
+            state = volumebinding.pre_filter(pod, self.cluster)
+            if isinstance(state, str):
+                result = rejected(pod, self.cache.nodes(), volumebinding.FILTER_NAME, state)
+                return self._unschedulable(key, pod, result.message, now)
+            filters = filters + [volumebinding.volume_filter(state, self.cluster)]
         result = schedule(pod, self.cache.nodes(), self.cache.infos, self.rng,
-                          filters=plugins.FILTERS, scores=plugins.SCORES)
-        if result.node is not None:
-            self.cache.assume(key, pod, result.node)
-            return self._bind(key, pod, result.node)
+                          filters=filters, scores=plugins.SCORES)
+        if result.node is None:
+            return self._unschedulable(key, pod, result.message, now)
+        self.cache.assume(key, pod, result.node)
+        if claims:
+            _, plan = volumebinding.find_pod_volumes(state, self.cache.infos[result.node].node, self.cluster)
+            if plan:
+                return self._bind_volumes(key, pod, plan)
+        return self._bind(key, pod, result.node)
+
+    def _unschedulable(self, key: str, pod: dict, message: str, now: float):
         self.queue.unschedulable(key, now)
-        log.info("%s is unschedulable: %s", key, result.message)
-        self.recorder.event(pod, "Warning", "FailedScheduling", result.message)
-        patch = triage.unschedulable_patch(pod, result.message, format_time(time.time()))
+        log.info("%s is unschedulable: %s", key, message)
+        self.recorder.event(pod, "Warning", "FailedScheduling", message)
+        patch = triage.unschedulable_patch(pod, message, format_time(time.time()))
         return None if patch is None else self._mark_unschedulable(key, patch)
 
     # -- writing --
 
-    def _spawn(self, write) -> None:
-        """Run a write in a task of its own, which gives its slot back when it ends."""
+    def _spawn(self, write, holds_slot: bool = True) -> None:
+        """Run a write in a task of its own, which gives its slot back (if it holds one) when
+        it ends."""
         task = asyncio.get_running_loop().create_task(write)
         self._writes.add(task)
-        task.add_done_callback(self._write_done)
+        task.add_done_callback(self._write_done if holds_slot else self._writes.discard)
 
     def _write_done(self, task: asyncio.Task) -> None:
         self._writes.discard(task)
@@ -184,6 +242,58 @@ class Scheduler:
         log.log(level, "binding %s to %s failed: %s; retrying after backoff", key, node, err)
         self.queue.requeue(key, asyncio.get_running_loop().time())
         self._wake.set()
+
+    async def _bind_volumes(self, key: str, pod: dict, plan: volumebinding.Plan) -> None:
+        """VolumeBinding's PreBind, first part (in a write slot): bind the matching volumes to
+        their claims and give the claims to provision the node; then wait, slot-free."""
+        try:
+            for pv, pvc in plan.bindings:
+                name = pv["metadata"]["name"]
+                written = await self.api.patch("persistentvolumes", name, volumebinding.bind_volume_patch(pv, pvc))
+                plan.written[("pv", name)] = written["metadata"].get("resourceVersion")
+            for pvc in plan.provisions:
+                meta = pvc["metadata"]
+                written = await self.api.patch("persistentvolumeclaims", meta["name"],
+                                               volumebinding.select_node_patch(pvc, plan.node), meta.get("namespace"))
+                plan.written[("pvc", volumebinding.claim_key(pvc))] = written["metadata"].get("resourceVersion")
+        except Exception as err:  # noqa: BLE001  (every failure sends the pod back to the queue)
+            self._prebind_failed(key, pod, plan.node, str(err))
+            return
+        self._spawn(self._wait_for_volumes(key, pod, plan), holds_slot=False)
+
+    async def _wait_for_volumes(self, key: str, pod: dict, plan: volumebinding.Plan) -> None:
+        """PreBind, second part: every claim bound on the node (volumebinding.check_bindings),
+        then the pod is bound (in a write slot); an error or the timeout requeues it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.volume_bind_timeout
+        uid = pod["metadata"].get("uid")
+        while True:
+            changed = self._storage_changed
+            current = self.pods.get(key)
+            if current is None or current["metadata"].get("uid") != uid or not triage.needs_scheduling(current):
+                self._bind_failed(key, plan.node, NotFound(f"pod {key} does not exist any more"))
+                return
+            info = self.cache.infos.get(plan.node)
+            done = (volumebinding.check_bindings(info.node, plan, self.cluster)
+                    if info is not None and info.node is not None else f'failed to get node "{plan.node}"')
+            if done is True:
+                break
+            left = deadline - loop.time()
+            if isinstance(done, str) or left <= 0:
+                self._prebind_failed(key, pod, plan.node, done if isinstance(done, str)
+                                     else "timed out waiting for the condition")
+                return
+            try:
+                await asyncio.wait_for(changed.wait(), min(left, VOLUME_POLL))
+            except asyncio.TimeoutError:
+                pass
+        async with self._slots:
+            await self._bind(key, pod, plan.node)
+
+    def _prebind_failed(self, key: str, pod: dict, node: str, why: str) -> None:
+        message = f'running PreBind plugin "{volumebinding.FILTER_NAME}": binding volumes: {why}'
+        self.recorder.event(pod, "Warning", "FailedScheduling", message)
+        self._bind_failed(key, node, RuntimeError(message))
 
     async def _mark_unschedulable(self, key: str, patch: dict) -> None:
         namespace, name = split_meta_namespace_key(key)
@@ -238,6 +348,17 @@ class Scheduler:
         self.cache.set_node(new)
         if triage.node_changed(old, new):
             self._move_all()
+
+    def _on_storage_change(self, _obj) -> None:
+        """A claim, volume or class added or changed: the VolumeBinding plugin may decide
+        otherwise now, and a PreBind may be done."""
+        self._storage_changed.set()
+        self._storage_changed = asyncio.Event()
+        self._move_all()
+
+    def _on_storage_update(self, old: dict, new: dict) -> None:
+        if old is not new:   # not a resync
+            self._on_storage_change(new)
 
     def _on_node_delete(self, obj) -> None:
         self.cache.remove_node(meta_namespace_key(obj))   # a name; a DeletedFinalStateUnknown's key too

@@ -25,6 +25,9 @@ What kube-scheduler does, and this does too:
     (scores.SCORES). Every node is examined (kube-scheduler samples a share of the nodes only
     in clusters of 100+ nodes).
   * No nodes at all: "no nodes available to schedule pods" (ErrNoNodesAvailable).
+  * A PreFilter plugin that rejects the pod outright (VolumeBinding: a claim that does not
+    exist, ...) gives every node its message (`rejected`): "0/N nodes are available: <its
+    message>." then the preemption word, preemption not helping on any node.
 
 Ties: kube-scheduler picks uniformly at random among the best-scoring nodes. Here, with an
 ``rng`` (a random.Random, seeded by the caller) the choice among the tied nodes, sorted by
@@ -115,6 +118,19 @@ def _preemption(pod: dict, nodes: list, pods_by_node: dict, failed: dict):
         for r in reasons:
             histogram[r] = histogram.get(r, 0) + 1
     return " preemption: " + fit_error_message(len(nodes), histogram), []
+
+
+def rejected(pod: dict, nodes: list, plugin: str, message: str) -> Result:
+    """A PreFilter plugin found the pod unschedulable on every node (UnschedulableAndUnresolvable):
+    FitError's message is "0/N nodes are available: <message>." and the preemption word
+    follows, every node being one where preemption does not help."""
+    if not nodes:
+        return Result(None, {}, NO_NODES_AVAILABLE)
+    stub = F.Filter(plugin, lambda *_: [message], True)
+    failed = {_name(node): (stub, [message]) for node in nodes}
+    suffix, _ = _preemption(pod, nodes, {}, failed)
+    return Result(None, {plugin: len(nodes)}, f"{NO_NODE_AVAILABLE_MSG.format(len(nodes))}: {message}.{suffix}",
+                  {message: len(nodes)}, {name: [message] for name in failed})
 
 
 def schedule(pod: dict, nodes: list, pods_by_node: dict,

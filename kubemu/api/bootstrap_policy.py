@@ -199,7 +199,7 @@ def _cluster_roles() -> list[dict]:
             rule(READ, (APPS,), ("replicasets", "statefulsets")),
             # VolumeBinding: claims, volumes, classes; WaitForFirstConsumer's selected node
             rule(READ, (CORE,), ("persistentvolumeclaims", "persistentvolumes")),
-            rule(("patch", "update"), (CORE,), ("persistentvolumeclaims",)),
+            rule(("patch", "update"), (CORE,), ("persistentvolumeclaims", "persistentvolumes")),
             rule(READ, (STORAGE,), ("storageclasses",)),
             rule(READ, (POLICY,), ("poddisruptionbudgets",)),
             rule(("create",), (AUTHENTICATION,), ("tokenreviews",)),

@@ -10,9 +10,9 @@ and, for any kind kubemu serves (Pod included, through pod.py):
     default_object(obj) / validate_object(obj, strict=True)
     validate_object_update(old, new, strict=True, require_resource_version=True)
 
-The Scale subresource (autoscaling/v1 Scale) of ReplicaSets and Deployments:
+The Scale subresource (autoscaling/v1 Scale) of ReplicaSets, Deployments and StatefulSets:
 
-    scale_of(obj)                  -> the Scale of a (defaulted) ReplicaSet or Deployment
+    scale_of(obj)                  -> the Scale of a (defaulted) ReplicaSet, Deployment or StatefulSet
     validate_scale(scale)          -> [FieldError, ...]
     apply_scale(obj, replicas)     -> a copy with spec.replicas set (replicas: int or a Scale);
                                       ValidationError(kind="Scale") if it is not a valid count
@@ -465,11 +465,22 @@ def validate_lease(obj: Any, *, strict: bool = True) -> list[FieldError]:
     return _validate(obj, "Lease", strict, body)
 
 
-# --- ReplicaSet and Deployment --------------------------------------------------------------------
+# --- ReplicaSet and Deployment (and what the other apps/v1 workloads share with them) -----------
 
-def _workload_spec(c: Checker, spec: dict, path: str) -> int:
-    """What ReplicaSets and Deployments share (ValidateReplicaSetSpec, ValidateDeploymentSpec):
-    replicas, selector, template, minReadySeconds. Returns minReadySeconds (0 if unusable)."""
+# The words upstream's per-kind validators use for the same rules (ValidateReplicaSetSpec is
+# shared by Deployments, hence "deployment" and "ReplicaSet" there).
+_EMPTY_SELECTOR_WORD = {"ReplicaSet": "deployment", "Deployment": "deployment",
+                        "StatefulSet": "statefulset", "DaemonSet": "daemonset"}
+
+
+def _workload_spec(c: Checker, spec: dict, path: str, kind: str = "ReplicaSet", *,
+                   pod_template: Any = None) -> int:
+    """What the apps/v1 workloads share (ValidateReplicaSetSpec, ValidateDeploymentSpec,
+    ValidateStatefulSetSpec, ValidateDaemonSetSpec): replicas, a non-empty selector matching the
+    template's labels, the template (restartPolicy Always, no activeDeadlineSeconds),
+    minReadySeconds; messages worded for `kind` as upstream words them. The pod spec is
+    validated as `pod_template` when given (a StatefulSet's template with its claim templates'
+    volumes). Returns minReadySeconds (0 if unusable)."""
     c.nonnegative(spec.get("replicas"), child(path, "replicas"))
     sel_path = child(path, "selector")
     selector = None
@@ -478,7 +489,8 @@ def _workload_spec(c: Checker, spec: dict, path: str) -> int:
     else:
         selector = check_label_selector(c, spec["selector"], sel_path)
         if isinstance(spec["selector"], dict) and selector_is_empty(spec["selector"]):
-            c.invalid(sel_path, spec["selector"], "empty selector is invalid for deployment")
+            c.invalid(sel_path, spec["selector"],
+                      f"empty selector is invalid for {_EMPTY_SELECTOR_WORD[kind]}")
             selector = None
     t_path = child(path, "template")
     template = spec.get("template") if spec.get("template") is not None else {}
@@ -488,16 +500,19 @@ def _workload_spec(c: Checker, spec: dict, path: str) -> int:
         if not selector_matches(selector, labels):
             c.invalid(child(t_path, "metadata.labels"), labels if labels is not None else {},
                       "`selector` does not match template `labels`")
-    c.errors.extend(pod.validate_pod_template(template, t_path, strict=c.strict))
+    c.errors.extend(pod.validate_pod_template(template if pod_template is None else pod_template,
+                                              t_path, strict=c.strict))
     pod_spec = template.get("spec") if isinstance(template, dict) else None
     if isinstance(pod_spec, dict):
         policy = pod_spec.get("restartPolicy")
         if isinstance(policy, str) and policy not in ("", "Always"):
             c.add(not_supported(child(t_path, "spec.restartPolicy"), policy, ("Always",)))
-        if pod_spec.get("activeDeadlineSeconds") is not None:
-            c.invalid(child(t_path, "spec.activeDeadlineSeconds"),
-                      pod_spec["activeDeadlineSeconds"],
-                      "activeDeadlineSeconds in ReplicaSet is not Supported")
+        deadline_path = child(t_path, "spec.activeDeadlineSeconds")
+        deadline = pod_spec.get("activeDeadlineSeconds")
+        if deadline is not None and kind in ("ReplicaSet", "Deployment"):
+            c.invalid(deadline_path, deadline, "activeDeadlineSeconds in ReplicaSet is not Supported")
+        elif deadline is not None:
+            c.add(forbidden(deadline_path, f"activeDeadlineSeconds in {kind} is not Supported"))
     min_ready = c.nonnegative(spec.get("minReadySeconds"), child(path, "minReadySeconds"))
     return min_ready if min_ready is not None and min_ready >= 0 else 0
 
@@ -506,8 +521,9 @@ _GREATER_THAN_REPLICAS = "cannot be greater than status.replicas"
 
 
 def _workload_status(c: Checker, value: Any, kind: str, counts: tuple[str, ...],
-                     bounded: tuple[str, ...]) -> None:
-    """Counters >= 0; `bounded` ones <= status.replicas; availableReplicas <= readyReplicas."""
+                     bounded: tuple[str, ...], ready_word: str = "readyReplicas") -> None:
+    """Counters >= 0; `bounded` ones <= status.replicas; availableReplicas <= readyReplicas
+    (`ready_word` names it in the message, as each kind's validator does)."""
     status = c.obj(value, "status", kind)
     if status is None:
         return
@@ -519,7 +535,7 @@ def _workload_status(c: Checker, value: Any, kind: str, counts: tuple[str, ...],
             c.invalid(child("status", field), numbers[field], _GREATER_THAN_REPLICAS)
     if numbers.get("availableReplicas", 0) > numbers.get("readyReplicas", 0):
         c.invalid("status.availableReplicas", numbers["availableReplicas"],
-                  "cannot be greater than readyReplicas")
+                  f"cannot be greater than {ready_word}")
 
 
 def validate_replicaset(obj: Any, *, strict: bool = True) -> list[FieldError]:
@@ -537,7 +553,7 @@ def validate_deployment(obj: Any, *, strict: bool = True) -> list[FieldError]:
     def body(c: Checker, deploy: dict) -> None:
         spec = c.obj(deploy.get("spec"), "spec", "DeploymentSpec")
         spec = spec if spec is not None else {}
-        min_ready = _workload_spec(c, spec, "spec")
+        min_ready = _workload_spec(c, spec, "spec", "Deployment")
         _strategy(c, spec.get("strategy"), "spec.strategy")
         c.nonnegative(spec.get("revisionHistoryLimit"), "spec.revisionHistoryLimit")
         deadline = spec.get("progressDeadlineSeconds")
@@ -578,8 +594,13 @@ def _strategy(c: Checker, value: Any, path: str) -> None:
     surge_n = check_int_or_percent(c, surge, child(ru_path, "maxSurge"))
     if unavailable_n == 0 and surge_n == 0:
         c.invalid(unavailable_path, unavailable, "may not be 0 when `maxSurge` is 0")
-    if isinstance(unavailable, str) and unavailable_n is not None and unavailable_n > 100:
-        c.invalid(unavailable_path, unavailable, "must not be greater than 100%")
+    check_at_most_100_percent(c, unavailable, unavailable_n, unavailable_path)
+
+
+def check_at_most_100_percent(c: Checker, value: Any, number: int | None, path: str) -> None:
+    """IsNotMoreThan100Percent: a percentage (not a count) above 100% is invalid."""
+    if isinstance(value, str) and number is not None and number > 100:
+        c.invalid(path, value, "must not be greater than 100%")
 
 
 # --- Event --------------------------------------------------------------------------------------
@@ -637,12 +658,14 @@ def validate_event(obj: Any, *, strict: bool = True) -> list[FieldError]:
 
 # --- Scale (autoscaling/v1) ---------------------------------------------------------------------
 
-SCALABLE_KINDS = ("ReplicaSet", "Deployment")
+SCALABLE_KINDS = ("ReplicaSet", "Deployment", "StatefulSet")
+SELECTOR_IMMUTABLE_KINDS = ("ReplicaSet", "Deployment", "DaemonSet")
 
 
 def scale_of(obj: Any) -> dict:
-    """The autoscaling/v1 Scale of a ReplicaSet or Deployment: its identity, spec.replicas
-    (1 when unset, as defaulting makes it), status.replicas and the selector as a string."""
+    """The autoscaling/v1 Scale of a ReplicaSet, Deployment or StatefulSet: its identity,
+    spec.replicas (1 when unset, as defaulting makes it), status.replicas and the selector as a
+    string."""
     obj = obj if isinstance(obj, dict) else {}
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
@@ -746,9 +769,10 @@ def validate_object(obj: Any, *, strict: bool = True) -> list[FieldError]:
 def validate_object_update(old: Any, new: Any, *, strict: bool = True,
                            require_resource_version: bool = True) -> list[FieldError]:
     """The new object on its own, then what may not change: metadata's immutable fields, the
-    kind, a ReplicaSet's or Deployment's spec.selector (immutable in apps/v1), a binding's roleRef,
-    an immutable ConfigMap's or Secret's data and a Secret's type, a Node's podCIDRs once set, a
-    Service's clusterIP, an EndpointSlice's addressType."""
+    kind, a ReplicaSet's, Deployment's or DaemonSet's spec.selector (immutable in apps/v1; a
+    StatefulSet's and a Job's are with their other rules), a binding's roleRef, an immutable
+    ConfigMap's or Secret's data and a Secret's type, a Node's podCIDRs once set, a Service's
+    clusterIP, an EndpointSlice's addressType, and each kind's UPDATE_VALIDATORS."""
     errors = validate_object(new, strict=strict)
     if not isinstance(old, dict) or not isinstance(new, dict):
         return errors
@@ -756,7 +780,7 @@ def validate_object_update(old: Any, new: Any, *, strict: bool = True,
         errors.append(pod.invalid("kind", new.get("kind"), "field is immutable"))
     errors += validate_object_meta_update(old.get("metadata"), new.get("metadata"),
                                           require_resource_version=require_resource_version)
-    if new.get("kind") in SCALABLE_KINDS:
+    if new.get("kind") in SELECTOR_IMMUTABLE_KINDS:
         before = old.get("spec").get("selector") if isinstance(old.get("spec"), dict) else None
         after = new.get("spec").get("selector") if isinstance(new.get("spec"), dict) else None
         if before != after:

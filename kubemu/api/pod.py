@@ -18,9 +18,9 @@ What kubemu adds or leaves out, and why:
 
   * a container IS a process here (there are no images): `command` is required, `image` is
     optional and informative;
-  * volumes: emptyDir, hostPath, configMap, secret, downwardAPI and projected (ConfigMap,
-    Secret, downward API and ServiceAccount token sources) are validated as Kubernetes does;
-    every other volume type (persistentVolumeClaim, nfs, csi, ...) is Forbidden;
+  * volumes: emptyDir, hostPath, configMap, secret, downwardAPI, projected (ConfigMap,
+    Secret, downward API and ServiceAccount token sources) and persistentVolumeClaim are
+    validated as Kubernetes does; every other volume type (nfs, csi, ...) is Forbidden;
   * gRPC probes are Forbidden: the kubelet probes with exec, httpGet and tcpSocket only;
   * probes and `restartPolicy` on init containers are Forbidden: init containers run once to
     completion (no sidecars);
@@ -52,7 +52,8 @@ VOLUME_TYPES = ("emptyDir", "hostPath", "gitRepo", "gcePersistentDisk", "awsElas
                 "cinder", "cephfs", "quobyte", "downwardAPI", "fc", "flexVolume", "configMap",
                 "azureFile", "vsphereVolume", "photonPersistentDisk", "portworxVolume",
                 "azureDisk", "storageos", "projected", "scaleIO", "csi", "ephemeral", "image")
-SUPPORTED_VOLUMES = ("emptyDir", "hostPath", "configMap", "secret", "downwardAPI", "projected")
+SUPPORTED_VOLUMES = ("emptyDir", "hostPath", "configMap", "secret", "downwardAPI", "projected",
+                     "persistentVolumeClaim")
 
 KNOWN_FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
     "Pod": "apiVersion kind metadata spec status",
@@ -95,6 +96,7 @@ KNOWN_FIELDS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
     "Volume": "name " + " ".join(VOLUME_TYPES),
     "EmptyDirVolumeSource": "medium sizeLimit",
     "HostPathVolumeSource": "path type",
+    "PersistentVolumeClaimVolumeSource": "claimName readOnly",
     "ConfigMapVolumeSource": "name items defaultMode optional",
     "SecretVolumeSource": "secretName items defaultMode optional",
     "KeyToPath": "key path mode",
@@ -153,6 +155,7 @@ SHAPES: dict[str, dict[str, str]] = {
     "Volume": {"name": STR},
     "EmptyDirVolumeSource": {"medium": STR},
     "HostPathVolumeSource": {"path": STR, "type": STR},
+    "PersistentVolumeClaimVolumeSource": {"claimName": STR, "readOnly": BOOL},
     "ConfigMapVolumeSource": {"name": STR, "items": LIST, "defaultMode": INT, "optional": BOOL},
     "SecretVolumeSource": {"secretName": STR, "items": LIST, "defaultMode": INT,
                            "optional": BOOL},
@@ -244,6 +247,7 @@ TYPES: dict[str, dict[str, str]] = {k: field_types(v) for k, v in {
         subPath:string mountPropagation:string subPathExpr:string""",
     "EmptyDirVolumeSource": "medium:string sizeLimit:Quantity",
     "HostPathVolumeSource": "path:string type:string",
+    "PersistentVolumeClaimVolumeSource": "claimName:string readOnly:boolean",
     "ConfigMapVolumeSource": "name:string items:[]KeyToPath defaultMode:integer optional:boolean",
     "SecretVolumeSource": """secretName:string items:[]KeyToPath defaultMode:integer
         optional:boolean""",
@@ -950,6 +954,13 @@ def volume_type(volume: dict) -> str:
     return next((t for t in VOLUME_TYPES if volume.get(t) is not None), "emptyDir")
 
 
+def claim_names(pod: dict) -> list[str]:
+    """The claimName of each persistentVolumeClaim volume, in volume order."""
+    return [v["persistentVolumeClaim"].get("claimName") or ""
+            for v in (pod.get("spec") or {}).get("volumes") or ()
+            if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)]
+
+
 def _volume_source(c: _Checker, vol: dict, path: str) -> None:
     """One source per volume (none: the emptyDir defaulting makes it), one kubemu runs."""
     present = [t for t in VOLUME_TYPES if vol.get(t) is not None]
@@ -961,7 +972,8 @@ def _volume_source(c: _Checker, vol: dict, path: str) -> None:
     kind = present[0]
     if kind not in SUPPORTED_VOLUMES:
         c.add(forbidden(child(path, kind), "kubemu runs emptyDir, hostPath, configMap, secret, "
-                                           "downwardAPI and projected volumes only"))
+                                           "downwardAPI, projected and persistentVolumeClaim "
+                                           "volumes only"))
         return
     _VOLUME_CHECKS[kind](c, vol[kind], child(path, kind))
 
@@ -996,6 +1008,13 @@ def _host_path(c: _Checker, value: Any, path: str) -> None:
     kind = source.get("type")
     if isinstance(kind, str) and kind not in HOST_PATH_TYPES:
         c.add(not_supported(child(path, "type"), kind, HOST_PATH_TYPES))
+
+
+def _persistent_volume_claim(c: _Checker, value: Any, path: str) -> None:
+    """validatePersistentClaimVolumeSource."""
+    source = c.obj(value, path, "PersistentVolumeClaimVolumeSource")
+    if source is not None and _absent(source.get("claimName")):
+        c.add(required(child(path, "claimName")))
 
 
 def _config_map(c: _Checker, value: Any, path: str) -> None:
@@ -1112,7 +1131,8 @@ def _projected(c: _Checker, value: Any, path: str) -> None:
 
 
 _VOLUME_CHECKS = {"emptyDir": _empty_dir, "hostPath": _host_path, "configMap": _config_map,
-                  "secret": _secret, "downwardAPI": _downward_api, "projected": _projected}
+                  "secret": _secret, "downwardAPI": _downward_api, "projected": _projected,
+                  "persistentVolumeClaim": _persistent_volume_claim}
 
 
 def _mode(c: _Checker, value: Any, path: str) -> None:

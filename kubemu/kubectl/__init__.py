@@ -1,4 +1,5 @@
-"""kubectl's habits in `kubemu`: get, describe, apply, create, delete, expose, scale, rollout, events.
+"""kubectl's habits in `kubemu`: get, describe, apply, create, delete, expose, scale, rollout, events,
+cordon, uncordon, drain.
 
     kubemu [-s ENDPOINT] get pods [-n NS | -A] [-l SEL] [--field-selector SEL] [-o wide|json|yaml|name] [-w]
     kubemu describe deployment web
@@ -8,6 +9,7 @@
     kubemu rollout status|history|undo deployment/web
     kubemu events [--for pod/web] [-w]
     kubemu port-forward pod/web 18080:8000 [--address 127.0.0.1,::1]
+    kubemu cordon|uncordon node-1       kubemu drain node-1 [--ignore-daemonsets] [--timeout 2m]
 
 Output and errors read like kubectl's (tables aligned as its tabwriter aligns them, `Error from
 server (NotFound): pods "x" not found`, `The Deployment "web" is invalid: ...`); the exit
@@ -28,6 +30,7 @@ def register(group: click.Group) -> None:
     from .cmd_apply import apply, create
     from .cmd_delete import delete
     from .cmd_describe import describe_cmd
+    from .cmd_drain import cordon, drain_cmd, uncordon
     from .cmd_events import events
     from .cmd_expose import expose
     from .cmd_get import get
@@ -35,5 +38,6 @@ def register(group: click.Group) -> None:
     from .cmd_rollout import rollout
     from .cmd_scale import scale
 
-    for command in (get, describe_cmd, apply, create, delete, expose, scale, rollout, events, port_forward):
+    for command in (get, describe_cmd, apply, create, delete, expose, scale, rollout, events, port_forward,
+                    cordon, uncordon, drain_cmd):
         group.add_command(command)

@@ -5,6 +5,7 @@ import time
 
 import click
 
+from kubemu.api.meta import format_selector
 from kubemu.api.resources import Resource
 from kubemu.apiclient import NotFound, SyncApiClient
 
@@ -49,8 +50,10 @@ def related_objects(api: SyncApiClient, r: Resource, obj: dict) -> Related:
             pass
     elif r.kind == "Deployment":
         related.replicasets = api.list_all("replicasets", ns)["items"]
-    elif r.kind == "ReplicaSet":
+    elif r.kind in ("ReplicaSet", "PersistentVolumeClaim"):
         related.pods = api.list_all("pods", ns)["items"]
+    elif r.kind in ("StatefulSet", "DaemonSet", "Job"):
+        related.pods = api.list_all("pods", ns, format_selector((obj.get("spec") or {}).get("selector")))["items"]
     elif r.kind == "Service":
         related.endpointslices = api.list_all("endpointslices", ns,
                                               f"{SERVICE_NAME_LABEL}={meta.get('name', '')}")["items"]

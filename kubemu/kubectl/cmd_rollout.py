@@ -1,25 +1,28 @@
-"""kubemu rollout status|history|undo, for Deployments."""
+"""kubemu rollout status|history|undo, for Deployments, StatefulSets and DaemonSets."""
 from __future__ import annotations
 
 import click
 
-from components.controllers.deployment import REVISION, RollbackError, rollout_status, undo
+from components.controllers.deployment import REVISION, RollbackError, undo
+from components.controllers.history import template_of
 from components.controllers.podutil import equal_ignore_hash
 from kubemu.apiclient import SyncApiClient
 
 from .durations import Duration
-from .history import history_table, revision_template, revisions, rollback_annotations, rollback_target
+from .history import (UndoError, controller_revisions, history_table, revision_template, revisions,
+                      rollback_annotations, rollback_target, template_text, undo_revision)
 from .options import GoCommand, namespace_option
 from .output import object_name
+from .rollout_status import VIEWERS as STATUS_VIEWERS
 from .session import CommandError, Deadline, connect, follow, handle_errors
 from .targets import namespace_of, one_target
 
 VIEWERS = {"status": "status viewer", "history": "history viewer", "undo": "rollbacker"}
 
 
-def _deployment(args: tuple[str, ...], namespace: str | None, verb: str):
+def _target(args: tuple[str, ...], namespace: str | None, verb: str):
     r, name = one_target(args, f"rollout {verb}")
-    if r.kind != "Deployment":
+    if r.kind not in STATUS_VIEWERS:
         what = f"{r.kind}.{r.group}" if r.group else r.kind
         raise CommandError(f"no {VIEWERS[verb]} has been implemented for {what}")
     return r, name, namespace_of(r, namespace)
@@ -27,7 +30,7 @@ def _deployment(args: tuple[str, ...], namespace: str | None, verb: str):
 
 @click.group("rollout")
 def rollout() -> None:
-    """Manage the rollout of a Deployment: status, history, undo."""
+    """Manage the rollout of a Deployment, StatefulSet or DaemonSet: status, history, undo."""
 
 
 @rollout.command("status", cls=GoCommand)
@@ -39,12 +42,12 @@ def rollout() -> None:
 @click.pass_obj
 @handle_errors
 def status(obj, args, namespace, watch, timeout, revision) -> None:
-    """Show a Deployment's rollout, until it is done (kubectl rollout status)."""
-    r, name, ns = _deployment(args, namespace, "status")
+    """Show a rollout, until it is done (kubectl rollout status)."""
+    r, name, ns = _target(args, namespace, "status")
     with connect(obj) as api:
-        deployment = api.get(r.plural, name, ns)
+        current = api.get(r.plural, name, ns)
         if not watch:
-            _say(deployment, revision)
+            _say(current, revision)
             return
         last = None
         for type_, current in follow(api, r.plural, ns, field_selector=f"metadata.name={name}",
@@ -58,13 +61,15 @@ def status(obj, args, namespace, watch, timeout, revision) -> None:
     raise CommandError("timed out waiting for the condition")
 
 
-def _say(deployment: dict, revision: int, unless: str | None = None) -> tuple[str, bool]:
-    """Print the rollout's state (unless it is the line printed last); fail when it failed."""
-    if revision:
-        running = ((deployment.get("metadata") or {}).get("annotations") or {}).get(REVISION, "")
+def _say(workload: dict, revision: int, unless: str | None = None) -> tuple[str, bool]:
+    """Print the rollout's state (unless it is the line printed last); fail when it failed.
+    Only a Deployment's revision is checked (kubectl's other viewers ignore --revision)."""
+    kind = workload.get("kind") or "Deployment"
+    if revision and kind == "Deployment":
+        running = ((workload.get("metadata") or {}).get("annotations") or {}).get(REVISION, "")
         if running != str(revision):
             raise CommandError(f"desired revision ({revision}) is different from the running revision ({running})")
-    st = rollout_status(deployment)
+    st = STATUS_VIEWERS[kind](workload)
     if st.failed:
         raise CommandError(st.message.removeprefix("error: "))
     if st.message != unless:
@@ -79,15 +84,21 @@ def _say(deployment: dict, revision: int, unless: str | None = None) -> tuple[st
 @click.pass_obj
 @handle_errors
 def history(obj, args, namespace, revision) -> None:
-    """List a Deployment's revisions and their change causes (kubectl rollout history)."""
-    r, name, ns = _deployment(args, namespace, "history")
+    """List the revisions and their change causes (kubectl rollout history)."""
+    r, name, ns = _target(args, namespace, "history")
     with connect(obj) as api:
-        deployment, replicasets = _with_replicasets(api, r.plural, name, ns)
-    by_revision = revisions(deployment, replicasets)
+        if r.kind == "Deployment":
+            deployment, replicasets = _with_replicasets(api, r.plural, name, ns)
+            by_revision = revisions(deployment, replicasets)
+            show = revision_template
+        else:
+            owner, all_revisions = _with_revisions(api, r.plural, name, ns)
+            by_revision = controller_revisions(owner, all_revisions)
+            show = lambda revision: template_text(template_of(revision))  # noqa: E731
     if revision:
         if revision not in by_revision:
             raise CommandError("unable to find the specified revision")
-        click.echo(f"{object_name(r, name)} with revision #{revision}\n{revision_template(by_revision[revision])}")
+        click.echo(f"{object_name(r, name)} with revision #{revision}\n{show(by_revision[revision])}")
     else:
         click.echo(f"{object_name(r, name)} \n{history_table(by_revision)}")
 
@@ -95,6 +106,11 @@ def history(obj, args, namespace, revision) -> None:
 def _with_replicasets(api: SyncApiClient, plural: str, name: str, ns: str | None) -> tuple[dict, list[dict]]:
     deployment = api.get(plural, name, ns)
     return deployment, api.list_all("replicasets", ns)["items"]
+
+
+def _with_revisions(api: SyncApiClient, plural: str, name: str, ns: str | None) -> tuple[dict, list[dict]]:
+    owner = api.get(plural, name, ns)
+    return owner, api.list_all("controllerrevisions", ns)["items"]
 
 
 @rollout.command("undo", cls=GoCommand)
@@ -105,7 +121,10 @@ def _with_replicasets(api: SyncApiClient, plural: str, name: str, ns: str | None
 @handle_errors
 def undo_cmd(obj, args, namespace, to_revision) -> None:
     """Go back to an earlier revision's pod template (kubectl rollout undo)."""
-    r, name, ns = _deployment(args, namespace, "undo")
+    r, name, ns = _target(args, namespace, "undo")
+    if r.kind != "Deployment":
+        _undo_from_revisions(obj, r, name, ns, to_revision)
+        return
     with connect(obj) as api:
         deployment, replicasets = _with_replicasets(api, r.plural, name, ns)
         try:
@@ -121,4 +140,22 @@ def undo_cmd(obj, args, namespace, to_revision) -> None:
         patch = [{"op": "add", "path": "/spec/template", "value": template},
                  {"op": "add", "path": "/metadata/annotations", "value": rollback_annotations(deployment, target)}]
         api.patch(r.plural, name, patch, ns, patch_type="json")
+    click.echo(f"{object_name(r, name)} rolled back")
+
+
+def _undo_from_revisions(obj, r, name: str, ns: str | None, to_revision: int) -> None:
+    """kubectl's StatefulSetRollbacker / DaemonSetRollbacker: the chosen ControllerRevision's
+    template becomes the object's."""
+    with connect(obj) as api:
+        owner, all_revisions = _with_revisions(api, r.plural, name, ns)
+        try:
+            target = undo_revision(controller_revisions(owner, all_revisions), to_revision)
+        except UndoError as err:
+            raise CommandError(str(err)) from None
+        template = template_of(target)
+        if template == (owner.get("spec") or {}).get("template"):
+            click.echo(f"{object_name(r, name)} skipped rollback")
+            return
+        api.patch(r.plural, name, [{"op": "add", "path": "/spec/template", "value": template}], ns,
+                  patch_type="json")
     click.echo(f"{object_name(r, name)} rolled back")

@@ -192,11 +192,19 @@ def describer(kind: str) -> Describer:
     from .describe_pod import describe_pod
     from .describe_service import describe_endpoints, describe_endpointslice, describe_service
     from .describe_workloads import describe_deployment, describe_replicaset
+    from .describe_apps import describe_daemonset, describe_statefulset
+    from .describe_batch import describe_cronjob, describe_job
+    from .describe_policy import describe_poddisruptionbudget
+    from .describe_storage import describe_persistentvolume, describe_persistentvolumeclaim
 
     return {"Pod": describe_pod, "Node": describe_node, "Deployment": describe_deployment,
             "ReplicaSet": describe_replicaset, "Namespace": describe_namespace,
             "Service": describe_service, "Endpoints": describe_endpoints,
-            "EndpointSlice": describe_endpointslice}.get(kind, describe_generic)
+            "EndpointSlice": describe_endpointslice, "StatefulSet": describe_statefulset,
+            "DaemonSet": describe_daemonset, "Job": describe_job, "CronJob": describe_cronjob,
+            "PersistentVolumeClaim": describe_persistentvolumeclaim,
+            "PersistentVolume": describe_persistentvolume,
+            "PodDisruptionBudget": describe_poddisruptionbudget}.get(kind, describe_generic)
 
 
 def describe(obj: dict, related: Related, now: float) -> str:

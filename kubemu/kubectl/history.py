@@ -1,9 +1,11 @@
-"""kubectl rollout history and undo, from a Deployment and its ReplicaSets (pure)."""
+"""kubectl rollout history and undo (pure): a Deployment's from its ReplicaSets, a
+StatefulSet's or DaemonSet's from its ControllerRevisions."""
 from __future__ import annotations
 
 import copy
 
 from components.controllers.deployment import DESIRED_REPLICAS, MAX_REPLICAS, REVISION, revision
+from components.controllers.history import sort_revisions
 from components.controllers.podutil import controller_ref
 
 from .apply import LAST_APPLIED
@@ -66,3 +68,38 @@ def rollback_target(deployment: dict, replicasets: list[dict], to_revision: int)
         return by_revision.get(to_revision)
     ordered = sorted(by_revision)
     return by_revision[ordered[-2]] if len(ordered) >= 2 else None
+
+
+# --- StatefulSets and DaemonSets: their ControllerRevisions -----------------------------------
+
+
+def controller_revisions(owner: dict, all_revisions: list[dict]) -> dict[int, dict]:
+    """Revision number -> the owner's ControllerRevision (kubectl's controlledHistories)."""
+    uid = (owner.get("metadata") or {}).get("uid")
+    return {int(r.get("revision") or 0): r for r in sort_revisions(all_revisions)
+            if (controller_ref(r) or {}).get("uid") == uid}
+
+
+def template_text(template: dict) -> str:
+    """A pod template as `rollout history --revision` prints it."""
+    w = Writer()
+    pod_template(w, template)
+    return w.text()
+
+
+class UndoError(Exception):
+    pass
+
+
+def undo_revision(by_revision: dict[int, dict], to_revision: int) -> dict:
+    """The ControllerRevision undo goes back to (kubectl's findHistory): `to_revision`'s, else
+    the one before the newest."""
+    if to_revision < 0:
+        raise UndoError(f"unable to find specified revision {to_revision} in history")
+    if to_revision == 0:
+        if len(by_revision) <= 1:
+            raise UndoError("no last revision to roll back to")
+        return by_revision[sorted(by_revision)[-2]]
+    if to_revision not in by_revision:
+        raise UndoError(f"unable to find specified revision {to_revision} in history")
+    return by_revision[to_revision]

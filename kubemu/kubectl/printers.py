@@ -10,7 +10,10 @@ from typing import Callable
 from kubemu.api.labels import format_labels
 from kubemu.api.meta import format_selector
 
-from .timefmt import parse_time, since
+from kubemu.api import quantity
+from kubemu.api.storage import is_default_class
+
+from .timefmt import human_duration, parse_time, since
 
 NONE = "<none>"
 NODE_ROLE_PREFIX = "node-role.kubernetes.io/"
@@ -206,6 +209,140 @@ def replicaset_row(rs: dict, now: float) -> Row:
             _age(rs, now), *_template_cells(rs)]
 
 
+def statefulset_row(sts: dict, now: float) -> Row:
+    return [_meta(sts).get("name", ""), f"{_count(sts, 'readyReplicas')}/{_desired(sts)}", _age(sts, now),
+            *_template_cells(sts)[:2]]
+
+
+def daemonset_row(ds: dict, now: float) -> Row:
+    pod_spec = ((_spec(ds).get("template") or {}).get("spec")) or {}
+    return [_meta(ds).get("name", ""), *(_count(ds, f) for f in (
+        "desiredNumberScheduled", "currentNumberScheduled", "numberReady", "updatedNumberScheduled",
+        "numberAvailable")), format_labels(pod_spec.get("nodeSelector")) or NONE, _age(ds, now),
+        *_template_cells(ds)]
+
+
+def controller_of(obj: dict) -> str:
+    """The controller as kubectl names it, `statefulset.apps/web` (formatResourceName), or <none>."""
+    for ref in _meta(obj).get("ownerReferences") or []:
+        if ref.get("controller"):
+            group = (ref.get("apiVersion") or "").rpartition("/")[0]
+            kind = ref.get("kind", "") + (f".{group}" if group else "")
+            return f"{kind.lower()}/{ref.get('name', '')}"
+    return NONE
+
+
+def controllerrevision_row(rev: dict, now: float) -> Row:
+    return [_meta(rev).get("name", ""), controller_of(rev), str(int(rev.get("revision") or 0)), _age(rev, now)]
+
+
+# printJob's STATUS: the first true condition of these (Terminating while deleted, in between).
+_JOB_STATUSES = (("Complete", "Complete"), ("Failed", "Failed"), ("", "Terminating"),
+                 ("Suspended", "Suspended"), ("FailureTarget", "FailureTarget"),
+                 ("SuccessCriteriaMet", "SuccessCriteriaMet"))
+
+
+def job_status_text(job: dict) -> str:
+    for ctype, text in _JOB_STATUSES:
+        if (ctype and _condition_true(_status(job), ctype)) or (not ctype and _meta(job).get("deletionTimestamp")):
+            return text
+    return "Running"
+
+
+def job_completions(job: dict) -> str:
+    """`succeeded/completions`; a work queue (no completions) is `n/1`, `n/1 of <parallelism>`."""
+    succeeded = _count(job, "succeeded")
+    completions, parallelism = _spec(job).get("completions"), _spec(job).get("parallelism") or 0
+    if completions is not None:
+        return f"{succeeded}/{completions}"
+    return f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
+
+
+def job_duration(job: dict, now: float) -> str:
+    start = parse_time(_status(job).get("startTime"))
+    if start is None:
+        return ""
+    end = parse_time(_status(job).get("completionTime"))
+    return human_duration((now if end is None else end) - start)
+
+
+def job_row(job: dict, now: float) -> Row:
+    return [_meta(job).get("name", ""), job_status_text(job), job_completions(job), job_duration(job, now),
+            _age(job, now), *_template_cells(job)]
+
+
+def _bool_text(value) -> str:
+    """printBoolPtr: True, False, or <unset>."""
+    return "<unset>" if value is None else str(bool(value))
+
+
+def cronjob_row(cj: dict, now: float) -> Row:
+    spec, status = _spec(cj), _status(cj)
+    last = status.get("lastScheduleTime")
+    return [_meta(cj).get("name", ""), spec.get("schedule", ""), spec.get("timeZone") or NONE,
+            _bool_text(spec.get("suspend")), str(len(status.get("active") or [])),
+            since(last, now) if last else NONE, _age(cj, now),
+            *_template_cells(spec.get("jobTemplate") or {})]
+
+
+_ACCESS_MODES = (("ReadWriteOnce", "RWO"), ("ReadOnlyMany", "ROX"), ("ReadWriteMany", "RWX"),
+                 ("ReadWriteOncePod", "RWOP"))
+
+
+def access_modes_text(modes) -> str:
+    """helper.GetAccessModesAsString: the short names, in this fixed order."""
+    modes = modes or []
+    return ",".join(short for mode, short in _ACCESS_MODES if mode in modes)
+
+
+def storage_text(resources) -> str:
+    """The `storage` quantity of a capacity or request list (0 when absent)."""
+    value = (resources or {}).get("storage")
+    return quantity.canonical(value) if value is not None else "0"
+
+
+def _phase(obj: dict) -> str:
+    return "Terminating" if _meta(obj).get("deletionTimestamp") else _status(obj).get("phase") or ""
+
+
+def storage_class_of(obj: dict) -> str:
+    """GetPersistentVolume(Claim)Class: the beta annotation, else spec.storageClassName."""
+    beta = (_meta(obj).get("annotations") or {}).get("volume.beta.kubernetes.io/storage-class")
+    return beta if beta is not None else _spec(obj).get("storageClassName") or ""
+
+
+def persistentvolume_row(pv: dict, now: float) -> Row:
+    spec = _spec(pv)
+    ref = spec.get("claimRef")
+    claim = f"{ref.get('namespace', '')}/{ref.get('name', '')}" if isinstance(ref, dict) else ""
+    return [_meta(pv).get("name", ""), storage_text(spec.get("capacity")), access_modes_text(spec.get("accessModes")),
+            spec.get("persistentVolumeReclaimPolicy", ""), _phase(pv), claim, storage_class_of(pv),
+            spec.get("volumeAttributesClassName") or "<unset>", _status(pv).get("reason", ""), _age(pv, now),
+            spec.get("volumeMode") or "<unset>"]
+
+
+def persistentvolumeclaim_row(pvc: dict, now: float) -> Row:
+    spec, status = _spec(pvc), _status(pvc)
+    bound = bool(spec.get("volumeName"))
+    return [_meta(pvc).get("name", ""), _phase(pvc), spec.get("volumeName", ""),
+            storage_text(status.get("capacity")) if bound else "",
+            access_modes_text(status.get("accessModes")) if bound else "", storage_class_of(pvc),
+            spec.get("volumeAttributesClassName") or "<unset>", _age(pvc, now), spec.get("volumeMode") or "<unset>"]
+
+
+def storageclass_row(sc: dict, now: float) -> Row:
+    name = _meta(sc).get("name", "") + (" (default)" if is_default_class(sc) else "")
+    return [name, sc.get("provisioner", ""), sc.get("reclaimPolicy") or "Delete",
+            sc.get("volumeBindingMode") or "Immediate", str(bool(sc.get("allowVolumeExpansion"))).lower(),
+            _age(sc, now)]
+
+
+def poddisruptionbudget_row(pdb: dict, now: float) -> Row:
+    spec = _spec(pdb)
+    bounds = [str(spec[f]) if spec.get(f) is not None else "N/A" for f in ("minAvailable", "maxUnavailable")]
+    return [_meta(pdb).get("name", ""), *bounds, _count(pdb, "disruptionsAllowed"), _age(pdb, now)]
+
+
 # --- services ------------------------------------------------------------------------------
 
 def load_balancer_addresses(svc: dict) -> str:
@@ -386,6 +523,25 @@ PRINTERS: dict[str, tuple[list[tuple[str, int]], RowFunc]] = {
                     ("CONTAINERS", 1), ("IMAGES", 1), ("SELECTOR", 1)], deployment_row),
     "ReplicaSet": ([("NAME", 0), ("DESIRED", 0), ("CURRENT", 0), ("READY", 0), ("AGE", 0),
                     ("CONTAINERS", 1), ("IMAGES", 1), ("SELECTOR", 1)], replicaset_row),
+    "StatefulSet": ([("NAME", 0), ("READY", 0), ("AGE", 0), ("CONTAINERS", 1), ("IMAGES", 1)], statefulset_row),
+    "DaemonSet": ([("NAME", 0), ("DESIRED", 0), ("CURRENT", 0), ("READY", 0), ("UP-TO-DATE", 0), ("AVAILABLE", 0),
+                   ("NODE SELECTOR", 0), ("AGE", 0), ("CONTAINERS", 1), ("IMAGES", 1), ("SELECTOR", 1)],
+                  daemonset_row),
+    "ControllerRevision": ([("NAME", 0), ("CONTROLLER", 0), ("REVISION", 0), ("AGE", 0)], controllerrevision_row),
+    "Job": ([("NAME", 0), ("STATUS", 0), ("COMPLETIONS", 0), ("DURATION", 0), ("AGE", 0), ("CONTAINERS", 1),
+             ("IMAGES", 1), ("SELECTOR", 1)], job_row),
+    "CronJob": ([("NAME", 0), ("SCHEDULE", 0), ("TIMEZONE", 0), ("SUSPEND", 0), ("ACTIVE", 0), ("LAST SCHEDULE", 0),
+                 ("AGE", 0), ("CONTAINERS", 1), ("IMAGES", 1), ("SELECTOR", 1)], cronjob_row),
+    "PersistentVolume": ([("NAME", 0), ("CAPACITY", 0), ("ACCESS MODES", 0), ("RECLAIM POLICY", 0), ("STATUS", 0),
+                          ("CLAIM", 0), ("STORAGECLASS", 0), ("VOLUMEATTRIBUTESCLASS", 0), ("REASON", 0),
+                          ("AGE", 0), ("VOLUMEMODE", 1)], persistentvolume_row),
+    "PersistentVolumeClaim": ([("NAME", 0), ("STATUS", 0), ("VOLUME", 0), ("CAPACITY", 0), ("ACCESS MODES", 0),
+                               ("STORAGECLASS", 0), ("VOLUMEATTRIBUTESCLASS", 0), ("AGE", 0), ("VOLUMEMODE", 1)],
+                              persistentvolumeclaim_row),
+    "StorageClass": ([("NAME", 0), ("PROVISIONER", 0), ("RECLAIMPOLICY", 0), ("VOLUMEBINDINGMODE", 0),
+                      ("ALLOWVOLUMEEXPANSION", 0), ("AGE", 0)], storageclass_row),
+    "PodDisruptionBudget": ([("NAME", 0), ("MIN AVAILABLE", 0), ("MAX UNAVAILABLE", 0), ("ALLOWED DISRUPTIONS", 0),
+                             ("AGE", 0)], poddisruptionbudget_row),
     "Service": ([("NAME", 0), ("TYPE", 0), ("CLUSTER-IP", 0), ("EXTERNAL-IP", 0), ("PORT(S)", 0), ("AGE", 0),
                  ("SELECTOR", 1)], service_row),
     "Endpoints": ([("NAME", 0), ("ENDPOINTS", 0), ("AGE", 0)], endpoints_row),

@@ -9,7 +9,7 @@ from collections import Counter
 from bench import reconcile
 from bench.reconcile_cpuprofile import role_of, speedscope
 from bench.reconcile_profile import summarize
-from bench.reconcile_workload import PodTracker, replicas_per_deployment
+from bench.reconcile_workload import PodTracker, replicas_for, replicas_per_deployment
 
 from .conftest import processes_under
 from .outputs import check_outputs
@@ -108,6 +108,28 @@ def test_reconcile_quick_produces_sane_figures(bench_dir, tmp_path):
     assert [figure for figure, _value, _beside in reconcile.headlines(report)][:2] == [
         "pods/s, create -> all Running", "pod startup p99"]
 
+
+
+def test_replicas_of_other_workloads():
+    assert replicas_for("statefulset", 100, 2, 10) == [50, 50]
+    assert replicas_for("daemonset", 100, 2, 10) == [10] * 10   # one pod per hollow node each
+    assert replicas_for("daemonset", 5, 2, 10) == [10]
+
+
+def test_reconcile_other_workloads_beside_the_deployment(bench_dir, tmp_path):
+    report = reconcile.run(quick=True, pods=20, deployments=2, hollow_nodes=5, kills=0, workdir=bench_dir,
+                           workloads=("daemonset", "statefulset", "job", "deployment"))
+    assert not processes_under(bench_dir), "the benchmark left processes of its cluster behind"
+    assert report["config"]["workloads"] == ["deployment", "daemonset", "statefulset", "job"]
+    rows = report["results"]["workloads"]
+    assert list(rows) == ["daemonset", "statefulset", "job"]
+    for kind, row in rows.items():
+        assert row["pods"] == 20 and row["pods_per_s"] > 0 and "cleanup" not in row, (kind, row)
+        ordered(row["latency"]["from_first_seen"])
+        assert row["api_requests"]["by_verb_resource"].get("create pods", 0) >= 20
+    text = check_outputs(report, reconcile, tmp_path / "plots", plots=2)
+    assert "daemonset: pods/s (20 pods, 4 objects)" in text and "x the Deployment row" in text
+    assert "pods/s through the job controller" in [figure for figure, _v, _b in reconcile.headlines(report)]
 
 
 def test_cpu_profile_roles_and_summary(tmp_path):

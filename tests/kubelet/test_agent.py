@@ -817,3 +817,11 @@ def test_a_relists_volume_rewrite_is_off_the_loop_and_looks_objects_up_on_it(tmp
 
     asyncio.run(asyncio.wait_for(main(), DEADLINE))
     assert not set_up.waited_out and looked_up == [(None, False)]
+
+
+def test_the_hostname_variable_is_the_pods_hostname():
+    from kubelet.agent import _base_env
+    pod = {"metadata": {"name": "idx-1-x7k2p", "namespace": "default"}, "spec": {"hostname": "idx-1"}}
+    assert _base_env(pod)["HOSTNAME"] == "idx-1"     # an Indexed Job's <job>-<index>
+    del pod["spec"]["hostname"]
+    assert _base_env(pod)["HOSTNAME"] == "idx-1-x7k2p"

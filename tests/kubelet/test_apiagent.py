@@ -395,6 +395,53 @@ def test_a_missing_host_path_directory_is_failed_mount_and_starts_nothing(node, 
     assert waiting(p) == {"reason": "ContainerCreating"} and p["status"]["phase"] == "Pending"
 
 
+def test_a_claim_is_mounted_once_bound_and_its_volume_outlives_the_pod(node, api, tmp_path):  # noqa: F811
+    """A pod of a claim that is not bound yet waits (FailedMount, retried); once the claim is
+    bound its volume's directory is made (DirectoryOrCreate) and is what the container writes
+    into, through the pod's link to it."""
+    data = tmp_path / "volume"
+    api.call("create", resource="persistentvolumeclaims", namespace="default", object={
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "store"},
+        "spec": {"storageClassName": "", "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+    writer = "import os\nopen(os.path.join(os.environ['KUBEMU_MOUNT_DATA'], 'out'), 'w').write('hello')"
+    api.call("create", resource="pods", namespace="default", object={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "claimer"},
+        "spec": {"nodeName": node.name, "terminationGracePeriodSeconds": 1,
+                 "containers": [dict(sleeper(extra=writer), volumeMounts=[{"name": "data", "mountPath": "/data"}])],
+                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "store"}}]}})
+    try:
+        failed = wait_for(lambda: pod_events(api, "claimer", "FailedMount"), message="a FailedMount Event")
+        assert failed[0]["message"] == (
+            'MountVolume.SetUp failed for volume "data" : error processing PVC default/store: PVC default/store '
+            'has non-bound phase ("Pending") or empty pvc.Spec.VolumeName ("")')
+        assert waiting(node.get("pods", "claimer")) == {"reason": "ContainerCreating"}
+
+        pvc = node.get("persistentvolumeclaims", "store")
+        api.call("create", resource="persistentvolumes", object={
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-store"},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                     "hostPath": {"path": str(data), "type": "DirectoryOrCreate"},
+                     "claimRef": {"kind": "PersistentVolumeClaim", "namespace": "default", "name": "store",
+                                  "uid": pvc["metadata"]["uid"]}}})
+        api.call("patch", resource="persistentvolumeclaims", namespace="default", name="store",
+                 patch={"spec": {"volumeName": "pv-store"}}, patch_type="merge")
+        api.call("patch", resource="persistentvolumeclaims", namespace="default", name="store",
+                 patch={"status": {"phase": "Bound"}}, patch_type="merge", subresource="status")
+        wait_for(lambda: (data / "out").exists() and (data / "out").read_text() == "hello",
+                 message="the container's file in the claimed volume")
+        pod_dir = next((node.dir / "pods").glob("default_claimer_*"))
+        assert os.readlink(pod_dir / "volumes" / "kubernetes.io~local-volume" / "data") == str(data)
+        api.call("delete", resource="pods", namespace="default", name="claimer", grace_period_seconds=0)
+        wait_for(lambda: not pod_dir.exists(), message="the pod's directory removed")
+        assert (data / "out").read_text() == "hello"   # the volume is not the pod's
+    finally:
+        api.call("delete", resource="persistentvolumeclaims", name="store", namespace="default")
+        try:
+            api.call("delete", resource="persistentvolumes", name="pv-store")
+        except wire.NotFound:
+            pass
+
+
 def test_a_configmap_over_one_mebibyte_is_refused_and_its_pod_says_so(node, api):  # noqa: F811
     with pytest.raises(wire.WireError) as err:
         api.call("create", resource="configmaps", namespace="default", object={

@@ -7,7 +7,7 @@ import pytest
 
 from kubelet import holder, volumedirs
 from kubemu import nsutil
-from kubelet.volumes import VolumeError
+from kubelet.volumes import ClaimedVolume, VolumeError
 
 CM = {"data": {"k": "v1"}}
 
@@ -51,6 +51,34 @@ def test_host_path_types_are_checked_and_made(tmp_path):
     assert volumedirs.volume_path("/x", pod["spec"]["volumes"][1]) == str(missing_dir)
 
 
+def test_a_claims_volume_is_made_and_linked_from_the_pod(tmp_path):
+    made, other = tmp_path / "local-path" / "pvc-1", tmp_path / "elsewhere"
+    pod = pod_with({"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                   {"name": "waits", "persistentVolumeClaim": {"claimName": "pending"}})
+    claims = {"data": ClaimedVolume(str(made), "DirectoryOrCreate"),
+              "pending": VolumeError("error processing PVC ns/pending: not bound")}
+    pod_dir = tmp_path / "pod"
+    errors = volumedirs.set_up(str(pod_dir), pod, lambda *_a: None, [], [], claims=claims)
+    assert errors == {"waits": VolumeError("error processing PVC ns/pending: not bound")}
+    link = pod_dir / "volumes" / "kubernetes.io~local-volume" / "data"
+    assert made.is_dir() and os.readlink(link) == str(made)
+    assert volumedirs.volume_path(str(pod_dir), pod["spec"]["volumes"][0]) == str(link)
+    (link / "f").write_text("x")
+    assert (made / "f").read_text() == "x"
+    # set up again: the same link; a volume elsewhere (not for a bound claim, but be sure): replaced
+    assert volumedirs.set_up(str(pod_dir), pod_with(pod["spec"]["volumes"][0]), lambda *_a: None, [], [],
+                             claims=claims) == {}
+    other.mkdir()
+    volumedirs.set_up(str(pod_dir), pod_with(pod["spec"]["volumes"][0]), lambda *_a: None, [], [],
+                      claims={"data": ClaimedVolume(str(other), "Directory")})
+    assert os.readlink(link) == str(other)
+    strict = volumedirs.set_up(str(pod_dir), pod_with(pod["spec"]["volumes"][0]), lambda *_a: None, [], [],
+                               claims={"data": ClaimedVolume(str(tmp_path / "nope"), "Directory")})
+    assert strict == {"data": VolumeError(f"hostPath type check failed: {tmp_path / 'nope'} is not a directory")}
+    assert volumedirs.set_up(str(pod_dir), pod, lambda *_a: None, [], [])["data"] == \
+        VolumeError("the claim has not been looked up")
+
+
 def test_a_broken_volume_does_not_stop_the_others(tmp_path):
     pod = pod_with({"name": "gone", "secret": {"secretName": "gone"}},
                    {"name": "odd", "emptyDir": {"medium": "HugePages"}},
@@ -72,17 +100,23 @@ def test_a_write_failure_is_the_volumes_error_not_a_crash(tmp_path):
 def test_mounts_say_what_each_volume_mount_binds():
     pod = pod_with({"name": "cfg", "configMap": {"name": "cfg"}},
                    {"name": "scratch", "emptyDir": {}},
-                   {"name": "host", "hostPath": {"path": "/srv/data"}})
+                   {"name": "host", "hostPath": {"path": "/srv/data"}},
+                   {"name": "db", "persistentVolumeClaim": {"claimName": "db"}},
+                   {"name": "ro", "persistentVolumeClaim": {"claimName": "ro", "readOnly": True}})
     ctr = {"name": "app", "volumeMounts": [
         {"name": "cfg", "mountPath": "/etc/app"},
         {"name": "scratch", "mountPath": "/tmp/work", "subPath": "a/b"},
         {"name": "host", "mountPath": "/data", "readOnly": True},
-        {"name": "scratch", "mountPath": "/cache"}]}
+        {"name": "scratch", "mountPath": "/cache"},
+        {"name": "db", "mountPath": "/db"},
+        {"name": "ro", "mountPath": "/ro"}]}
     assert volumedirs.mounts("/p", pod, ctr) == [
         volumedirs.Mount("/etc/app", "/p/volumes/kubernetes.io~configmap/cfg", True),
         volumedirs.Mount("/tmp/work", "/p/volumes/kubernetes.io~empty-dir/scratch/a/b", False),
         volumedirs.Mount("/data", "/srv/data", True),
-        volumedirs.Mount("/cache", "/p/volumes/kubernetes.io~empty-dir/scratch", False)]
+        volumedirs.Mount("/cache", "/p/volumes/kubernetes.io~empty-dir/scratch", False),
+        volumedirs.Mount("/db", "/p/volumes/kubernetes.io~local-volume/db", False),
+        volumedirs.Mount("/ro", "/p/volumes/kubernetes.io~local-volume/ro", True)]
 
 
 def test_without_mounts_the_env_says_where_each_mount_is():

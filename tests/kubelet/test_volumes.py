@@ -1,12 +1,13 @@
-"""What configMap, secret, downwardAPI and projected volumes hold; hostPath type checks."""
+"""What configMap, secret, downwardAPI and projected volumes hold; hostPath type checks; where a
+persistentVolumeClaim volume is."""
 import base64
 import stat
 
 import pytest
 
 from kubelet.configsource import Unavailable
-from kubelet.volumes import (File, HostPathAction, VolumeError, failed_mount, host_path_check,
-                             payload, plugin_dir)
+from kubelet.volumes import (ClaimedVolume, File, HostPathAction, VolumeError, claimed_volume, failed_mount,
+                             host_path_check, payload, plugin_dir)
 from kubemu.api.pod import default_pod
 
 CM = {"kind": "ConfigMap", "data": {"app.conf": "a=1\n", "other": "x"},
@@ -138,3 +139,43 @@ DIR, REG, SOCK = stat.S_IFDIR | 0o755, stat.S_IFREG | 0o644, stat.S_IFSOCK | 0o7
 ])
 def test_host_path_types(kind, mode, expected):
     assert host_path_check(kind, "/p", mode) == expected
+
+
+# --- persistentVolumeClaim ------------------------------------------------------------------------
+
+def bound_claim(uid="c1", volume="pv1", phase="Bound", **meta):
+    return {"metadata": {"name": "data", "namespace": "ns", "uid": uid, **meta},
+            "spec": {"volumeName": volume}, "status": {"phase": phase}}
+
+
+def volume_of(claim_uid="c1", **source):
+    spec = {"claimRef": {"namespace": "ns", "name": "data", "uid": claim_uid}} if claim_uid else {}
+    return {"metadata": {"name": "pv1"}, "spec": {**spec, **source}}
+
+
+HOST = {"hostPath": {"path": "/vols/pv1", "type": "DirectoryOrCreate"}}
+
+
+def test_claimed_volume_is_its_persistent_volumes_path():
+    assert claimed_volume("ns", "data", bound_claim(), volume_of(**HOST)) == \
+        ClaimedVolume("/vols/pv1", "DirectoryOrCreate")
+    assert claimed_volume("ns", "data", bound_claim(), volume_of(local={"path": "/mnt/disk"})) == \
+        ClaimedVolume("/mnt/disk", "Directory")
+
+
+@pytest.mark.parametrize("pvc, pv, why", [
+    (None, None, 'failed to fetch PVC from API server: persistentvolumeclaims "data" not found'),
+    (bound_claim(deletionTimestamp="2024-01-01T00:00:00Z"), volume_of(**HOST),
+     "can't start pod because PVC ns/data is being deleted"),
+    (bound_claim(phase="Pending", volume=""), None,
+     'PVC ns/data has non-bound phase ("Pending") or empty pvc.Spec.VolumeName ("")'),
+    (bound_claim(), None, 'failed to fetch PV pv1 from API server: persistentvolumes "pv1" not found'),
+    (bound_claim(), volume_of(claim_uid=None, **HOST),
+     "found PV object pv1 but it has a nil pv.Spec.ClaimRef indicating it is not yet bound to the claim"),
+    (bound_claim(), volume_of(claim_uid="other", **HOST),
+     "found PV object pv1 but its pv.Spec.ClaimRef.UID other does not point to claim.UID c1"),
+    (bound_claim(), volume_of(nfs={"server": "s", "path": "/"}),
+     "PV pv1: kubemu mounts hostPath and local PersistentVolumes only"),
+])
+def test_claimed_volume_errors(pvc, pv, why):
+    assert claimed_volume("ns", "data", pvc, pv) == VolumeError(f"error processing PVC ns/data: {why}")

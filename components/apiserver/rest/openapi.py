@@ -45,6 +45,8 @@ _PACKAGES = {
     "IntOrString": "io.k8s.apimachinery.pkg.util.intstr",
     "Quantity": "io.k8s.apimachinery.pkg.api.resource",
     "PodTemplateSpec": "io.k8s.api.core.v1",
+    "ObjectReference": "io.k8s.api.core.v1",
+    "RawExtension": "io.k8s.apimachinery.pkg.runtime",
 }
 # Named types that are strings on the wire.
 _STRING_TYPES = {"IntOrString": {"type": "string", "format": "int-or-string",
@@ -156,6 +158,8 @@ def _roots() -> list[tuple[str, str, str]]:
 @cache
 def _model() -> _Model:
     m = _Model()
+    for type_name, api_version, _ in _roots():  # a kind is of its own package, wherever it is used
+        m.packages.setdefault(type_name, _package(api_version))
     for type_name, api_version, kind in _roots():
         m.gvks.setdefault(type_name, []).append(_gvk(api_version, kind))
         _visit(m, type_name, "", _package(api_version), patch.schema_for(kind), ())
@@ -164,7 +168,7 @@ def _model() -> _Model:
 
 def _visit(m: _Model, type_name: str, path: str, package: str, merge_keys: dict[str, str],
            stack: tuple[str, ...]) -> None:
-    m.packages.setdefault(type_name, _PACKAGES.get(type_name, package))
+    package = m.packages.setdefault(type_name, _PACKAGES.get(type_name, package))  # its parts' too
     fields = _fields(type_name)
     if not fields or type_name in stack:
         return

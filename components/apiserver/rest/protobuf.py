@@ -3,7 +3,7 @@
 kubectl sends some requests with `Content-Type: application/vnd.kubernetes.protobuf` and no JSON
 fallback: `auth can-i` (SelfSubjectAccessReview, SelfSubjectRulesReview), `auth whoami`, `create
 namespace|configmap|secret|serviceaccount|role|clusterrole|rolebinding|clusterrolebinding|token|
-deployment` (of a Deployment's pod template, the fields `kubectl create deployment` sets).
+deployment|job|cronjob` (of a pod template, the fields `kubectl create` sets).
 kube-apiserver's wire form is the 4 bytes `k8s\\0` and a runtime.Unknown {typeMeta {apiVersion,
 kind}, raw}, `raw` being the kind's message as k8s.io/api's generated.proto numbers its fields.
 This reads those kinds into the JSON form (fields at their zero value left out, as JSON's
@@ -37,7 +37,7 @@ MESSAGES: dict[str, dict[int, tuple[str, str, bool, bool]]] = {
                    3: ("namespace", S, False, False), 5: ("uid", S, False, False),
                    6: ("resourceVersion", S, False, False), 8: ("creationTimestamp", "time", False, False),
                    11: ("labels", "map", False, False), 12: ("annotations", "map", False, False),
-                   14: ("finalizers", S, True, False)},
+                   13: ("ownerReferences", "OwnerReference", True, False), 14: ("finalizers", S, True, False)},
     "NamespaceSpec": {1: ("finalizers", S, True, False)},
     "ResourceAttributes": {1: ("namespace", S, False, False), 2: ("verb", S, False, False),
                            3: ("group", S, False, False), 4: ("version", S, False, False),
@@ -91,6 +91,23 @@ MESSAGES: dict[str, dict[int, tuple[str, str, bool, bool]]] = {
                       3: ("containerPort", I, False, False), 4: ("protocol", S, False, False),
                       5: ("hostIP", S, False, False)},
     "EnvVar": {1: ("name", S, False, False), 2: ("value", S, False, False)},
+    # kubectl create job [--from=cronjob/NAME] | cronjob
+    "JobSpec": {1: ("parallelism", I, False, True), 2: ("completions", I, False, True),
+                3: ("activeDeadlineSeconds", I, False, True), 4: ("selector", "LabelSelector", False, False),
+                5: ("manualSelector", B, False, True), 6: ("template", "PodTemplateSpec", False, False),
+                7: ("backoffLimit", I, False, True), 8: ("ttlSecondsAfterFinished", I, False, True),
+                9: ("completionMode", S, False, True), 10: ("suspend", B, False, True),
+                12: ("backoffLimitPerIndex", I, False, True), 13: ("maxFailedIndexes", I, False, True),
+                14: ("podReplacementPolicy", S, False, True), 15: ("managedBy", S, False, True)},
+    "CronJobSpec": {1: ("schedule", S, False, False), 2: ("startingDeadlineSeconds", I, False, True),
+                    3: ("concurrencyPolicy", S, False, False), 4: ("suspend", B, False, True),
+                    5: ("jobTemplate", "JobTemplateSpec", False, False),
+                    6: ("successfulJobsHistoryLimit", I, False, True),
+                    7: ("failedJobsHistoryLimit", I, False, True), 8: ("timeZone", S, False, True)},
+    "JobTemplateSpec": {1: ("metadata", "ObjectMeta", False, False), 2: ("spec", "JobSpec", False, False)},
+    "OwnerReference": {1: ("kind", S, False, False), 3: ("name", S, False, False), 4: ("uid", S, False, False),
+                       5: ("apiVersion", S, False, False), 6: ("controller", B, False, True),
+                       7: ("blockOwnerDeletion", B, False, True)},
 }
 META = {1: ("metadata", "ObjectMeta", False, False)}
 KINDS: dict[tuple[str, str], dict[int, tuple[str, str, bool, bool]]] = {
@@ -111,6 +128,8 @@ KINDS: dict[tuple[str, str], dict[int, tuple[str, str, bool, bool]]] = {
     ("authentication.k8s.io/v1", "TokenReview"): {**META, 2: ("spec", "TokenReviewSpec", False, False)},
     ("authentication.k8s.io/v1", "TokenRequest"): {**META, 2: ("spec", "TokenRequestSpec", False, False)},
     ("apps/v1", "Deployment"): {**META, 2: ("spec", "DeploymentSpec", False, False)},
+    ("batch/v1", "Job"): {**META, 2: ("spec", "JobSpec", False, False)},
+    ("batch/v1", "CronJob"): {**META, 2: ("spec", "CronJobSpec", False, False)},
     ("rbac.authorization.k8s.io/v1", "Role"): {**META, 2: ("rules", "PolicyRule", True, False)},
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): {**META, 2: ("rules", "PolicyRule", True, False)},
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): {**META, 2: ("subjects", "Subject", True, False),

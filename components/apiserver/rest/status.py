@@ -24,8 +24,8 @@ REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFo
            405: "MethodNotAllowed", 406: "NotAcceptable", 408: "Timeout", 409: "Conflict", 410: "Expired",
            413: "RequestEntityTooLarge", 415: "UnsupportedMediaType", 422: "Invalid",
            429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable", 504: "Timeout"}
-# Codes of the HTTPS door's own errors (authentication, eviction) the audit table does not know.
-DOOR_CODES = {"Unauthorized": 401, "TooManyRequests": 429}
+# Codes of the HTTPS door's own errors (authentication) the audit table does not know.
+DOOR_CODES = {"Unauthorized": 401}
 # A wire code with no HTTP twin (the client went away: nobody reads the answer).
 FALLBACK_CODE = 500
 # The reasons a wire error's details may carry that are Status reasons as they stand.
@@ -101,6 +101,10 @@ def from_wire(err: WireError) -> tuple[int, dict]:
     out_details = _object_details(details.get("kind"), details.get("name"))
     if code == 422:
         out_details["causes"] = causes(details)
+    if code == 429:  # NewTooManyRequests: when to come back, and why (an eviction's budget)
+        out_details["retryAfterSeconds"] = details.get("retryAfterSeconds") or 0
+        if details.get("causes"):
+            out_details["causes"] = causes(details)
     if code == 500 and err.code == "Internal":
         message = f"Internal error occurred: {err.message}" if err.message else "Internal error occurred"
     else:

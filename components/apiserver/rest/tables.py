@@ -22,7 +22,10 @@ COLUMN_DESCRIPTIONS = {
 
 # The column names Kubernetes spells otherwise than by capitalizing each word of the header.
 TITLES = {"CLUSTER-IP": "Cluster-IP", "EXTERNAL-IP": "External-IP", "INTERNAL-IP": "Internal-IP",
-          "OS-IMAGE": "OS-Image", "ADDRESSTYPE": "AddressType"}
+          "OS-IMAGE": "OS-Image", "ADDRESSTYPE": "AddressType", "STORAGECLASS": "StorageClass",
+          "VOLUMEATTRIBUTESCLASS": "VolumeAttributesClass", "VOLUMEMODE": "VolumeMode",
+          "RECLAIMPOLICY": "ReclaimPolicy", "VOLUMEBINDINGMODE": "VolumeBindingMode",
+          "ALLOWVOLUMEEXPANSION": "AllowVolumeExpansion"}
 
 
 def column_title(header: str) -> str:

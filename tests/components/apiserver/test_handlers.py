@@ -192,6 +192,126 @@ def test_eviction_deletes_the_pod_with_its_delete_options():
     run(body)
 
 
+async def running_pod(api, name: str, *, ready: bool = True, labels=None) -> dict:
+    """A bound pod the kubelet reported Running (Ready or not)."""
+    await api.create("pods", pod(name, labels=labels or {"app": "web"}))
+    await api.bind(name, "n1", "default")
+    got = await api.get("pods", name, "default")
+    got["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
+    return await api.update_status("pods", got, "default")
+
+
+async def budget(api, name: str = "web-pdb", *, status: dict | None = None, **spec) -> dict:
+    pdb = await api.create("poddisruptionbudgets", {
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, **spec}})
+    if status is None:
+        return pdb
+    pdb["status"] = {"observedGeneration": 1, **status}
+    return await api.update_status("poddisruptionbudgets", pdb, "default")
+
+
+EVICTION = {"apiVersion": "policy/v1", "kind": "Eviction"}
+
+
+def test_eviction_spends_the_pods_disruption_budget():
+    async def body(api):
+        for name in ("web-1", "web-2", "web-3"):
+            await running_pod(api, name)
+        await budget(api, minAvailable=2,
+                     status={"disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2, "expectedPods": 3})
+        rehearsal = dict(EVICTION, metadata={"name": "web-1"}, deleteOptions={"dryRun": ["All"]})
+        await api.evict("web-1", "default", rehearsal)  # a dry run checks only
+        assert (await api.get("poddisruptionbudgets", "web-pdb", "default"))["status"]["disruptionsAllowed"] == 1
+        assert not (await api.get("pods", "web-1", "default"))["metadata"].get("deletionTimestamp")
+
+        await api.evict("web-1", "default", dict(EVICTION, metadata={"name": "web-1"}))
+        assert (await api.get("pods", "web-1", "default"))["metadata"]["deletionTimestamp"]
+        status = (await api.get("poddisruptionbudgets", "web-pdb", "default"))["status"]
+        assert status["disruptionsAllowed"] == 0
+        assert status["disruptedPods"] == {"web-1": "2026-01-02T03:04:05Z"}
+        assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [
+            ("DisruptionAllowed", "False", "InsufficientPods")]
+
+        with pytest.raises(wire.TooManyRequests) as blocked:
+            await api.evict("web-2", "default", dict(EVICTION, metadata={"name": "web-2"}))
+        assert blocked.value.message == "Cannot evict pod as it would violate the pod's disruption budget."
+        assert blocked.value.details["causes"] == [{
+            "reason": "DisruptionBudget",
+            "message": "The disruption budget web-pdb needs 2 healthy pods and has 3 currently"}]
+        assert not (await api.get("pods", "web-2", "default"))["metadata"].get("deletionTimestamp")
+    run(body)
+
+
+def test_eviction_without_a_settled_budget_or_with_two():
+    async def body(api):
+        await running_pod(api, "web-1")
+        await budget(api, minAvailable=1)  # no status yet: observedGeneration 0 < generation 1
+        with pytest.raises(wire.TooManyRequests) as pending:
+            await api.evict("web-1", "default", {})
+        assert pending.value.details["causes"][0]["message"] == \
+            "The disruption budget web-pdb is still being processed by the server."
+        await budget(api, "second", maxUnavailable=1, status={"disruptionsAllowed": 1})
+        with pytest.raises(wire.WireError, match="^InternalError: This pod has more than one "
+                           "PodDisruptionBudget, which the eviction subresource does not support.$"):
+            await api.evict("web-1", "default", {})
+        assert not (await api.get("pods", "web-1", "default"))["metadata"].get("deletionTimestamp")
+    run(body)
+
+
+def test_eviction_of_pods_the_budget_does_not_count():
+    async def body(api):
+        await running_pod(api, "done")
+        finished = await api.get("pods", "done", "default")
+        finished["status"]["phase"] = "Succeeded"
+        await api.update_status("pods", finished, "default")
+        await running_pod(api, "sick", ready=False)
+        await running_pod(api, "sick-too", ready=False)
+        await running_pod(api, "other", labels={"app": "db"})
+        await budget(api, minAvailable=2,
+                     status={"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 2})
+        await api.evict("done", "default", {"deleteOptions": {"gracePeriodSeconds": 0}})  # terminal: no check
+        with pytest.raises(wire.NotFound):
+            await api.get("pods", "done", "default")
+        await api.evict("other", "default", {})  # no budget selects it
+        with pytest.raises(wire.TooManyRequests):  # IfHealthyBudget: the budget is not met
+            await api.evict("sick", "default", {})
+        pdb = await api.get("poddisruptionbudgets", "web-pdb", "default")
+        pdb["spec"]["unhealthyPodEvictionPolicy"] = "AlwaysAllow"
+        pdb = await api.update("poddisruptionbudgets", pdb, "default")
+        pdb["status"]["observedGeneration"] = 2
+        await api.update_status("poddisruptionbudgets", pdb, "default")
+        await api.evict("sick", "default", {})  # AlwaysAllow: an unready pod may always go
+        assert (await api.get("pods", "sick", "default"))["metadata"]["deletionTimestamp"]
+        assert (await api.get("poddisruptionbudgets", "web-pdb", "default"))["status"].get("disruptedPods") is None
+    run(body)
+
+
+def test_eviction_retries_a_budget_conflict():
+    async def body(api):
+        for name in ("web-1", "web-2"):
+            await running_pod(api, name)
+        await budget(api, maxUnavailable=1, status={"disruptionsAllowed": 1, "currentHealthy": 2,
+                                                    "desiredHealthy": 1})
+        real_update_status = api.update_status
+        raced = []
+
+        async def racing_update_status(resource, object, namespace=None, **kw):
+            if resource == "poddisruptionbudgets" and not raced:  # another writer got there first
+                raced.append(True)
+                other = await api.get("poddisruptionbudgets", "web-pdb", "default")
+                other["status"]["currentHealthy"] = 2
+                other["metadata"]["annotations"] = {"touched": "yes"}
+                await api.update("poddisruptionbudgets", other, "default")
+            return await real_update_status(resource, object, namespace, **kw)
+        api.update_status = racing_update_status
+        await api.evict("web-1", "default", {})
+        assert raced and (await api.get("poddisruptionbudgets", "web-pdb", "default"))["status"]["disruptionsAllowed"] == 0
+        with pytest.raises(wire.TooManyRequests):  # the re-read budget has none left
+            await api.evict("web-2", "default", {})
+    run(body)
+
+
 def test_list_resource_version_semantics():
     async def body(api):
         first = await api.create("pods", pod("a"))
@@ -580,3 +700,16 @@ spec:
         assert back["spec"]["type"] == "ClusterIP" and "nodePort" not in back["spec"]["ports"][0]
         assert (await api.get("deployments", "web", "default"))["spec"]["replicas"] == 3
     run(body, services=allocations())
+
+
+def test_a_new_budget_starts_without_the_status_its_creator_wrote():
+    async def body(api):
+        created = await api.create("poddisruptionbudgets", {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web-pdb"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "minAvailable": 0},
+            "status": {"disruptionsAllowed": 100, "observedGeneration": 1}})
+        assert "status" not in created
+        await running_pod(api, "web-1")
+        with pytest.raises(wire.TooManyRequests):  # not a budget of 100 disruptions
+            await api.evict("web-1", "default", {})
+    run(body)

@@ -66,6 +66,22 @@ def test_namespace_gets_its_finalizer_and_phase_and_workloads_lose_their_status(
     assert "status" not in create(DEPLOYMENTS, d)
 
 
+def test_a_job_gets_its_selector_from_its_uid_once_it_has_one():
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "pi"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                          "containers": [{"name": "pi", "image": "perl"}]}}},
+           "status": {"active": 1}}
+    obj = create(resolve("jobs"), job)
+    uid = obj["metadata"]["uid"]
+    assert obj["spec"]["selector"] == {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    assert obj["spec"]["template"]["metadata"]["labels"]["job-name"] == "pi"
+    assert obj["metadata"]["labels"]["batch.kubernetes.io/controller-uid"] == uid
+    assert "status" not in obj and "selector" not in job["spec"]
+    job["spec"]["manualSelector"] = True
+    with pytest.raises(wire.Invalid, match=r'Job "pi" is invalid: spec.selector: Required value'):
+        create(resolve("jobs"), job)
+
+
 @pytest.mark.parametrize("obj, namespace, message", [
     (dict(pod("a"), kind="Service"), None, "the kind of the object ('Service') does not match the resource pods"),
     (pod("a", namespace="x"), "y", "the namespace of the provided object does not match the namespace sent"),

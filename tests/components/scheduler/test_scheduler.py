@@ -153,3 +153,142 @@ def test_kill_9_mid_way_then_restart_binds_the_rest_once_each(cluster, scheduler
             bindings[entry["name"]] += 1
     assert bindings == Counter({f"w-{i}": 1 for i in range(total)})
     assert "Traceback" not in scheduler.log_text()
+
+
+# --- VolumeBinding --------------------------------------------------------------------------
+
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def storage_class(name: str, mode: str = "WaitForFirstConsumer") -> dict:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+            "provisioner": "rancher.io/local-path", "reclaimPolicy": "Delete", "volumeBindingMode": mode}
+
+
+def claim(name: str, cls: str = "standard") -> dict:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+            "spec": {"storageClassName": cls, "accessModes": ["ReadWriteOnce"],
+                     "resources": {"requests": {"storage": "1Gi"}}}}
+
+
+def volume(name: str, on: str, claim_obj: dict | None = None) -> dict:
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+          "spec": {"storageClassName": "standard", "capacity": {"storage": "1Gi"},
+                   "accessModes": ["ReadWriteOnce"], "persistentVolumeReclaimPolicy": "Delete",
+                   "hostPath": {"path": f"/tmp/{name}", "type": "DirectoryOrCreate"},
+                   "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                       {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [on]}]}]}}}}
+    if claim_obj is not None:
+        meta = claim_obj["metadata"]
+        pv["spec"]["claimRef"] = {"kind": "PersistentVolumeClaim", "namespace": "default",
+                                  "name": meta["name"], "uid": meta["uid"]}
+    return pv
+
+
+def provision(api, name: str) -> str:
+    """What the provisioner and the PV controller do for claim `name` once it has a node: a
+    volume there, bound both ways. The node's name."""
+    pvc = api.get("persistentvolumeclaims", name, "default")
+    node_name = pvc["metadata"]["annotations"][SELECTED_NODE]
+    api.create("persistentvolumes", volume(f"pvc-{name}", node_name, pvc))
+    api.patch("persistentvolumeclaims", name, {"metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                                               "spec": {"volumeName": f"pvc-{name}"}}, "default")
+    api.patch("persistentvolumeclaims", name, {"status": {"phase": "Bound"}}, "default", subresource="status")
+    return node_name
+
+
+def pvc_pod(name: str, claim_name: str) -> dict:
+    return pod(name, volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}])
+
+
+def test_volume_binding_waits_for_the_claim_then_binds_on_its_node(cluster, scheduler):
+    _, api = cluster
+    for name in ("node-1", "node-2", "node-3"):
+        api.create("nodes", node(name))
+    api.create("storageclasses", storage_class("standard"))
+    api.create("storageclasses", storage_class("fast", mode="Immediate"))
+    scheduler.start()
+
+    api.create("pods", pvc_pod("orphan", "nothing"), namespace="default")
+    api.create("persistentvolumeclaims", claim("data"), namespace="default")
+    api.create("pods", pvc_pod("db", "data"), namespace="default")
+    api.create("persistentvolumeclaims", claim("quick", cls="fast"), namespace="default")
+    api.create("pods", pvc_pod("immediate", "quick"), namespace="default")
+    api.create("pods", pod("plain"), namespace="default")   # not held up by the others
+
+    selected = wait_for(lambda: (api.get("persistentvolumeclaims", "data", "default")["metadata"].get("annotations")
+                                 or {}).get(SELECTED_NODE), message="the claim to get a selected node")
+    wait_for(lambda: "plain" in bound(api), message="the plain pod bound")
+    assert "db" not in bound(api)   # its claim is not bound yet
+
+    def unschedulable(name):
+        cond = scheduled_condition(pods_by_name(api)[name]) or {}
+        return cond.get("status") == "False" and cond["message"]
+    suffix = " preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+    assert wait_for(lambda: unschedulable("orphan"), message="orphan unschedulable") == \
+        '0/3 nodes are available: persistentvolumeclaim "nothing" not found.' + suffix
+    assert wait_for(lambda: unschedulable("immediate"), message="immediate unschedulable") == \
+        "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims." + suffix
+
+    assert provision(api, "data") == selected
+    wait_for(lambda: bound(api).get("db") == selected, message="db bound to the claim's node")
+
+    # the claim is bound now: a new pod of it is kept on that node, whatever the scores say
+    api.delete("pods", "db", "default", grace_period_seconds=0)   # no kubelet here
+    wait_for(lambda: "db" not in pods_by_name(api), message="db gone")
+    for i in range(3):
+        api.create("pods", pvc_pod(f"db-{i}", "data"), namespace="default")
+    wait_for(lambda: all(bound(api).get(f"db-{i}") == selected for i in range(3)),
+             message="every pod of the claim on its node")
+    assert "Traceback" not in scheduler.log_text()
+
+
+def test_volume_binding_times_out_and_tries_again(cluster):
+    env, api = cluster
+    scheduler = SchedulerProc(env, "--volume-bind-timeout", "1", "--backoff-initial", "0.2", "--backoff-max", "0.5")
+    try:
+        api.create("nodes", node("node-1"))
+        api.create("storageclasses", storage_class("standard"))
+        scheduler.start()
+        api.create("persistentvolumeclaims", claim("data"), namespace="default")
+        api.create("pods", pvc_pod("db", "data"), namespace="default")
+        timeout = 'running PreBind plugin "VolumeBinding": binding volumes: timed out waiting for the condition'
+        def timeouts() -> int:
+            return sum(e.get("count", 1) for e in events(api, "FailedScheduling") if e["message"] == timeout)
+        wait_for(lambda: timeouts() >= 2, message="the bind to time out twice")
+        assert "db" not in bound(api)
+        provision(api, "data")
+        wait_for(lambda: bound(api).get("db") == "node-1", message="db bound once its claim is")
+        assert "Traceback" not in scheduler.log_text()
+    finally:
+        scheduler.stop()
+
+
+def test_volume_binding_binds_a_matching_local_volume_and_keeps_the_pod_on_its_node(cluster, scheduler):
+    _, api = cluster
+    for name in ("node-1", "node-2", "node-3"):
+        api.create("nodes", node(name))
+    local = storage_class("local")
+    local["provisioner"] = "kubernetes.io/no-provisioner"   # static volumes only
+    api.create("storageclasses", local)
+    pv = volume("disk-2", "node-2")
+    pv["spec"]["storageClassName"] = "local"
+    api.create("persistentvolumes", pv)
+    api.patch("persistentvolumes", "disk-2", {"status": {"phase": "Available"}}, subresource="status")
+    scheduler.start()
+    api.create("persistentvolumeclaims", claim("db", cls="local"), namespace="default")
+    api.create("pods", pvc_pod("db", "db"), namespace="default")
+
+    ref = wait_for(lambda: api.get("persistentvolumes", "disk-2")["spec"].get("claimRef"),
+                   message="the scheduler to bind the volume to the claim")
+    pvc = api.get("persistentvolumeclaims", "db", "default")
+    assert (ref["namespace"], ref["name"], ref["uid"]) == ("default", "db", pvc["metadata"]["uid"])
+    assert api.get("persistentvolumes", "disk-2")["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"] == "yes"
+    assert "db" not in bound(api)
+    # the PV controller's part: the claim's side of the binding
+    api.patch("persistentvolumeclaims", "db", {"metadata": {"annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                                               "spec": {"volumeName": "disk-2"}}, "default")
+    api.patch("persistentvolumeclaims", "db", {"status": {"phase": "Bound"}}, "default", subresource="status")
+    wait_for(lambda: bound(api).get("db") == "node-2", message="db bound to the volume's node")
+    assert "Traceback" not in scheduler.log_text()

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from kubemu.api.fielderrors import (DUPLICATE, FORBIDDEN, INVALID, NOT_SUPPORTED, REQUIRED,
                                     TOO_LONG, UNKNOWN_FIELD, FieldError, ValidationError,
                                     go_float, go_quote, go_value)
-from kubemu.api.pod import KNOWN_FIELDS, default_pod, validate_pod
+from kubemu.api.pod import KNOWN_FIELDS, claim_names, default_pod, validate_pod
 
 SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
@@ -611,9 +611,17 @@ V0 = "spec.volumes[0]"
 @pytest.mark.parametrize("volume, expected", [
     ({"name": "v", "emptyDir": {}, "hostPath": {"path": "/tmp"}},
      [f"{V0}.hostPath: Forbidden: may not specify more than 1 volume type"]),
-    ({"name": "v", "persistentVolumeClaim": {"claimName": "c"}},
-     [f"{V0}.persistentVolumeClaim: Forbidden: kubemu runs emptyDir, hostPath, configMap, "
-      "secret, downwardAPI and projected volumes only"]),
+    ({"name": "v", "nfs": {"server": "s", "path": "/"}},
+     [f"{V0}.nfs: Forbidden: kubemu runs emptyDir, hostPath, configMap, "
+      "secret, downwardAPI, projected and persistentVolumeClaim volumes only"]),
+    ({"name": "v", "persistentVolumeClaim": {"claimName": "c", "readOnly": True}}, []),
+    ({"name": "v", "persistentVolumeClaim": {}}, [f"{V0}.persistentVolumeClaim.claimName: Required value"]),
+    ({"name": "v", "persistentVolumeClaim": {"claimName": ""}},
+     [f"{V0}.persistentVolumeClaim.claimName: Required value"]),
+    ({"name": "v", "persistentVolumeClaim": {"claimName": "c", "readOnly": "yes"}},
+     [f'{V0}.persistentVolumeClaim.readOnly: Invalid value: "yes": must be a boolean']),
+    ({"name": "v", "persistentVolumeClaim": {"claimName": "c", "size": 1}},
+     [f"{V0}.persistentVolumeClaim.size: Unknown field"]),
     ({"emptyDir": {}}, [f"{V0}.name: Required value"]),
     ({"name": "V_1", "emptyDir": {}},
      [f'{V0}.name: Invalid value: "V_1": ' + LABEL_MSG]),
@@ -785,3 +793,11 @@ def test_any_value_anywhere_in_a_real_pod(path, value):
     _check_never_raises(p)
     # Whatever was put there, the pod is either valid or every complaint has a path.
     assert all(e.path for e in validate_pod(p))
+
+
+def test_claim_names():
+    pod = {"spec": {"volumes": [{"name": "a", "persistentVolumeClaim": {"claimName": "one"}},
+                                {"name": "b", "hostPath": {"path": "/"}},
+                                {"name": "c", "persistentVolumeClaim": {"claimName": "two"}}]}}
+    assert claim_names(pod) == ["one", "two"]
+    assert claim_names({"spec": {}}) == [] and claim_names({}) == []

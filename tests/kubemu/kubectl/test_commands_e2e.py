@@ -416,3 +416,84 @@ def test_expose_makes_the_service_kubectl_makes(https, tmp_path):  # noqa: F811
         theirs = kubectl.run("expose", *args, "-n", ns, check=False)
         assert theirs.returncode == 1
         assert failed(https, "expose", *args, "-n", ns).replace("kubemu", "kubectl") == theirs.stderr, args
+
+
+# --- workloads, storage and disruption budgets, read by kubemu and by real kubectl --------------
+
+def _workload_objects(ns: str) -> list[tuple[str, dict, dict | None]]:
+    """(resource, object, the status a controller would write) for each of the new kinds."""
+    template = {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "db", "image": "postgres"}]}}
+    job_template = {"spec": {"restartPolicy": "Never", "containers": [{"name": "pi", "image": "perl"}]}}
+    meta = {"name": "db", "namespace": ns}
+    return [
+        ("statefulsets", {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta, "spec": {
+            "replicas": 3, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}}, "template": template,
+            "updateStrategy": {"rollingUpdate": {"partition": 1}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}]}},
+         {"replicas": 2, "readyReplicas": 1, "currentReplicas": 2}),
+        ("daemonsets", {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta, "spec": {
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {**template, "spec": {**template["spec"], "nodeSelector": {"disk": "ssd"}}}}},
+         {"desiredNumberScheduled": 3, "currentNumberScheduled": 3, "numberReady": 2, "updatedNumberScheduled": 3,
+          "numberAvailable": 2, "numberMisscheduled": 0}),
+        ("jobs", {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {
+            "completions": 5, "parallelism": 2, "template": job_template}},
+         {"startTime": "2026-01-01T00:00:00Z", "completionTime": "2026-01-01T00:01:05Z", "succeeded": 5,
+          "conditions": [{"type": "SuccessCriteriaMet", "status": "True"}, {"type": "Complete", "status": "True"}]}),
+        ("cronjobs", {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta, "spec": {
+            "schedule": "*/5 * * * *", "timeZone": "Europe/Paris", "jobTemplate": {"spec": {"template": job_template}}}},
+         {"active": [{"kind": "Job", "name": "db-1", "namespace": ns}]}),
+        ("poddisruptionbudgets", {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta,
+                                  "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "db"}}}},
+         {"disruptionsAllowed": 1, "currentHealthy": 3, "desiredHealthy": 2, "expectedPods": 3}),
+        ("persistentvolumeclaims", {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+            "storageClassName": "standard", "volumeName": "pv-db"}},
+         {"phase": "Bound", "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"]}),
+        ("persistentvolumes", {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-db"}, "spec": {
+            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "persistentVolumeReclaimPolicy": "Delete",
+            "storageClassName": "standard", "hostPath": {"path": "/tmp/pv-db", "type": "DirectoryOrCreate"},
+            "claimRef": {"namespace": ns, "name": "db"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-1"]}]}]}}}},
+         {"phase": "Bound"}),
+        ("storageclasses", {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {
+            "name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+            "provisioner": "rancher.io/local-path", "reclaimPolicy": "Delete",
+            "volumeBindingMode": "WaitForFirstConsumer"}, None),
+    ]
+
+
+def columns(text: str, drop: str = "AGE") -> list[list[str]]:
+    """A table's cells cut at its header's column starts (so empty cells stay in place), without
+    the column `drop`."""
+    lines = text.splitlines()
+    starts = [m.start() for m in re.finditer(r"(?:^|(?<=  ))\S", lines[0])] if lines else []
+    heads = [lines[0][a:b].strip() for a, b in zip(starts, starts[1:] + [None])] if lines else []
+    return [[line[a:b].strip() for a, b, h in zip(starts, starts[1:] + [None], heads) if h != drop]
+            for line in lines]
+
+
+@needs_kubectl
+def test_workloads_read_as_real_kubectl_reads_them(https, tmp_path):  # noqa: F811
+    kubectl = Kubectl(https, tmp_path / "home")
+    ns = "workloads"
+    https.call("create", resource="namespaces", object={"apiVersion": "v1", "kind": "Namespace",
+                                                       "metadata": {"name": ns}})
+    for resource, obj, status in _workload_objects(ns):
+        namespace = ns if obj["metadata"].get("namespace") else None
+        created = https.call("create", resource=resource, namespace=namespace, object=obj)
+        if status is not None:
+            created["status"] = status
+            https.call("update_status", resource=resource, namespace=namespace, object=created)
+    for resource, obj, _ in _workload_objects(ns):
+        scope = ["-n", ns] if obj["metadata"].get("namespace") else []
+        for args in (["get", resource], ["get", resource, "-o", "wide"]):
+            ours, theirs = ok(https, *args, *scope), kubectl.run(*args, *scope).stdout
+            assert columns(ours) == columns(theirs), f"{args}:\n{ours}\n{theirs}"
+        if resource in ("statefulsets", "daemonsets", "jobs", "cronjobs", "poddisruptionbudgets",
+                        "persistentvolumeclaims", "persistentvolumes"):
+            ours = ok(https, "describe", resource, obj["metadata"]["name"], *scope)
+            theirs = kubectl.run("describe", resource, obj["metadata"]["name"], *scope).stdout
+            assert ours == theirs, f"{resource}:\n{ours}\n{theirs}"

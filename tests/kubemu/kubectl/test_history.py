@@ -1,8 +1,10 @@
 """rollout history and undo's pure parts."""
 from __future__ import annotations
 
-from kubemu.kubectl.history import history_table, revision_template, revisions, rollback_annotations, \
-    rollback_target
+import pytest
+
+from kubemu.kubectl.history import UndoError, controller_revisions, history_table, revision_template, \
+    revisions, rollback_annotations, rollback_target, template_text, undo_revision
 
 from .test_describe import deployment, replicaset
 
@@ -37,3 +39,41 @@ def test_rollback_target_and_annotations():
     assert rollback_annotations(d, rs) == {"deployment.kubernetes.io/revision": "2",
                                            "kubectl.kubernetes.io/last-applied-configuration": "{}",
                                            "kubernetes.io/change-cause": "old cause"}
+
+
+def controller_revision(name: str, number: int, image: str, owner_uid: str = "sts-uid",
+                        cause: str | None = None) -> dict:
+    metadata = {"name": name, "ownerReferences": [{"uid": owner_uid, "controller": True}]}
+    if cause:
+        metadata["annotations"] = {"kubernetes.io/change-cause": cause}
+    return {"metadata": metadata, "revision": number,
+            "data": {"spec": {"template": {"$patch": "replace",
+                                           "metadata": {"labels": {"app": "web"}},
+                                           "spec": {"containers": [{"name": "c",
+                                                                    "image": image}]}}}}}
+
+
+STS = {"metadata": {"name": "web", "uid": "sts-uid"}}
+
+
+def test_controller_revisions_history_and_undo_target():
+    revs = [controller_revision("web-b", 2, "img:2", cause="kubemu set image"),
+            controller_revision("web-a", 1, "img:1"),
+            controller_revision("other-a", 5, "x", owner_uid="other")]
+    by_revision = controller_revisions(STS, revs)
+    assert sorted(by_revision) == [1, 2]
+    assert history_table(by_revision) == \
+        "REVISION  CHANGE-CAUSE\n1         <none>\n2         kubemu set image\n"
+    assert undo_revision(by_revision, 0)["metadata"]["name"] == "web-a"
+    assert undo_revision(by_revision, 2)["metadata"]["name"] == "web-b"
+    with pytest.raises(UndoError, match="unable to find specified revision 7 in history"):
+        undo_revision(by_revision, 7)
+    with pytest.raises(UndoError, match="no last revision to roll back to"):
+        undo_revision({1: revs[1]}, 0)
+
+
+def test_template_text_of_a_revision():
+    from components.controllers.history import template_of
+    text = template_text(template_of(controller_revision("web-a", 1, "img:1")))
+    assert text.startswith("Pod Template:\n  Labels:  app=web\n")
+    assert "img:1" in text and "$patch" not in text

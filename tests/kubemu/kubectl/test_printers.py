@@ -299,3 +299,139 @@ def test_endpointslice_rows():
 def test_the_kind_prefix_of_several_kinds():
     out = Printer(None, with_kind=True).objects(resolve("svc"), [service()], NOW)
     assert out.splitlines()[1].split()[0] == "service/web"
+
+
+# --- workloads beyond Deployments, storage, disruption budgets ---------------------------------
+
+TEMPLATE = {"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "a", "image": "nginx"}, {"name": "b", "image": "redis"}]}}
+
+
+def test_statefulset_rows():
+    sts = {"kind": "StatefulSet", "metadata": {"name": "web", "creationTimestamp": ago(90)},
+           "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": TEMPLATE},
+           "status": {"replicas": 3, "readyReplicas": 2}}
+    assert printers.headers("StatefulSet") == ["NAME", "READY", "AGE"]
+    assert printers.headers("StatefulSet", wide=True)[3:] == ["CONTAINERS", "IMAGES"]
+    assert row(sts) == ["web", "2/3", "90s"]
+    assert row(sts, wide=True) == ["web", "2/3", "90s", "a,b", "nginx,redis"]
+
+
+def test_daemonset_rows():
+    ds = {"kind": "DaemonSet", "metadata": {"name": "agent", "creationTimestamp": ago(60)},
+          "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": TEMPLATE},
+          "status": {"desiredNumberScheduled": 3, "currentNumberScheduled": 3, "numberReady": 2,
+                     "updatedNumberScheduled": 3, "numberAvailable": 2}}
+    assert printers.headers("DaemonSet") == ["NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE",
+                                             "AVAILABLE", "NODE SELECTOR", "AGE"]
+    assert row(ds) == ["agent", "3", "3", "2", "3", "2", "<none>", "60s"]
+    ds["spec"]["template"] = {**TEMPLATE, "spec": {**TEMPLATE["spec"], "nodeSelector": {"disk": "ssd",
+                                                                                        "arch": "x"}}}
+    assert row(ds, wide=True)[6:] == ["arch=x,disk=ssd", "60s", "a,b", "nginx,redis", "app=web"]
+
+
+def test_controllerrevision_rows():
+    rev = {"kind": "ControllerRevision", "revision": 2,
+           "metadata": {"name": "web-6d4b9c8f7", "creationTimestamp": ago(5), "ownerReferences": [
+               {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": "u", "controller": True}]}}
+    assert printers.headers("ControllerRevision") == ["NAME", "CONTROLLER", "REVISION", "AGE"]
+    assert row(rev) == ["web-6d4b9c8f7", "statefulset.apps/web", "2", "5s"]
+    rev["metadata"]["ownerReferences"] = []
+    assert row(rev)[1] == "<none>"
+
+
+def job(conditions=(), deleting=False, **spec_and_status):
+    status = {k: spec_and_status.pop(k) for k in ("succeeded", "startTime", "completionTime")
+              if k in spec_and_status}
+    status["conditions"] = [{"type": t, "status": s} for t, s in conditions]
+    meta = {"name": "pi", "creationTimestamp": ago(300)}
+    if deleting:
+        meta["deletionTimestamp"] = ago(1)
+    return {"kind": "Job", "metadata": meta, "status": status,
+            "spec": {"template": TEMPLATE, "selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "u"}},
+                     **spec_and_status}}
+
+
+def test_job_rows_status_completions_duration():
+    assert printers.headers("Job") == ["NAME", "STATUS", "COMPLETIONS", "DURATION", "AGE"]
+    assert row(job(completions=5, parallelism=2, succeeded=3, startTime=ago(125))) == [
+        "pi", "Running", "3/5", "2m5s", "5m"]
+    done = job([("Complete", "True")], completions=1, succeeded=1, startTime=ago(200),
+               completionTime=ago(170))
+    assert row(done)[:4] == ["pi", "Complete", "1/1", "30s"]
+    assert row(job([("Failed", "True")], completions=1))[1:4] == ["Failed", "0/1", ""]
+    assert row(job([("Suspended", "True")], completions=1))[1] == "Suspended"
+    assert row(job([("Suspended", "True")], deleting=True))[1] == "Terminating"
+    assert row(job([("Complete", "False"), ("FailureTarget", "True")]))[1] == "FailureTarget"
+    assert row(job([("SuccessCriteriaMet", "True")]))[1] == "SuccessCriteriaMet"
+    assert row(job(parallelism=3, succeeded=1))[2] == "1/1 of 3"  # a work queue
+    assert row(job(parallelism=1))[2] == "0/1"
+    assert row(job(completions=1), wide=True)[5:] == ["a,b", "nginx,redis",
+                                                      "batch.kubernetes.io/controller-uid=u"]
+
+
+def test_cronjob_rows():
+    cj = {"kind": "CronJob", "metadata": {"name": "hello", "creationTimestamp": ago(3600)},
+          "spec": {"schedule": "*/5 * * * *", "suspend": False,
+                   "jobTemplate": {"spec": {"template": TEMPLATE}}},
+          "status": {"active": [{"name": "hello-1"}], "lastScheduleTime": ago(65)}}
+    assert printers.headers("CronJob") == ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE",
+                                           "LAST SCHEDULE", "AGE"]
+    assert row(cj) == ["hello", "*/5 * * * *", "<none>", "False", "1", "65s", "60m"]
+    cj["spec"].update(timeZone="Europe/Paris", suspend=True)
+    cj["status"] = {}
+    assert row(cj, wide=True) == ["hello", "*/5 * * * *", "Europe/Paris", "True", "0", "<none>", "60m",
+                                  "a,b", "nginx,redis", "<none>"]
+
+
+def test_persistentvolume_rows():
+    pv = {"kind": "PersistentVolume", "metadata": {"name": "pvc-1234", "creationTimestamp": ago(10)},
+          "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany", "ReadWriteOnce"],
+                   "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "standard",
+                   "claimRef": {"namespace": "default", "name": "data-web-0"}, "volumeMode": "Filesystem"},
+          "status": {"phase": "Bound"}}
+    assert printers.headers("PersistentVolume") == [
+        "NAME", "CAPACITY", "ACCESS MODES", "RECLAIM POLICY", "STATUS", "CLAIM", "STORAGECLASS",
+        "VOLUMEATTRIBUTESCLASS", "REASON", "AGE"]
+    assert row(pv, wide=True) == ["pvc-1234", "1Gi", "RWO,RWX", "Delete", "Bound", "default/data-web-0",
+                                  "standard", "<unset>", "", "10s", "Filesystem"]
+    pv["metadata"]["deletionTimestamp"] = ago(1)
+    del pv["spec"]["claimRef"]
+    assert row(pv)[4:6] == ["Terminating", ""]
+
+
+def test_persistentvolumeclaim_rows():
+    pvc = {"kind": "PersistentVolumeClaim", "metadata": {"name": "data-web-0", "creationTimestamp": ago(10)},
+           "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                    "storageClassName": "standard"},
+           "status": {"phase": "Pending"}}
+    assert printers.headers("PersistentVolumeClaim") == [
+        "NAME", "STATUS", "VOLUME", "CAPACITY", "ACCESS MODES", "STORAGECLASS", "VOLUMEATTRIBUTESCLASS", "AGE"]
+    assert row(pvc) == ["data-web-0", "Pending", "", "", "", "standard", "<unset>", "10s"]
+    pvc["spec"]["volumeName"] = "pvc-1234"
+    pvc["status"] = {"phase": "Bound", "capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"]}
+    assert row(pvc, wide=True) == ["data-web-0", "Bound", "pvc-1234", "2Gi", "RWO", "standard", "<unset>",
+                                   "10s", "<unset>"]
+
+
+def test_storageclass_rows():
+    sc = {"kind": "StorageClass", "metadata": {"name": "standard", "creationTimestamp": ago(10), "annotations": {
+        "storageclass.kubernetes.io/is-default-class": "true"}},
+          "provisioner": "rancher.io/local-path", "reclaimPolicy": "Delete", "volumeBindingMode": "WaitForFirstConsumer"}
+    assert printers.headers("StorageClass") == ["NAME", "PROVISIONER", "RECLAIMPOLICY", "VOLUMEBINDINGMODE",
+                                                "ALLOWVOLUMEEXPANSION", "AGE"]
+    assert row(sc) == ["standard (default)", "rancher.io/local-path", "Delete", "WaitForFirstConsumer", "false",
+                       "10s"]
+    bare = {"kind": "StorageClass", "metadata": {"name": "fast"}, "provisioner": "x", "allowVolumeExpansion": True}
+    assert row(bare)[:5] == ["fast", "x", "Delete", "Immediate", "true"]
+
+
+def test_poddisruptionbudget_rows():
+    pdb = {"kind": "PodDisruptionBudget", "metadata": {"name": "web", "creationTimestamp": ago(10)},
+           "spec": {"minAvailable": 2}, "status": {"disruptionsAllowed": 1}}
+    assert printers.headers("PodDisruptionBudget") == ["NAME", "MIN AVAILABLE", "MAX UNAVAILABLE",
+                                                       "ALLOWED DISRUPTIONS", "AGE"]
+    assert row(pdb) == ["web", "2", "N/A", "1", "10s"]
+    pdb["spec"] = {"maxUnavailable": "25%"}
+    pdb["status"] = {}
+    assert row(pdb) == ["web", "N/A", "25%", "0", "10s"]

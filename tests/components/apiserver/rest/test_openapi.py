@@ -163,6 +163,15 @@ def test_schemas_walk_the_field_types():
     assert definition_name("Deployment") == "io.k8s.api.apps.v1.Deployment"
 
 
+def test_a_kind_used_inside_another_groups_kind_keeps_its_own_package():
+    # a StatefulSet's volumeClaimTemplates are core/v1 PersistentVolumeClaims, parts and all
+    assert definition_name("PersistentVolumeClaim") == "io.k8s.api.core.v1.PersistentVolumeClaim"
+    assert definition_name("PersistentVolumeClaimSpec") == "io.k8s.api.core.v1.PersistentVolumeClaimSpec"
+    assert definition_name("StatefulSetSpec") == "io.k8s.api.apps.v1.StatefulSetSpec"
+    assert definition_name("RawExtension") == "io.k8s.apimachinery.pkg.runtime.RawExtension"
+    assert definition_name("ObjectReference") == "io.k8s.api.core.v1.ObjectReference"
+
+
 def test_a_type_no_table_describes_is_an_open_object():
     affinity = _schemas(document("/openapi/v2"))[definition_name("Affinity")]
     assert affinity["type"] == "object" and affinity["x-kubernetes-preserve-unknown-fields"] is True

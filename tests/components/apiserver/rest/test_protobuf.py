@@ -43,6 +43,24 @@ def test_deployment_from_kubectl_create():
                                                        "ports": [{"containerPort": 80}]}]}}}}
 
 
+def test_job_and_cronjob_as_kubectl_create_sends_them():
+    pod_spec = _len(2, _len(1, b"tick") + _len(2, b"busybox")) + _len(3, b"OnFailure")
+    job_spec = _len(6, _len(2, pod_spec))
+    cronjob = _obj("batch/v1", "CronJob", _len(1, _len(1, b"tick")) + _len(2, _len(1, b"@hourly") + _len(
+        5, _len(1, _len(1, b"tick")) + _len(2, job_spec))))
+    template = {"spec": {"containers": [{"name": "tick", "image": "busybox"}], "restartPolicy": "OnFailure"}}
+    assert protobuf.decode(cronjob) == {
+        "apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "tick"},
+        "spec": {"schedule": "@hourly", "jobTemplate": {"metadata": {"name": "tick"}, "spec": {"template": template}}}}
+    owner = _len(1, b"CronJob") + _len(3, b"tick") + _len(4, b"u1") + _len(5, b"batch/v1") + bytes([6 << 3, 1])
+    job = _obj("batch/v1", "Job", _len(1, _len(1, b"manual") + _len(13, owner)) + _len(2, job_spec))
+    assert protobuf.decode(job) == {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "manual", "ownerReferences": [
+            {"kind": "CronJob", "name": "tick", "uid": "u1", "apiVersion": "batch/v1", "controller": True}]},
+        "spec": {"template": template}}
+
+
 def test_self_subject_access_review():
     attrs = _len(1, b"default") + _len(2, b"create") + _len(5, b"pods")
     raw = _len(1, b"") + _len(2, _len(1, attrs))
@@ -87,7 +105,7 @@ def test_malformed_fields_are_protobuf_errors(body):
 
 
 @pytest.mark.parametrize("body,unsupported", [
-    (_obj("batch/v1", "Job", b""), True),
+    (_obj("apps/v1", "StatefulSet", b""), True),
     (b"not protobuf", False),
     (protobuf.MAGIC + b"\x0a\x7f", False),                    # a length past the end
     (protobuf.MAGIC + b"\x0f", False),                         # wire type 7
@@ -98,4 +116,4 @@ def test_refusals(body, unsupported):
         protobuf.decode(body)
     assert e.value.unsupported is unsupported
     if unsupported:
-        assert "send this Job as application/json or application/yaml" in str(e.value)
+        assert "send this StatefulSet as application/json or application/yaml" in str(e.value)

@@ -85,3 +85,16 @@ def test_door_errors():
     assert status.not_found_path()[1]["message"] == "the server could not find the requested resource"
     assert status.too_large(10)[0] == 413
     assert status.method_not_allowed("PUT", "pods")[1]["reason"] == "MethodNotAllowed"
+
+
+def test_a_blocked_eviction_is_429_with_its_budget_cause():
+    from components.apiserver.eviction import too_many_requests
+    code, body = status.from_wire(too_many_requests("The disruption budget web needs 2 healthy pods and has 2 currently", 0))
+    assert code == 429 and body == {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 429,
+        "reason": "TooManyRequests", "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+        "details": {"retryAfterSeconds": 0, "causes": [
+            {"reason": "DisruptionBudget",
+             "message": "The disruption budget web needs 2 healthy pods and has 2 currently"}]}}
+    # the wire carries it as its own type
+    assert isinstance(wire.error_from_code("TooManyRequests", "x"), wire.TooManyRequests)

@@ -1,0 +1,142 @@
+"""The CronJob controller in a real controller-manager process, its clock moved through the
+offset file: a due time makes its Job at once, a Job made by a killed predecessor (before its
+status write) is taken into ``active`` rather than made twice, a finished Job leaves
+``active``; a garbage offset file is one warning, never a traceback."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from components.controller_manager.cronjob import OffsetClock, parse_offset
+from tests.conftest import wait_for
+
+from . import cluster, now_rfc3339  # noqa: F401  (cluster: a fixture)
+
+MINUTE = 60
+
+
+@pytest.fixture(scope="module")
+def offset_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("clock") / "offset"
+    path.write_text(str(-3600))   # an hour behind: nothing is due until a test moves the clock
+    return path
+
+
+@pytest.fixture(scope="module")
+def cm(cluster, offset_file):
+    return cluster.controller_manager("--controllers", "cronjob",
+                                      "--cronjob-clock-offset-file", str(offset_file),
+                                      name="cm-cronjob")
+
+
+def set_clock(offset_file, controller_time: float) -> None:
+    """Move the controller's clock so that it reads `controller_time` now."""
+    offset_file.write_text(repr(controller_time - time.time()))
+
+
+def cronjob(name: str, policy: str = "Allow") -> dict:
+    return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": name},
+            "spec": {"schedule": "*/1 * * * *", "concurrencyPolicy": policy,
+                     "jobTemplate": {"metadata": {"labels": {"app": name}},
+                                     "spec": {"template": {"spec": {
+                                         "restartPolicy": "Never",
+                                         "containers": [{"name": "c", "image": "busybox",
+                                                         "command": ["sleep", "600"]}]}}}}}}
+
+
+def first_minute_after(obj: dict) -> int:
+    created = time.mktime(time.strptime(obj["metadata"]["creationTimestamp"],
+                                        "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+    return (int(created) // MINUTE + 1) * MINUTE
+
+
+def jobs_of(api, ns: str) -> list[dict]:
+    return api.list("jobs", namespace=ns)["items"]
+
+
+def status(api, name: str, ns: str) -> dict:
+    return api.get("cronjobs", name, namespace=ns).get("status") or {}
+
+
+def test_parse_offset():
+    assert parse_offset("") == 0.0 and parse_offset(" \n") == 0.0
+    assert parse_offset("90.5\n") == 90.5 and parse_offset("-3600") == -3600.0
+    for garbage in ("soon", "nan", "inf", "1e999", "\x00\xff"):
+        assert parse_offset(garbage) is None
+
+
+def test_offset_clock_reads_the_file_each_time(tmp_path, caplog):
+    path = tmp_path / "offset"
+    clock = OffsetClock(str(path))
+    assert clock.read() == 0.0                       # absent
+    path.write_text("120")
+    assert abs(clock.now() - time.time() - 120) < 1
+    path.write_text("garbage")
+    assert clock.read() == 0.0 and clock.read() == 0.0
+    assert sum("not a number" in r.getMessage() for r in caplog.records) == 1
+    assert OffsetClock(None).read() == 0.0
+
+
+def test_a_due_time_creates_one_job_and_records_it(cluster, cm, offset_file):
+    api, ns = cluster.api, cluster.namespace("cj-due")
+    cj = api.create("cronjobs", cronjob("tick"), namespace=ns)
+    due = first_minute_after(cj)
+    time.sleep(0.5)
+    assert jobs_of(api, ns) == []                     # the clock is an hour behind
+    set_clock(offset_file, due + 1)
+    job = wait_for(lambda: next(iter(jobs_of(api, ns)), None), message="the Job")
+    assert job["metadata"]["name"] == f"tick-{due // MINUTE}"
+    assert job["metadata"]["labels"]["app"] == "tick"
+    assert job["metadata"]["annotations"]["batch.kubernetes.io/cronjob-scheduled-timestamp"] == \
+        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(due))
+    assert job["metadata"]["ownerReferences"][0]["uid"] == cj["metadata"]["uid"]
+    st = wait_for(lambda: (s := status(api, "tick", ns)).get("active") and s,
+                  message="status.active")
+    assert [r["uid"] for r in st["active"]] == [job["metadata"]["uid"]]
+    assert st["lastScheduleTime"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(due))
+    wait_for(lambda: cluster.events(ns, "SuccessfulCreate", "tick"), message="SuccessfulCreate")
+
+    # the Job finishes: it leaves active, and lastSuccessfulTime follows
+    stamp = now_rfc3339()[:19] + "Z"
+    job["status"] = {"startTime": stamp, "completionTime": stamp, "succeeded": 1, "conditions": [
+        {"type": "SuccessCriteriaMet", "status": "True"}, {"type": "Complete", "status": "True"}]}
+    api.update_status("jobs", job, namespace=ns)
+    wait_for(lambda: "active" not in status(api, "tick", ns), message="active emptied")
+    wait_for(lambda: cluster.events(ns, "SawCompletedJob", "tick"), message="SawCompletedJob")
+    wait_for(lambda: status(api, "tick", ns).get("lastSuccessfulTime") == stamp,
+             message="lastSuccessfulTime")
+    assert len(jobs_of(api, ns)) == 1
+    api.delete("cronjobs", "tick", namespace=ns)
+
+
+def test_a_job_made_before_a_crash_is_taken_not_made_twice(cluster, cm, offset_file):
+    """A predecessor made the Job, then died before writing the status: the same name comes
+    back AlreadyExists and the Job goes into active."""
+    api, ns = cluster.api, cluster.namespace("cj-crash")
+    cj = api.create("cronjobs", cronjob("once", policy="Forbid"), namespace=ns)
+    due = first_minute_after(cj)
+    template = cronjob("once")["spec"]["jobTemplate"]
+    orphan = {"apiVersion": "batch/v1", "kind": "Job",
+              "metadata": {"name": f"once-{due // MINUTE}", "labels": {"app": "once"},
+                           "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob",
+                                                "name": "once", "uid": cj["metadata"]["uid"],
+                                                "controller": True, "blockOwnerDeletion": True}]},
+              "spec": template["spec"]}
+    made = api.create("jobs", orphan, namespace=ns)
+    set_clock(offset_file, due + 1)
+    st = wait_for(lambda: (s := status(api, "once", ns)).get("active") and s,
+                  message="the Job taken into active")
+    assert [r["uid"] for r in st["active"]] == [made["metadata"]["uid"]]
+    assert [j["metadata"]["uid"] for j in jobs_of(api, ns)] == [made["metadata"]["uid"]]
+    api.delete("cronjobs", "once", namespace=ns)
+
+
+def test_garbage_in_the_offset_file_is_one_warning(cluster, cm, offset_file):
+    offset_file.write_text("next tuesday")
+    wait_for(lambda: "not a number of seconds" in cm.log_text(), message="the warning")
+    time.sleep(2 * 0.5 + 0.2)   # a few more polls of the same garbage
+    offset_file.write_text(str(-3600))
+    log = cm.log_text()
+    assert log.count("not a number of seconds") == 1
+    assert "Traceback" not in log
