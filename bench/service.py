@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kubemu import _wire_auth as wireauth
-from kubemu import cluster, netplan, network
+from kubemu import addons, cluster, netplan, network
 from kubemu.apiclient import SyncApiClient
 from kubemu.statedir import StateDir
 
@@ -78,7 +78,7 @@ def _defaults(quick: bool) -> dict:
 @contextmanager
 def service_cluster(root: Path):
     """`kubemu up --nodes 2 --fast` and its addons in `root`; yields (StateDir, network record)
-    once every node is Ready; always torn down, then checked: no fabric left."""
+    once every node is Ready and runs its kube-proxy; always torn down, then checked: no fabric left."""
     mode = network.probe(None)
     if mode.kind != netplan.CNI:
         raise Skip(f"no pod networks here: {mode.reason}")
@@ -93,7 +93,7 @@ def service_cluster(root: Path):
         cluster.wait_ready(state, nodes, BOOT_TIMEOUT)
         _, refused = cluster.apply_addons(state, TIMEOUT)
         if refused:
-            raise RuntimeError(f"the cluster DNS addon was refused: {'; '.join(refused)}")
+            raise RuntimeError(f"the addons (kube-proxy, the cluster DNS) are not all there: {'; '.join(refused)}")
         yield state, rec
     finally:
         cluster.down(state)
@@ -239,7 +239,9 @@ def kube_proxy_sli(api: SyncApiClient, nodes: list[str], since: float) -> dict:
     endpoint change of the phase, the scale-downs' (a pod terminating, then gone) too."""
     out = {}
     for node in nodes:
-        samples = [s * 1000 for s in ss.programming_latencies(api.log(f"kube-proxy-{node}", "kube-system"), since)]
+        pod = addons.kube_proxy_pod(api, node)
+        logged = api.log(pod["metadata"]["name"], "kube-system") if pod else ""
+        samples = [s * 1000 for s in ss.programming_latencies(logged, since)]
         out[node] = dict(summary(samples), unit="ms", samples=samples)
     return out
 

@@ -1,14 +1,20 @@
 """kubeadm's addon phase: the cluster DNS as kubeadm deploys CoreDNS (ServiceAccount `coredns`,
 Deployment `coredns`, Service `kube-dns` at the service CIDR's tenth address, all in
 kube-system), played by kubemu's DNS component (`python -m components.dns`, the image catalog's
-entry for CoreDNS's image). `kubemu up` creates them once every node is Ready.
+entry for CoreDNS's image); and the default StorageClass `standard`, kind's (provisioner
+`rancher.io/local-path`, which kubemu's controller-manager plays; reclaimPolicy Delete;
+volumeBindingMode WaitForFirstConsumer); and kube-proxy as kubeadm's kube-proxy addon deploys it
+(ServiceAccount `kube-proxy`, DaemonSet `kube-proxy` in kube-system, on every node, the
+control-plane node too). `kubemu up` creates them once every node is Ready, then waits for
+kube-proxy's rollout: Services answer once its pods run.
 
 Create-if-absent, as `kubeadm init` on a cluster that has them: what is there already (a user's
 edit, a Deployment scaled down, a Service changed) is never overwritten; a deleted one comes back
 at the next `up`. One exception: what depends on the network, which `up` on a reused state
 directory may change (the mode, `--service-cidr`): `kube-dns` must have the ClusterIP the kubelets'
-`--cluster-dns` names (the service CIDR's tenth address), and the `coredns` pods must listen on
-the mode's DNS port (the Service's targetPort). An object that does not (`misplaced`; a
+`--cluster-dns` names (the service CIDR's tenth address), the `coredns` pods must listen on
+the mode's DNS port (the Service's targetPort), and the `kube-proxy` pods must run with the
+network's flags (netplan.kube_proxy_flags). An object that does not (`misplaced`; a
 clusterIP cannot be changed in place) is deleted and created again when it is kubemu's addon:
 it carries the `kubernetes.io/cluster-service: "true"` label, the mark of the objects the
 cluster's addon manager owned (an older kubemu put it on kube-dns only: its coredns Deployment
@@ -27,6 +33,7 @@ from dataclasses import dataclass
 
 from . import apiclient, netplan, wire
 from .api.identity import service_account_username
+from .api.storage import DEFAULT_CLASS_ANNOTATION
 
 NAMESPACE = "kube-system"
 ACCOUNT = "coredns"                                 # kubeadm's ServiceAccount for CoreDNS
@@ -103,15 +110,81 @@ def coredns(net: netplan.Record, api: str, credentials: str) -> list[dict]:
                      "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"},
                                      {"key": CONTROL_PLANE_TAINT, "effect": "NoSchedule"}],
                      "nodeSelector": {"kubernetes.io/os": "linux"},
-                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                         "nodeSelectorTerms": [{"matchExpressions": [
-                             {"key": HOLLOW_NODE_LABEL, "operator": "DoesNotExist"}]}]}}},
+                     "affinity": NOT_HOLLOW,
                      "dnsPolicy": "Default",  # the DNS server does not ask itself
                      "containers": [container]}}}}
     return [account, service, deployment]
 
 
-RESOURCE = {"ServiceAccount": "serviceaccounts", "Service": "services", "Deployment": "deployments"}
+# The default StorageClass, kind's: rancher's local-path provisioner (kubemu's runs in the
+# controller-manager), volumes bound once the scheduler has placed their first pod.
+STORAGE_CLASS = "standard"
+LOCAL_PATH_PROVISIONER = "rancher.io/local-path"
+
+
+def storage_class() -> dict:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": STORAGE_CLASS, "labels": {ADDON_LABEL: "true"},
+                         "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}},
+            "provisioner": LOCAL_PATH_PROVISIONER, "reclaimPolicy": "Delete",
+            "volumeBindingMode": "WaitForFirstConsumer"}
+
+
+# kubeadm's kube-proxy addon: a DaemonSet in the host's network of every node. Its pods' wire
+# identity is kubemu's kube-proxy user (the credentials file, from the state directory by a
+# hostPath volume), bound to system:node-proxier as kubeadm binds kube-proxy's.
+PROXY_NAME = "kube-proxy"
+PROXY_LABELS = {"k8s-app": "kube-proxy"}
+PROXY_IMAGE = "registry.k8s.io/kube-proxy:v1.32.0"  # the image catalog runs components.kube_proxy
+CREDENTIALS_VOLUME = "wire-credentials"
+FABRIC_VOLUME = "fabric-netns"
+NOT_HOLLOW = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+    "nodeSelectorTerms": [{"matchExpressions": [{"key": HOLLOW_NODE_LABEL, "operator": "DoesNotExist"}]}]}}}
+
+
+def kube_proxy(net: netplan.Record, api: str, credentials: str, host_side_node: str) -> list[dict]:
+    """The kube-proxy addon's objects, in the order they are created. One template for every
+    node: each pod's `--hostname-override` is its node's name (the downward API's spec.nodeName,
+    expanded in its args by the kubelet); the flags of the host's side are given to all, and
+    kept by `host_side_node`'s proxy alone (netplan.kube_proxy_flags). With pod networks the
+    fabric's namespace file is a hostPath volume too: a container's mount namespace keeps only
+    the namespace files it names (kubelet/shim.py), and kube-proxy enters the fabric by it."""
+    args = ["--api", api, "--wire-credentials", credentials, "--hostname-override=$(NODE_NAME)",
+            *netplan.kube_proxy_flags(net, host_side_node)]
+    volumes = [{"name": CREDENTIALS_VOLUME, "hostPath": {"path": credentials, "type": "File"}}]
+    mounts = [{"name": CREDENTIALS_VOLUME, "mountPath": credentials, "readOnly": True}]
+    if net.mode == netplan.CNI:
+        volumes.append({"name": FABRIC_VOLUME, "hostPath": {"path": net.netns_path, "type": "File"}})
+        mounts.append({"name": FABRIC_VOLUME, "mountPath": net.netns_path})
+    container = {"name": PROXY_NAME, "image": PROXY_IMAGE, "imagePullPolicy": "IfNotPresent", "args": args,
+                 "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1",
+                                                                          "fieldPath": "spec.nodeName"}}}],
+                 "volumeMounts": mounts}
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": PROXY_NAME, "namespace": NAMESPACE}}
+    daemonset = {
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": PROXY_NAME, "namespace": NAMESPACE, "labels": {**PROXY_LABELS, ADDON_LABEL: "true"}},
+        "spec": {"selector": {"matchLabels": dict(PROXY_LABELS)},
+                 "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+                 "template": {"metadata": {"labels": dict(PROXY_LABELS)}, "spec": {
+                     "priorityClassName": "system-node-critical", "serviceAccountName": PROXY_NAME,
+                     "hostNetwork": True, "terminationGracePeriodSeconds": 30,
+                     "tolerations": [{"operator": "Exists"}],  # every taint: the control-plane node's too
+                     "nodeSelector": {"kubernetes.io/os": "linux"},
+                     "affinity": NOT_HOLLOW,
+                     "containers": [container], "volumes": volumes}}}}
+    return [account, daemonset]
+
+
+def kube_proxy_pod(api: apiclient.SyncApiClient, node: str) -> dict | None:
+    """The kube-proxy pod of `node` (one not being deleted), None while it has none."""
+    listed = api.list("pods", NAMESPACE, label_selector=",".join(f"{k}={v}" for k, v in PROXY_LABELS.items()),
+                      field_selector=f"spec.nodeName={node}")
+    return next((p for p in listed["items"] if not p["metadata"].get("deletionTimestamp")), None)
+
+
+RESOURCE = {"ServiceAccount": "serviceaccounts", "Service": "services", "Deployment": "deployments",
+            "StorageClass": "storageclasses", "DaemonSet": "daemonsets"}
 
 
 @dataclass(frozen=True)
@@ -122,17 +195,35 @@ class Misplaced:
     ours: bool
 
 
+def _first_container(workload: dict) -> dict:
+    containers = (((workload.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
+    return containers[0] if isinstance(containers, list) and containers and isinstance(containers[0], dict) else {}
+
+
 def _dns_port(deployment: dict) -> object:
     """The containerPort named `dns` of the Deployment's first container (None without one)."""
-    containers = (((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
-    first = containers[0] if isinstance(containers, list) and containers and isinstance(containers[0], dict) else {}
+    first = _first_container(deployment)
     ports = first.get("ports") if isinstance(first.get("ports"), list) else []
     return next((p.get("containerPort") for p in ports if isinstance(p, dict) and p.get("name") == "dns"), None)
 
 
+def _network_flags(daemonset: dict) -> list[str]:
+    """The network's flags (netplan.KUBE_PROXY_NETWORK_FLAGS, `--flag value` or `--flag=value`) in the args of
+    the DaemonSet's first container, as `--flag=value` in their order."""
+    args = _first_container(daemonset).get("args")
+    args = [a for a in args if isinstance(a, str)] if isinstance(args, list) else []
+    found = []
+    for i, arg in enumerate(args):
+        flag, eq, value = arg.partition("=")
+        if flag in netplan.KUBE_PROXY_NETWORK_FLAGS:
+            found.append(f"{flag}={value if eq else (args[i + 1] if i + 1 < len(args) else '')}")
+    return found
+
+
 def misplaced(existing: dict, wanted: dict) -> Misplaced | None:
     """Whether `existing`, the object of `wanted`'s name, does not fit this network: a Service
-    whose clusterIP is not the wanted one, a Deployment whose DNS port is not the wanted one."""
+    whose clusterIP is not the wanted one, a Deployment whose DNS port is not the wanted one, a
+    DaemonSet whose kube-proxy network flags are not the wanted ones."""
     if wanted["kind"] == "Service":
         want = (wanted.get("spec") or {}).get("clusterIP")
         have = (existing.get("spec") or {}).get("clusterIP")
@@ -140,6 +231,9 @@ def misplaced(existing: dict, wanted: dict) -> Misplaced | None:
     elif wanted["kind"] == "Deployment":
         want, have = _dns_port(wanted), _dns_port(existing)
         why = f"DNS served on port {have}, not {want}, the DNS port of this network"
+    elif wanted["kind"] == "DaemonSet":
+        want, have = " ".join(_network_flags(wanted)), " ".join(_network_flags(existing))
+        why = f"kube-proxy runs with {have or 'no network flags'}, not {want}, the flags of this network"
     else:
         return None
     if want is None or have == want:
@@ -161,13 +255,15 @@ def create_if_absent(api: apiclient.SyncApiClient, objects: list[dict], timeout:
     deadline = clock() + timeout
     created, problems = [], []
     for obj in objects:
+        namespace = obj["metadata"].get("namespace")
         what = f"{obj['kind'].lower()}/{obj['metadata']['name']}"
+        where = f"{what} in {namespace}" if namespace else what
         while True:
             try:
                 outcome = _apply(api, RESOURCE[obj["kind"]], obj)
             except wire.WireError as err:  # unavailable, or changed meanwhile (AlreadyExists, NotFound, Conflict)
                 if isinstance(err, REFUSED) or clock() >= deadline:
-                    problems.append(f"{what} in {NAMESPACE}: {err}")
+                    problems.append(f"{where}: {err}")
                     break
                 sleep(0.5)
                 continue
@@ -176,7 +272,7 @@ def create_if_absent(api: apiclient.SyncApiClient, objects: list[dict], timeout:
             if outcome == CREATED:
                 created.append(what)
             elif outcome is not None:
-                problems.append(f"{what} in {NAMESPACE}: {outcome}")
+                problems.append(f"{where}: {outcome}")
             break
     return created, problems
 
@@ -189,11 +285,11 @@ def _apply(api: apiclient.SyncApiClient, resource: str, obj: dict) -> str | None
     It looks before it creates: for a Service whose clusterIP is taken the apiserver answers
     with the allocation's Invalid before the name's AlreadyExists (kube-apiserver allocates
     first), which would hide the object already there."""
-    name = obj["metadata"]["name"]
+    name, namespace = obj["metadata"]["name"], obj["metadata"].get("namespace")
     try:
-        existing = api.get(resource, name, NAMESPACE)
+        existing = api.get(resource, name, namespace)
     except wire.NotFound:
-        api.create(resource, obj, NAMESPACE)
+        api.create(resource, obj, namespace)
         return CREATED
     wrong = misplaced(existing, obj)
     if wrong is None:
@@ -203,5 +299,36 @@ def _apply(api: apiclient.SyncApiClient, resource: str, obj: dict) -> str | None
     meta = existing.get("metadata") or {}
     if meta.get("deletionTimestamp"):
         raise wire.Unavailable("the misplaced object is still being deleted")
-    api.delete(resource, name, NAMESPACE, preconditions={"uid": meta["uid"]} if meta.get("uid") else None)
+    api.delete(resource, name, namespace, preconditions={"uid": meta["uid"]} if meta.get("uid") else None)
     return RECREATE
+
+
+def wait_rolled_out(api: apiclient.SyncApiClient, daemonset: dict, timeout: float,
+                    clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
+                    ) -> str | None:
+    """Wait until the DaemonSet of `daemonset`'s name has rolled out, as `kubectl rollout status`
+    says it (kubemu/kubectl/rollout_status.py): a pod updated and available on every node it
+    should run on. None once it has, or when there is none (a refused create was said already);
+    else, at the deadline, its last state as one line. An unavailable API is tried again."""
+    from .kubectl.rollout_status import daemonset_status  # only `up` waits
+
+    name, namespace = daemonset["metadata"]["name"], daemonset["metadata"].get("namespace")
+    where = f"daemonset/{name} in {namespace}"
+    deadline = clock() + timeout
+    last = "the API did not answer"
+    while True:
+        try:
+            status = daemonset_status(api.get(RESOURCE["DaemonSet"], name, namespace))
+        except wire.NotFound:
+            return None
+        except wire.WireError as err:
+            if isinstance(err, REFUSED):
+                return f"{where}: {err}"
+            last = str(err)
+        else:
+            if status.done:
+                return None
+            last = status.message
+        if clock() >= deadline:
+            return f"{where}: not rolled out within {timeout:g}s: {last}"
+        sleep(0.2)

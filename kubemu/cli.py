@@ -113,9 +113,10 @@ def up(ctx: Ctx, nodes: int, store_replicas: str, hollow_nodes: int, fast: bool,
        timeout: float, api_port: int | None, name: str | None, no_kubeconfig: bool, network_mode: str | None,
        pod_network_cidr: str | None, service_cidr: str | None) -> None:
     """Create the cluster (kubeadm's role): the PKI and kubeconfigs, one init per node, the
-    control plane as static pods of node-0 and kube-proxy on every node; wait until every node
-    is Ready; create the cluster DNS addon unless it exists; then, as kind does, merge a context
-    for it into your kubeconfig and make it current."""
+    control plane as static pods of node-0; wait until every node is Ready; create the addons
+    (kube-proxy's DaemonSet, the cluster DNS, the default StorageClass) unless they exist and
+    wait for kube-proxy on every node; then, as kind does, merge a context for it into your
+    kubeconfig and make it current."""
     try:
         names, hollow = cluster.up(ctx.state, nodes, fast=fast, store_replicas=int(store_replicas),
                                    hollow_nodes=hollow_nodes, api_port=api_port, network_mode=network_mode,

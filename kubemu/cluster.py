@@ -1,8 +1,8 @@
 """`kubemu up` and `kubemu down`: the kubeadm analog. Writes the PKI and kubeconfigs (kubeadm's
-certs and kubeconfig phases, kubemu/pki.py), each node's units and kube-proxy static pod and,
-on the control-plane node (node-0), the static pod manifests of the control plane; starts one
-init per node in its own session and cgroup; waits for every node to be Ready; creates the DNS
-addon (kubemu/addons.py); later stops them in order, leaving no process of theirs behind and
+certs and kubeconfig phases, kubemu/pki.py), each node's units and, on the control-plane node
+(node-0), the static pod manifests of the control plane; starts one init per node in its own
+session and cgroup; waits for every node to be Ready; creates the addons, kube-proxy's DaemonSet
+and the cluster DNS (kubemu/addons.py); later stops them in order, leaving no process of theirs behind and
 touching no other (kubemu/ownership.py). Worker nodes reach the control plane by its endpoint,
 as `kubeadm join` does."""
 from __future__ import annotations
@@ -142,11 +142,10 @@ spec:
 """
 
 
-# kube-proxy on every node (hollow ones aside: they run no pods), as kubeadm's DaemonSet runs
-# it; a static pod while kubemu has no DaemonSet controller.
-KUBE_PROXY_IMAGE = "registry.k8s.io/kube-proxy:v1.32.0"
-KUBE_PROXY_HEADER = "# Written by `kubemu up`: kube-proxy of {node} as a static pod (kubeadm runs a DaemonSet).\n"
-FABRIC_VOLUME = "fabric-netns"
+# The first words of every manifest `kubemu up` writes: what it may remove again.
+WRITTEN_BY = "# Written by `kubemu up`"
+# Before kube-proxy was a DaemonSet (kubemu/addons.py), `up` wrote it as a static pod per node.
+OLD_KUBE_PROXY_MANIFEST = "kube-proxy.yaml"
 
 
 # kubeadm's requests for the control plane's static pods: Burstable pods, whose CPU shares keep
@@ -167,6 +166,14 @@ def store_endpoints(state: StateDir, replicas: int = STORE_REPLICAS) -> dict[str
 
 def api_endpoint(state: StateDir) -> str:
     return f"ipc://{state.node_dir(CONTROL_PLANE_NODE) / 'apiserver.sock'}"
+
+
+# A testing knob: seconds (a float) the CronJob controller's clock runs ahead of real time, read
+# from <state>/cronjob-clock-offset whenever it changes; absent means 0. Tests move the clock by
+# writing it, instead of waiting for the minutes of a schedule.
+CRONJOB_CLOCK_OFFSET = "cronjob-clock-offset"
+# Where the local-path provisioner puts a node's volumes: <state>/nodes/<node>/local-path.
+LOCAL_PATH_DIR = "local-path"
 
 
 def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings, api_port: int,
@@ -197,7 +204,9 @@ def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings, a
                                "--node-eviction-rate", f"{t.eviction_rate:g}",
                                "--default-toleration-seconds", f"{t.toleration_seconds:g}",
                                "--time-scale", f"{t.pod_time_scale:g}",
-                               "--root-ca-file", str(state.pki_dir / f"{pki.CA_NAME}.crt")]
+                               "--root-ca-file", str(state.pki_dir / f"{pki.CA_NAME}.crt"),
+                               "--cronjob-clock-offset-file", str(state.root / CRONJOB_CLOCK_OFFSET),
+                               "--local-path-dir-template", str(state.node_dir("{node}") / LOCAL_PATH_DIR)]
                               + (netplan.controller_manager_flags(net) if net else []),
     }
 
@@ -240,37 +249,23 @@ def write_control_plane(state: StateDir, replicas: int = STORE_REPLICAS, timings
     state.api_endpoint_file.write_text(api_endpoint(state) + "\n")
 
 
-def kube_proxy_argv(state: StateDir, node: str, net: netplan.Record) -> list[str]:
-    """The node's kube-proxy: one wire identity for all of them (kubeadm's kube-proxy
-    ServiceAccount), node-0's also serving what comes from the host link."""
-    credentials = wireauth.ensure_secret(wireauth.secrets_dir(state.root), KUBE_PROXY)
-    return [sys.executable, "-m", "components.kube_proxy", "--api", api_endpoint(state),
-            "--wire-credentials", str(credentials), "--hostname-override", node,
-            *netplan.kube_proxy_flags(net, host_side=node == CONTROL_PLANE_NODE)]
-
-
-def kube_proxy_pod(state: StateDir, node: str, net: netplan.Record) -> dict:
-    """The node's kube-proxy static pod. With pod networks it gets the fabric's namespace file
-    as a hostPath volume: a container's mount namespace keeps only the namespace files it names
-    (kubelet/shim.py), and kube-proxy enters the fabric by that file."""
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "kube-proxy", "namespace": "kube-system", "labels": {"k8s-app": "kube-proxy"}},
-           "spec": {"priorityClassName": "system-node-critical", "hostNetwork": True,
-                    "terminationGracePeriodSeconds": 30,
-                    "containers": [{"name": "kube-proxy", "image": KUBE_PROXY_IMAGE,
-                                    "command": kube_proxy_argv(state, node, net)}]}}
-    if net.mode == netplan.CNI:
-        pod["spec"]["volumes"] = [{"name": FABRIC_VOLUME, "hostPath": {"path": net.netns_path, "type": "File"}}]
-        pod["spec"]["containers"][0]["volumeMounts"] = [{"name": FABRIC_VOLUME, "mountPath": net.netns_path}]
-    return pod
-
-
-def write_kube_proxy(state: StateDir, node: str, net: netplan.Record) -> None:
-    """The node's kube-proxy static pod manifest (its manifests directory exists: write_node)."""
-    import yaml  # here: only `up` writes manifests
-
-    _write_if_changed(state.node_dir(node) / "manifests" / "kube-proxy.yaml", KUBE_PROXY_HEADER.format(node=node)
-                      + yaml.safe_dump(kube_proxy_pod(state, node, net), sort_keys=False, width=1000))
+def remove_old_kube_proxy(state: StateDir) -> list[Path]:
+    """Remove the kube-proxy static pod manifests an older `kubemu up` wrote in the nodes'
+    directories (those only: a file without kubemu's first words is the user's), so that a node
+    never runs it beside the DaemonSet's pod; its kubelet then deletes the mirror pod. Returns
+    the files removed."""
+    removed = []
+    for node in state.nodes():
+        path = state.node_dir(node) / "manifests" / OLD_KUBE_PROXY_MANIFEST
+        try:
+            with path.open() as f:
+                ours = f.readline().startswith(WRITTEN_BY)
+        except (OSError, UnicodeDecodeError):
+            continue
+        if ours:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def _write_if_changed(path: Path, text: str, mode: int = 0o644) -> None:
@@ -559,10 +554,11 @@ def up(state: StateDir, count: int, *, fast: bool = False, store_replicas: int =
     net = network.setup(state.root, network_mode, pod_network_cidr, service_cidr, count + hollow_nodes)
     try:
         write_pki(state, nodes, port, net)  # the apiserver's certificate names the network's addresses
-        wireauth.ensure_secret(wireauth.secrets_dir(state.root), addons.IDENTITY)  # before the apiserver starts
+        for identity in (addons.IDENTITY, KUBE_PROXY):  # before the apiserver starts
+            wireauth.ensure_secret(wireauth.secrets_dir(state.root), identity)
         for node in nodes:
             write_node(state, node, timings.kubelet_restart_sec, watchdog_sec, kubelet_args(state, node, timings, net))
-            write_kube_proxy(state, node, net)
+        remove_old_kube_proxy(state)
         write_control_plane(state, store_replicas, timings, api_port=port, net=net)
         hollow = write_hollow(state, hollow_nodes, timings)
         for node in nodes:
@@ -651,15 +647,23 @@ def wait_ready(state: StateDir, nodes: list[str], timeout: float) -> None:
 
 
 def apply_addons(state: StateDir, timeout: float) -> tuple[list[str], list[str]]:
-    """kubeadm's addon phase, once the API answers: the cluster DNS (kubemu/addons.py), each
-    object created unless it exists; (what was created, what could not be, one line each)."""
+    """kubeadm's addon phase, once the API answers: kube-proxy's DaemonSet, the cluster DNS and
+    the default StorageClass (kubemu/addons.py), each object created unless it exists; then
+    kube-proxy's rollout waited for, within the same `timeout`: Services answer once its pods
+    run. (What was created, what could not be or did not roll out, one line each.)"""
     from .apiclient import SyncApiClient  # the wire's asyncio client only when asked
 
     net = network.load(state.root) or network.host_record(state.root, "no network record", None)
-    secret = wireauth.secret_path(wireauth.secrets_dir(state.root), addons.IDENTITY)  # made by `up`
-    objects = addons.coredns(net, api_endpoint(state), str(secret))
+    secrets = wireauth.secrets_dir(state.root)  # the secrets are made by `up`
+    proxy = addons.kube_proxy(net, api_endpoint(state), str(wireauth.secret_path(secrets, KUBE_PROXY)),
+                              CONTROL_PLANE_NODE)
+    objects = (proxy + addons.coredns(net, api_endpoint(state), str(wireauth.secret_path(secrets, addons.IDENTITY)))
+               + [addons.storage_class()])
+    deadline = time.monotonic() + timeout
     with SyncApiClient(api_endpoint(state), timeout=10, credentials=wireauth.state_credentials(state.root)) as api:
-        return addons.create_if_absent(api, objects, timeout)
+        created, problems = addons.create_if_absent(api, objects, timeout)
+        late = addons.wait_rolled_out(api, proxy[-1], max(0.0, deadline - time.monotonic()))
+    return created, problems + ([late] if late else [])
 
 
 def processes(state: StateDir) -> list[psutil.Process]:

@@ -48,6 +48,7 @@ _DESCRIPTORS = {
 }
 _EVERY = "@every "
 _INT64_MAX = 2 ** 63 - 1
+_MAX_DURATION = _INT64_MAX / 1e9   # seconds: time.Duration's range
 # Every candidate croniter gives is re-checked; a DST change rejects at most a few in a row.
 _MAX_REJECTED = 1000
 
@@ -204,6 +205,8 @@ def _parse_go_duration(text: str) -> float:
             raise ValueError(f"time: unknown unit {go_quote(unit)} in duration {quoted}")
         total += float(number) * _DURATION_UNITS[unit]
         rest = rest[match.end():]
+    if total > _MAX_DURATION:
+        raise ValueError(f"time: invalid duration {quoted}")   # Go's int64 nanoseconds overflow
     return sign * total
 
 
@@ -274,7 +277,7 @@ class Schedule:
         """Activations in ``(a, b]``, oldest first (at most ``limit`` of them)."""
         times: list[float] = []
         t = self.next_after(a)
-        while t <= b and (limit is None or len(times) < limit):
+        while math.isfinite(t) and t <= b and (limit is None or len(times) < limit):
             times.append(t)
             t = self.next_after(t)
         return times
@@ -287,7 +290,7 @@ class EverySchedule(Schedule):
     seconds: int
 
     def next_after(self, t: float) -> float:
-        return float(math.floor(t) + self.seconds)
+        return float(math.floor(t) + self.seconds) if math.isfinite(t) else math.inf
 
 
 @dataclass(frozen=True)
@@ -321,13 +324,15 @@ class SpecSchedule(Schedule):
         expression = self._expression()
         if expression is None or not math.isfinite(t):
             return math.inf
-        base = datetime.datetime.fromtimestamp(math.floor(t), self.zone)
         try:
+            # a time outside datetime's years (a far clock, a garbage lastScheduleTime) has
+            # no activation anyone will see
+            base = datetime.datetime.fromtimestamp(math.floor(t), self.zone)
             it = croniter(expression, base, day_or=True)
             for _ in range(_MAX_REJECTED):
                 candidate = it.get_next(datetime.datetime)
                 if self._matches(candidate.astimezone(self.zone)):
                     return candidate.timestamp()
-        except (CroniterBadDateError, OverflowError, ValueError):
+        except (CroniterBadDateError, OverflowError, ValueError, OSError):
             pass
         return math.inf

@@ -505,18 +505,24 @@ def apiserver_flags(rec: Record) -> list[str]:
     return ["--service-cluster-ip-range", service_cidr(rec), "--advertise-address", advertise_address(rec)]
 
 
-def kube_proxy_flags(rec: Record, host_side: bool) -> list[str]:
-    """kube-proxy's network flags. With pod networks: nftables rules in the fabric, each node's
-    proxy scoped to its own bridge; `host_side` (node-0's) also takes what arrives from the host
-    link, and NodePorts on the fabric's address there. Without: the userspace proxy on loopback,
-    NodePorts on 127.0.0.1 by node-0's proxy only (the nodes share the host's address, and a
-    NodePort listener is one proxy's alone: components/kube_proxy/userspace_plan.py)."""
+# Every flag kube_proxy_flags may give: what of kube-proxy's command line depends on the network.
+KUBE_PROXY_NETWORK_FLAGS = ("--proxy-mode", "--cluster-cidr", "--fabric-netns", "--host-side-node",
+                            "--host-interface", "--host-address", "--nodeport-addresses")
+
+
+def kube_proxy_flags(rec: Record, host_side_node: str) -> list[str]:
+    """kube-proxy's network flags, the same for every node (one DaemonSet template). With pod
+    networks: nftables rules in the fabric, each node's proxy scoped to its own bridge; the proxy
+    of `host_side_node` also takes what arrives from the host link, and NodePorts on the fabric's
+    address there. Without: the userspace proxy on loopback, NodePorts on 127.0.0.1 by that
+    node's proxy only (the nodes share the host's address, and a NodePort listener is one proxy's
+    alone: components/kube_proxy/userspace_plan.py). Each proxy drops the host side's flags
+    unless it runs on `host_side_node` (components/kube_proxy/__main__.py: for_this_node)."""
     if rec.mode != CNI:
-        return ["--proxy-mode", "userspace", *(["--nodeport-addresses", "127.0.0.1/32"] if host_side else [])]
-    flags = ["--proxy-mode", "nftables", "--cluster-cidr", rec.cluster_cidr, "--fabric-netns", rec.netns_path]
-    if host_side:
-        flags += ["--host-interface", FABRIC_PEER, "--host-address", rec.fabric_addr]
-    return flags
+        return ["--proxy-mode", "userspace", "--host-side-node", host_side_node,
+                "--nodeport-addresses", "127.0.0.1/32"]
+    return ["--proxy-mode", "nftables", "--cluster-cidr", rec.cluster_cidr, "--fabric-netns", rec.netns_path,
+            "--host-side-node", host_side_node, "--host-interface", FABRIC_PEER, "--host-address", rec.fabric_addr]
 
 
 def controller_manager_flags(rec: Record) -> list[str]:

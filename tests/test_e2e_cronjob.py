@@ -7,16 +7,15 @@ schedule time, while another CronJob's Job is being made, comes back without mak
 twice."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
 import time
 
-from components.controller_manager.app import CONTROLLERS
+from components.controllers.podutil import parse_time
 from kubemu.cluster import CRONJOB_CLOCK_OFFSET
 from tests.conftest import wait_for
-from tests.test_e2e import LONG, cluster, container_pid  # noqa: F401 (cluster: the fixture)
+from tests.test_e2e import LONG, cluster  # noqa: F401 (cluster: the fixture)
 
 MINUTE = 60
 
@@ -28,10 +27,6 @@ def cronjob(name: str, policy: str, code: str = "import time; time.sleep(3600)")
                      "jobTemplate": {"spec": {"template": {"spec": {
                          "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
                          "containers": [{"name": "run", "command": [sys.executable, "-c", code]}]}}}}}}
-
-
-def epoch(stamp: str) -> int:
-    return int(time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone)
 
 
 class Clock:
@@ -72,14 +67,6 @@ def running_pods(cluster, job: str) -> list[dict] | None:
             if (p.get("status") or {}).get("phase") == "Running"]
 
 
-def controller_manager_pid(cluster) -> int | None:
-    """The controller-manager container's PID, from `kubemu ps -o json`."""
-    nodes = json.loads(cluster.cli("ps", "-o", "json").stdout)["nodes"]
-    pods = next(n["pods"] for n in nodes if n["name"] == "node-0")
-    pod = next((p for p in pods if p["metadata"]["name"] == "controller-manager-node-0"), None)
-    return container_pid(pod) if pod else None
-
-
 def test_every_minute_forbid_and_a_killed_controller_manager(cluster):
     cluster.cli("up", "--nodes", "3", "--fast", "--detach")
     clock = Clock(cluster.dir)
@@ -87,9 +74,8 @@ def test_every_minute_forbid_and_a_killed_controller_manager(cluster):
     tick = cluster.api.create("cronjobs", cronjob("tick", "Forbid"), namespace="default")
     beat = cluster.api.create("cronjobs", cronjob("beat", "Allow"), namespace="default")
     done = cluster.api.create("cronjobs", cronjob("done", "Allow", "pass"), namespace="default")
-    due = (max(epoch(obj["metadata"]["creationTimestamp"]) for obj in (tick, beat, done))
+    due = (max(int(parse_time(obj["metadata"]["creationTimestamp"])) for obj in (tick, beat, done))
            // MINUTE + 1) * MINUTE
-    jobs_run = "job" in CONTROLLERS   # the Job controller makes the Jobs' pods
 
     def name(cj: str, t: int) -> str:
         return f"{cj}-{t // MINUTE}"
@@ -106,13 +92,12 @@ def test_every_minute_forbid_and_a_killed_controller_manager(cluster):
         time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(due))
     wait_for(lambda: job_names(cluster, "beat") == [name("beat", due)], timeout=LONG,
              message="beat's first Job")
-    if jobs_run:
-        wait_for(lambda: running_pods(cluster, name("tick", due)), timeout=LONG,
-                 message="tick's Job running")
-        # a Job that succeeds leaves active and sets lastSuccessfulTime
-        wait_for(lambda: (st := cluster.call("get", "cronjobs", "done", namespace="default")
-                          .get("status") or {}).get("lastSuccessfulTime") and "active" not in st,
-                 timeout=LONG, message="done's Job finished")
+    wait_for(lambda: running_pods(cluster, name("tick", due)), timeout=LONG,
+             message="tick's Job running")
+    # a Job that succeeds leaves active and sets lastSuccessfulTime
+    wait_for(lambda: (st := cluster.call("get", "cronjobs", "done", namespace="default")
+                      .get("status") or {}).get("lastSuccessfulTime") and "active" not in st,
+             timeout=LONG, message="done's Job finished")
 
     # the next minute, tick's Job still running: Forbid starts nothing; Allow does
     clock.set(due + MINUTE + 1)
@@ -121,19 +106,18 @@ def test_every_minute_forbid_and_a_killed_controller_manager(cluster):
     wait_for(lambda: job_names(cluster, "beat") == [name("beat", due), name("beat", due + MINUTE)],
              timeout=LONG, message="beat's second Job")
     assert job_names(cluster, "tick") == [name("tick", due)]
-    if jobs_run:
-        # done's history limit is 1: its second Job, once complete, pushes the first out
-        wait_for(lambda: job_names(cluster, "done") == [name("done", due + MINUTE)], timeout=LONG,
-                 message="done's first Job deleted past the history limit")
+    # done's history limit is 1: its second Job, once complete, pushes the first out
+    wait_for(lambda: job_names(cluster, "done") == [name("done", due + MINUTE)], timeout=LONG,
+             message="done's first Job deleted past the history limit")
 
     # a minute later, the controller-manager is killed as soon as beat's Job for it exists
     # (before or after its status write): the one that comes back makes no Job twice
-    pid = controller_manager_pid(cluster)
+    pid = cluster.system_pid("controller-manager")
     clock.set(due + 2 * MINUTE + 1)
     wait_for(lambda: name("beat", due + 2 * MINUTE) in (job_names(cluster, "beat") or []),
-             timeout=LONG, interval=0.005, message="beat's third Job")
+             timeout=LONG, interval=0.05, message="beat's third Job")
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: (new := controller_manager_pid(cluster)) and new != pid, timeout=LONG,
+    wait_for(lambda: (new := cluster.system_pid("controller-manager")) and new != pid, timeout=LONG,
              interval=0.25, message="the controller-manager restarted")
     wait_for(lambda: name("beat", due + 2 * MINUTE) in active_names(cluster, "beat"), timeout=LONG,
              message="beat's third Job active")

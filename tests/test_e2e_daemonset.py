@@ -5,14 +5,13 @@ within maxUnavailable; the controller-manager killed -9 in the middle of a rolli
 converges with one pod per node, never two."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
 
 from kubemu.apiclient import Conflict
 from tests.conftest import wait_for
-from tests.test_e2e import LONG, cluster, container_pid, ready  # noqa: F401 (cluster: the fixture)
+from tests.test_e2e import LONG, cluster, ready  # noqa: F401 (cluster: the fixture)
 
 PY = sys.executable
 NODES = {"node-0", "node-1", "node-2"}
@@ -70,13 +69,6 @@ class Watcher:
 
 def status(cluster, name: str) -> dict:
     return (cluster.call("get", "daemonsets", name, namespace="default") or {}).get("status") or {}
-
-
-def controller_manager_pid(cluster) -> int | None:
-    node_0 = json.loads(cluster.cli("ps", "-o", "json").stdout)["nodes"][0]
-    pod = next((p for p in node_0["pods"]
-                if p["metadata"]["name"].startswith("controller-manager")), None)
-    return container_pid(pod) if pod else None
 
 
 def set_version(cluster, name: str, value: str) -> None:
@@ -141,7 +133,7 @@ def test_one_pod_per_node_taints_a_new_node_and_rolling_updates(cluster):
     set_version(cluster, "agent", "3")
     wait_for(lambda: any(version(p) == "3" for p in agent.pods() or []), timeout=LONG, interval=0.1,
              message="the update to version 3 to start")
-    os.kill(controller_manager_pid(cluster), signal.SIGKILL)
+    os.kill(cluster.system_pid("controller-manager"), signal.SIGKILL)
     wait_for(lambda: agent.one_ready_per_node(NODES, "3"), timeout=LONG, interval=0.2,
              message="agent rolled out to version 3 after the kill")
     wait_for(lambda: status(cluster, "agent").get("updatedNumberScheduled") == 3, timeout=LONG,

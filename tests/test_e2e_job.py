@@ -6,7 +6,6 @@ with kill -9 in the middle of a Job converges with exactly `completions` pods; a
 with ttlSecondsAfterFinished is deleted."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -14,7 +13,7 @@ import sys
 import pytest
 
 from tests.conftest import kill_marked, remove_cluster_cgroups, remove_cluster_network, wait_for
-from tests.test_e2e import LONG, Cluster, container_pid
+from tests.test_e2e import LONG, Cluster
 
 PY = sys.executable
 JOB_NAME = "batch.kubernetes.io/job-name"
@@ -60,6 +59,12 @@ def job_pods(cluster, name: str) -> list[dict] | None:
     return None if listed is None else listed["items"]
 
 
+def event_count(cluster, reason: str, name: str) -> int:
+    listed = cluster.call("list", "events", namespace="default",
+                          field_selector=f"reason={reason},involvedObject.name={name}")
+    return sum(e.get("count") or 1 for e in (listed or {}).get("items") or [])
+
+
 def phases(pods: list[dict]) -> list[str]:
     return sorted((p.get("status") or {}).get("phase") or "Pending" for p in pods)
 
@@ -76,14 +81,6 @@ def finished(cluster, name: str, ctype: str, watch=None) -> dict:
         j = get_job(cluster, name)
         return j if condition(j, ctype) else None
     return wait_for(done, timeout=LONG, message=f"job {name} {ctype}")
-
-
-def controller_manager_pid(cluster) -> int | None:
-    """The controller-manager container's PID, from `kubemu ps -o json`."""
-    nodes = json.loads(cluster.cli("ps", "-o", "json").stdout)["nodes"]
-    pods = next(n["pods"] for n in nodes if n["name"] == "node-0")
-    pod = next((p for p in pods if p["metadata"]["name"] == "controller-manager-node-0"), None)
-    return container_pid(pod) if pod else None
 
 
 def test_completions_with_parallelism(cluster):
@@ -146,16 +143,27 @@ def test_indexed_job_sees_its_completion_index(cluster):
 def test_kill_9_of_the_controller_manager_mid_job(cluster):
     cluster.api.create("jobs", job("steady", "import time; time.sleep(1)", 6, 2),
                        namespace="default")
-    wait_for(lambda: (get_job(cluster, "steady") or {}).get("status", {}).get("succeeded", 0) >= 2,
-             timeout=LONG, message="two pods of steady counted")
-    pid = controller_manager_pid(cluster)
+    seen: set[str] = set()   # every pod uid ever listed (each lives a second at least)
+
+    def watch():
+        seen.update(p["metadata"]["uid"] for p in job_pods(cluster, "steady") or [])
+
+    def counted(n: int):
+        watch()
+        return (get_job(cluster, "steady") or {}).get("status", {}).get("succeeded", 0) >= n
+    wait_for(lambda: counted(2), timeout=LONG, interval=0.05, message="two pods of steady counted")
+    pid = cluster.system_pid("controller-manager")
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: (new := controller_manager_pid(cluster)) and new != pid, timeout=LONG,
-             interval=0.25, message="the controller-manager restarted")
-    done = finished(cluster, "steady", "Complete")
+    wait_for(lambda: watch() or ((new := cluster.system_pid("controller-manager")) and new != pid),
+             timeout=LONG, interval=0.05, message="the controller-manager restarted")
+    done = finished(cluster, "steady", "Complete", watch)
     assert done["status"]["succeeded"] == 6
     pods = job_pods(cluster, "steady")
-    assert phases(pods) == ["Succeeded"] * 6          # no extra pod was ever made
+    assert phases(pods) == ["Succeeded"] * 6
+    assert len(seen) == 6                              # no extra pod was ever made
+    # nor created and gone between two looks (an event the kill cut short is one fewer)
+    assert event_count(cluster, "SuccessfulCreate", "steady") <= 6
+    assert event_count(cluster, "SuccessfulDelete", "steady") == 0
     assert not any(p["metadata"].get("finalizers") for p in pods)
 
 

@@ -22,7 +22,8 @@ import urllib.request
 import psutil
 import pytest
 
-from kubemu import netplan, network
+from kubemu import addons, netplan, network
+from kubemu.wire import WireError
 from tests.conftest import wait_for
 from tests.test_e2e import LONG, cluster, container_pid, ready  # noqa: F401 (cluster: the fixture)
 
@@ -123,6 +124,19 @@ def resolve(server: str, name: str) -> set[str]:
     return {r.address for rrset in reply.answer for r in rrset if rrset.rdtype == 1}
 
 
+def proxy_pod(cluster, node: str) -> dict | None:
+    """The node's kube-proxy pod (the DaemonSet's; None while the API does not answer)."""
+    try:
+        return addons.kube_proxy_pod(cluster.api, node)
+    except WireError:
+        return None
+
+
+def proxy_log(cluster, node: str) -> str:
+    pod = proxy_pod(cluster, node)
+    return (cluster.call("log", pod["metadata"]["name"], "kube-system") or "") if pod else ""
+
+
 def nft_tables(netns: str) -> str:
     return subprocess.run(["ip", "netns", "exec", netns, "nft", "list", "tables"], capture_output=True,
                           text=True).stdout
@@ -193,14 +207,14 @@ def test_a_deployment_behind_a_service(cluster, tmp_path):
                                  "containers": [{"name": "fetch", "command": [
                                      PY, "-c", PROBE, f"http://{cluster_ip}/"]}]}}, namespace="default")
     wait_for(lambda: "ok " in probe_log(cluster), timeout=LONG, interval=0.5, message="the probe's first answer")
-    proxy = cluster.call("get", "pods", f"kube-proxy-{client_node}", namespace="kube-system")
+    proxy = proxy_pod(cluster, client_node)
     pid = container_pid(proxy)
     assert pid
     seen_before = len(probe_log(cluster).splitlines())
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: (p := cluster.call("get", "pods", f"kube-proxy-{client_node}", namespace="kube-system"))
+    wait_for(lambda: (p := proxy_pod(cluster, client_node)) and p["metadata"]["uid"] == proxy["metadata"]["uid"]
              and container_pid(p) not in (None, pid) and ready(p), timeout=LONG, interval=0.5,
-             message="kube-proxy restarted")
+             message="kube-proxy's container restarted in its pod")
     meanwhile = probe_log(cluster).splitlines()[seen_before:]
     assert meanwhile and all(x.startswith("ok ") for x in meanwhile), meanwhile
 
@@ -288,7 +302,7 @@ def test_without_pod_networks_the_userspace_proxy_serves_the_cluster_ip(cluster,
     rec = network.load(cluster.dir)
     assert rec.mode == "host" and netplan.is_host_service_cidr(rec.service_cidr)
     for node in ("node-0", "node-1"):  # every node's kube-proxy runs the userspace mode
-        wait_for(lambda: "userspace mode" in (cluster.call("log", f"kube-proxy-{node}", "kube-system") or ""),
+        wait_for(lambda: "userspace mode" in proxy_log(cluster, node),
                  timeout=LONG, interval=0.25, message=f"kube-proxy on {node} in userspace mode")
 
     port = free_loopback_port()

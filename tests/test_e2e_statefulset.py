@@ -3,7 +3,7 @@ cluster: web-0, web-1, web-2 start in order, each once its predecessor is Ready;
 web-1's container restarts it in place, deleting the pod brings a new web-1; a template change
 rolls 2, 1, 0 (and `kubemu rollout status|history` report it); scale to 1 deletes web-2 then
 web-1; the controller-manager killed -9 in the middle of a scale-up converges to exactly
-web-0..2 with never a pod of another name."""
+web-0..2, the pods made before the kill kept (none replaced or deleted)."""
 from __future__ import annotations
 
 import json
@@ -131,13 +131,23 @@ def test_a_statefulset_of_three(cluster, tmp_path):
     cluster.cli("scale", "statefulset/web", "--replicas", "3")
     wait_for(lambda: "web-1" in (pods(cluster) or {}), timeout=LONG, interval=0.05,
              message="web-1 created")
-    os.kill(wait_for(lambda: controller_manager_pid(cluster), timeout=LONG,
-                     message="the controller-manager's pid"), signal.SIGKILL)
-    seen: set[str] = set()
+    pid = wait_for(lambda: controller_manager_pid(cluster), timeout=LONG,
+                   message="the controller-manager's pid")
+    before = {name: p["metadata"]["uid"] for name, p in wait_for(lambda: pods(cluster)).items()}
+    os.kill(pid, signal.SIGKILL)
+    uids: dict[str, set[str]] = {}  # every uid seen under each name
+    deleted: set[str] = set()
 
     def converged():
         current = pods(cluster) or {}
-        seen.update(current)
+        for name, p in current.items():
+            uids.setdefault(name, set()).add(p["metadata"]["uid"])
+            if terminating(p):
+                deleted.add(name)
         return exactly_ready(cluster, ["web-0", "web-1", "web-2"])
-    wait_for(converged, timeout=LONG, interval=0.25, message="the scale-up to converge after the kill")
-    assert seen == {"web-0", "web-1", "web-2"}, seen
+    after = wait_for(converged, timeout=LONG, interval=0.25,
+                     message="the scale-up to converge after the kill")
+    assert {"web-0", "web-1"} <= set(before), before
+    # the pods made before the kill are the ones that stay: none replaced, none deleted
+    assert {name: after[name]["metadata"]["uid"] for name in before} == before, (before, uids)
+    assert all(len(seen) == 1 for seen in uids.values()) and not deleted, (uids, deleted)

@@ -12,12 +12,17 @@ hand; mounting is tests/test_e2e_volumes.py's).
   first mounts the volume (DirectoryOrCreate), so none exists yet: the test makes it, as a
   mount would; deleting the claim deletes the volume and its directory (reclaim Delete);
 * a claim of a class that does not exist is accepted and stays Pending with the
-  ProvisioningFailed event, the controller-manager and the other claims unharmed.
+  ProvisioningFailed event, the controller-manager and the other claims unharmed;
+* in-use protection: a claim a pod uses, deleted, stays Terminating (finalizer
+  `kubernetes.io/pvc-protection`), its volume Bound and its directory in place; once the pod is
+  deleted the claim goes, and with it (reclaim Delete) the volume and its directory.
 """
 from __future__ import annotations
 
 import os
 import signal
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +31,7 @@ from tests.conftest import wait_for
 from tests.test_e2e import LONG, cluster  # noqa: F401 (cluster: the fixture)
 
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
+PVC_PROTECTION = "kubernetes.io/pvc-protection"
 
 
 def claim(name: str, size: str = "100Mi", cls: str | None = None) -> dict:
@@ -46,16 +52,12 @@ def events(cluster, name: str) -> list[tuple[str, str]]:
             if (e.get("involvedObject") or {}).get("name") == name]
 
 
-def gone(cluster, resource: str, name: str) -> bool:
+def gone(cluster, resource: str, name: str, namespace: str | None = None) -> bool:
     try:
-        cluster.api.get(resource, name)
+        cluster.api.get(resource, name, namespace)
     except NotFound:
         return True
     return False
-
-
-def controller_manager(cluster) -> int | None:
-    return cluster.system_pid("controller-manager")
 
 
 @pytest.mark.timeout(600)
@@ -83,12 +85,12 @@ def test_binding_provisioning_and_reclaiming(cluster, tmp_path):
     assert api.get("persistentvolumes", "pv-manual")["spec"]["claimRef"]["uid"] == bound["metadata"]["uid"]
 
     # A class that does not exist: accepted, Pending, said in an event; nothing else disturbed.
-    before = controller_manager(cluster)
+    before = cluster.system_pid("controller-manager")
     api.create("persistentvolumeclaims", claim("nope", cls="nope"), "default")
     wait_for(lambda: ("ProvisioningFailed", 'storageclass.storage.k8s.io "nope" not found')
              in events(cluster, "nope"), timeout=LONG, interval=0.2, message="the ProvisioningFailed event")
     assert phase(cluster, "persistentvolumeclaims", "nope") == "Pending"
-    assert controller_manager(cluster) == before
+    assert cluster.system_pid("controller-manager") == before
 
     # The default class, waiting for a consumer.
     created = api.create("persistentvolumeclaims", claim("data"), "default")
@@ -102,7 +104,7 @@ def test_binding_provisioning_and_reclaiming(cluster, tmp_path):
     # The scheduler's choice, by hand; the controller-manager killed just then.
     api.patch("persistentvolumeclaims", "data", {"metadata": {"annotations": {SELECTED_NODE: "node-1"}}},
               "default")
-    os.kill(controller_manager(cluster), signal.SIGKILL)
+    os.kill(cluster.system_pid("controller-manager"), signal.SIGKILL)
     wait_for(lambda: phase(cluster, "persistentvolumeclaims", "data") == "Bound"
              and phase(cluster, "persistentvolumes", f"pvc-{uid}", None) == "Bound",
              timeout=LONG * 2, interval=0.25, message="the provisioned volume and its claim Bound")
@@ -129,3 +131,34 @@ def test_binding_provisioning_and_reclaiming(cluster, tmp_path):
     wait_for(lambda: phase(cluster, "persistentvolumes", "pv-manual", None) == "Released",
              timeout=LONG, interval=0.2, message="the manual volume Released")
     assert phase(cluster, "persistentvolumeclaims", "nope") == "Pending"
+
+    # In-use protection: a pod's claim outlives its deletion until the pod is gone.
+    api.create("persistentvolumeclaims", claim("used"), "default")
+    api.create("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "user"},
+                        "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+                            "name": "main", "command": [sys.executable, "-c", "import time; time.sleep(10**6)"],
+                            "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                                 "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "used"}}]}},
+               "default")
+    wait_for(lambda: phase(cluster, "pods", "user") == "Running", timeout=LONG, interval=0.25,
+             message="the pod using the claim Running")
+    used = api.get("persistentvolumeclaims", "used", "default")
+    assert used["metadata"]["finalizers"] == [PVC_PROTECTION]
+    volume = used["spec"]["volumeName"]
+    assert api.get("persistentvolumes", volume)["metadata"]["finalizers"] == ["kubernetes.io/pv-protection"]
+    directory = Path(api.get("persistentvolumes", volume)["spec"]["hostPath"]["path"])
+    assert directory.is_dir()   # made by the kubelet's mount
+    api.delete("persistentvolumeclaims", "used", "default")
+    assert api.get("persistentvolumeclaims", "used", "default")["metadata"].get("deletionTimestamp")
+    # a claim no pod uses, deleted after it, goes: the (one-worker, in-order) controller has
+    # looked at "used" by then, and kept it
+    api.create("persistentvolumeclaims", claim("spare"), "default")
+    api.delete("persistentvolumeclaims", "spare", "default")
+    wait_for(lambda: gone(cluster, "persistentvolumeclaims", "spare", "default"), timeout=LONG, interval=0.2,
+             message="the unused claim deleted")
+    assert api.get("persistentvolumeclaims", "used", "default")["metadata"]["finalizers"] == [PVC_PROTECTION]
+    assert phase(cluster, "persistentvolumes", volume, None) == "Bound" and directory.is_dir()
+    api.delete("pods", "user", "default")
+    wait_for(lambda: gone(cluster, "persistentvolumeclaims", "used", "default")
+             and gone(cluster, "persistentvolumes", volume), timeout=LONG, interval=0.2, message="the claim and its volume deleted once the pod is gone")
+    assert not directory.exists()

@@ -86,7 +86,8 @@ def running(cluster, name: str) -> dict | None:
 def test_claims_follow_their_pods(cluster):
     cluster.cli("up", "--nodes", "3", "--fast", "--detach")
     api = cluster.api
-    wait_for(lambda: cluster.call("get", "storageclasses", "standard"), message="the default StorageClass")
+    wait_for(lambda: cluster.call("get", "storageclasses", "standard"), timeout=LONG, interval=0.25,
+             message="the default StorageClass")
 
     # A claim of the default class, then a pod of it: the scheduler picks the node, the
     # provisioner makes the volume there, the pod writes into it.
@@ -97,11 +98,13 @@ def test_claims_follow_their_pods(cluster):
     assert api.get("persistentvolumeclaims", "notes", "default")["spec"]["storageClassName"] == "standard"
     api.create("pods", note_pod("writer"), namespace="default")
     writer = wait_for(lambda: running(cluster, "writer"), timeout=LONG, interval=0.25, message="the writer running")
-    node, directory = wait_for(lambda: volume_dir(cluster, "notes"), message="the claim bound")
+    node, directory = wait_for(lambda: volume_dir(cluster, "notes"), timeout=LONG, interval=0.25,
+                               message="the claim bound")
     assert writer["spec"]["nodeName"] == node
     assert api.get("persistentvolumeclaims", "notes", "default")["metadata"]["annotations"][SELECTED_NODE] == node
     assert directory.parent == cluster.dir / "nodes" / node / "local-path"
-    wait_for(lambda: (directory / "note").exists(), message="the writer's note in the volume")
+    wait_for(lambda: (directory / "note").exists(), timeout=LONG, interval=0.25,
+             message="the writer's note in the volume")
     assert (directory / "note").read_text() == "hello from writer"
     assert "found: nothing" in cluster.cli("logs", "writer").stdout
 
@@ -117,7 +120,7 @@ def test_claims_follow_their_pods(cluster):
     assert {r["spec"]["nodeName"] for r in readers} == {node}
     for i in range(3):
         assert wait_for(lambda i=i: "found:" in (out := cluster.cli("logs", f"reader-{i}").stdout) and out,
-                        message=f"reader-{i}'s log") == "found: hello from writer\n"
+                        timeout=LONG, interval=0.5, message=f"reader-{i}'s log") == "found: hello from writer\n"
 
     # A StatefulSet of 3, a volume each: each pod writes its ordinal into its own volume.
     manifest = cluster.dir / "web.json"
@@ -128,9 +131,11 @@ def test_claims_follow_their_pods(cluster):
     volumes = {}
     for i in range(3):
         name = f"web-{i}"
-        volumes[name] = wait_for(lambda i=i: volume_dir(cluster, f"data-web-{i}"), message=f"data-web-{i} bound")
+        volumes[name] = wait_for(lambda i=i: volume_dir(cluster, f"data-web-{i}"), timeout=LONG, interval=0.25,
+                                 message=f"data-web-{i} bound")
         assert up[name]["spec"]["nodeName"] == volumes[name][0]
-        wait_for(lambda name=name: (volumes[name][1] / "starts").exists(), message=f"{name}'s first start")
+        wait_for(lambda name=name: (volumes[name][1] / "starts").exists(), timeout=LONG, interval=0.25,
+                 message=f"{name}'s first start")
         assert (volumes[name][1] / "ordinal").read_text() == str(i)
     assert len({d for _, d in volumes.values()}) == 3
     web1_volume = volumes["web-1"][1]
@@ -140,7 +145,8 @@ def test_claims_follow_their_pods(cluster):
     os.kill(container_pid(up["web-1"]), signal.SIGKILL)
     wait_for(lambda: (p := running(cluster, "web-1")) and restarts(p) == 1 and p["metadata"]["uid"] == uid,
              timeout=LONG, interval=0.25, message="web-1's container restarted")
-    wait_for(lambda: (web1_volume / "starts").read_text() == "web-1\nweb-1\n", message="web-1's second start")
+    wait_for(lambda: (web1_volume / "starts").read_text() == "web-1\nweb-1\n", timeout=LONG, interval=0.25,
+             message="web-1's second start")
 
     # Deleting the pod web-1: a new web-1, on its volume's node, finds its ordinal there.
     cluster.cli("delete", "pod", "web-1")
@@ -149,6 +155,7 @@ def test_claims_follow_their_pods(cluster):
                      timeout=LONG, interval=0.25, message="a new web-1")
     assert again["web-1"]["spec"]["nodeName"] == volumes["web-1"][0]
     assert volume_dir(cluster, "data-web-1") == volumes["web-1"]
-    wait_for(lambda: (web1_volume / "starts").read_text() == "web-1\n" * 3, message="the new web-1's start")
+    wait_for(lambda: (web1_volume / "starts").read_text() == "web-1\n" * 3, timeout=LONG, interval=0.25,
+             message="the new web-1's start")
     assert (web1_volume / "ordinal").read_text() == "1"
     assert sorted(pods(cluster)) == ["web-0", "web-1", "web-2"]

@@ -409,7 +409,7 @@ class API:
         r = _resource(resource)
         obj = st.prepare_create(r, object, namespace, now=self.clock(), rand=self.rand,
                                 field_validation=field_validation, warn=warnings.add)
-        if r.kind == "PersistentVolumeClaim":
+        if r.kind in storageadmission.FINALIZERS:
             await storageadmission.admit(self.storage, obj)
         if r.kind != "Service":
             return await self._create(r, obj, dry_run)

@@ -35,7 +35,8 @@ log = logging.getLogger("kubemu.controller_manager")
 CONTROLLERS = ("replicaset", "deployment", "nodelifecycle", "nodeipam", "garbagecollector",
                "namespace", "serviceaccount", "root-ca-cert-publisher", "endpoint",
                "endpointslice", "daemonset", "statefulset", "disruption", "cronjob", "job",
-               "ttl-after-finished", "persistentvolume-binder", "local-path-provisioner")
+               "ttl-after-finished", "persistentvolume-binder", "local-path-provisioner",
+               "pvc-protection", "pv-protection")
 GC_PERIOD = 30.0   # seconds between garbage collector passes when nothing triggers one
 
 
@@ -92,6 +93,8 @@ def build_controllers(config: Config, api: ApiClient, informers: SharedInformers
             api, informers),
         "local-path-provisioner": lambda: _shell("localpath").LocalPathProvisioner(
             api, informers, config.local_path_dir_template),
+        "pvc-protection": lambda: _shell("pvcprotection").PVCProtectionController(api, informers),
+        "pv-protection": lambda: _shell("pvcprotection").PVProtectionController(api, informers),
     }
     # controllers that run only when configured, and the flag that says why not
     missing = {"root-ca-cert-publisher": (config.root_ca is None, "no --root-ca-file"),

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 
 from components.controllers import UpdateStatus
@@ -41,8 +40,13 @@ COMPONENT = "cronjob-controller"
 CLOCK_POLL = 0.5   # seconds between reads of the clock offset file
 
 
+# Beyond this the schedule arithmetic leaves datetime's years: such an offset is garbage.
+MAX_CLOCK_OFFSET = 100 * 365.25 * 86400.0
+
+
 def parse_offset(text: str) -> float | None:
-    """The offset file's content in seconds: "" is 0, None if it is not a finite number."""
+    """The offset file's content in seconds: "" is 0, None if it is not a number of seconds
+    within MAX_CLOCK_OFFSET either way."""
     text = text.strip()
     if not text:
         return 0.0
@@ -50,7 +54,7 @@ def parse_offset(text: str) -> float | None:
         value = float(text)
     except ValueError:
         return None
-    return value if math.isfinite(value) else None
+    return value if abs(value) <= MAX_CLOCK_OFFSET else None
 
 
 class OffsetClock:
@@ -76,8 +80,8 @@ class OffsetClock:
         if value is None:
             if text != self._bad:
                 self._bad = text
-                log.warning("cronjob clock offset file %s holds %r, not a number of seconds: "
-                            "using 0", self.path, text[:80])
+                log.warning("cronjob clock offset file %s holds %r, not a number of seconds "
+                            "within 100 years: using 0", self.path, text[:80])
             value = 0.0
         else:
             self._bad = None

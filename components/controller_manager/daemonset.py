@@ -26,7 +26,7 @@ from components.controllers.replicaset import Expectations
 from components.controller_manager.executor import ActionExecutor
 from components.controller_manager.informers import (CONTROLLER_INDEX, SharedInformers,
                                                      orphan_value)
-from components.controller_manager.replicaset import _PodBookkeeping
+from components.controller_manager.podbookkeeping import PodBookkeeping
 from components.controller_manager.workers import Workers
 from kubemu.apiclient import ApiClient
 from kubemu.cache import NAMESPACE_INDEX, DeletedFinalStateUnknown
@@ -101,7 +101,8 @@ class DaemonSetController:
                                 self.expectations.get(key), self.backoff, now)
         self.expectations.set(key, result.expectation)
         update_backoff(self.backoff, result.backoff, now)
-        await self.executor.execute(result.actions, observer=_PodBookkeeping(self, key, ds))
+        await self.executor.execute(
+            result.actions, observer=PodBookkeeping(self.expectations, self.recorder, key, ds))
         return result.requeue_after
 
     # -- DaemonSet events --
@@ -195,11 +196,28 @@ class DaemonSetController:
 
     def _pod_deleted(self, pod) -> None:
         pod = _unwrap(pod)
-        key = self._owner_key(pod, controller_ref(pod))
+        ref = controller_ref(pod)
+        if ref is None:
+            self._orphan_deleted(pod)
+            return
+        key = self._owner_key(pod, ref)
         if key is None:
             return
         self.expectations.deletion_observed(key, meta(pod).get("uid"))
         self.workers.add(key)
+
+    def _orphan_deleted(self, pod: dict) -> None:
+        """An orphan a DaemonSet adopted and deleted in one sync can be gone before either
+        write lands (its adoption fails, its delete finds it gone: the executor's success):
+        the deletion the DaemonSet expects of it is observed here, or it would wait for the
+        expectations' TTL before making the node's pod (upstream lowers its expectations on a
+        failed delete)."""
+        namespace = meta(pod).get("namespace") or "default"
+        labels = labels_of(pod)
+        for ds in self.daemonsets.indexer.by_index(NAMESPACE_INDEX, namespace):
+            if selector_matches((ds.get("spec") or {}).get("selector"), labels):
+                self.expectations.deletion_observed(object_key(ds), meta(pod).get("uid"))
+                self.workers.add(object_key(ds))
 
     # -- nodes --
 

@@ -23,6 +23,8 @@ How each write is made safe without holding locks:
 * a status is a merge patch on the status subresource (it can't touch spec or metadata) that
   also removes the fields the new status no longer has;
 * a garbage-collector patch carries the object's uid (immutable, so a namesake rejects it);
+* a finalizer removal (RemoveFinalizer) is a strategic merge patch deleting that one string
+  from metadata.finalizers, with the uid: whatever other finalizers were added meanwhile stay;
 * an object update (UpdateObject) carries the cached resourceVersion it was computed from; an
   object create (CreateObject) that finds the name taken is done: the informer reports the
   object that is there, and its sync judges that one.
@@ -39,8 +41,8 @@ from typing import Protocol
 
 from components.controllers import (Adopt, CreateObject, CreatePod, CreateReplicaSet,
                                     DeleteObject, DeletePod, DeleteReplicaSet, PatchObject,
-                                    RecordEvent, Release, UpdateDeployment, UpdateNode,
-                                    UpdateObject, UpdateReplicaSet, UpdateStatus)
+                                    RecordEvent, Release, RemoveFinalizer, UpdateDeployment,
+                                    UpdateNode, UpdateObject, UpdateReplicaSet, UpdateStatus)
 from components.controllers.podutil import meta
 from components.controller_manager.informers import SharedInformers, resource_of
 from kubemu.api.resources import Resource
@@ -188,6 +190,8 @@ class ActionExecutor:
             await self._create_object(action)
         elif isinstance(action, UpdateObject):
             await self._update_object(action)
+        elif isinstance(action, RemoveFinalizer):
+            await self.remove_finalizer(action)
         else:
             raise TypeError(f"unknown action {action!r}")
 
@@ -281,6 +285,18 @@ class ActionExecutor:
             await self.api.patch(r.plural, action.name, body, _ns(r, action.namespace))
         except NotFound:
             return
+
+    async def remove_finalizer(self, action: RemoveFinalizer) -> None:
+        """One finalizer off an object; gone already (or a namesake) is done."""
+        r = resource_of(action.kind, action.api_version)
+        patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": [action.finalizer],
+                              "uid": action.uid}}
+        try:
+            await self.api.patch(r.plural, action.name, patch, _ns(r, action.namespace),
+                                 patch_type="strategic")
+        except (NotFound, Conflict) as err:
+            if not is_gone(err):
+                raise
 
     async def _create_object(self, action: CreateObject) -> None:
         r = resource_of(action.object["kind"], action.object.get("apiVersion"))

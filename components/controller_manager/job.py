@@ -8,7 +8,9 @@ a finalizer removal observed. A pod that still carries the finalizer while its J
 finished goes to a second queue that takes the finalizer off (k8s' orphan queue).
 
 A sync hands the core the Job and the pods it may own, stores the new record *before* writing,
-then runs the actions in order. The Job's status writes and the finalizer removals are this
+then runs the actions in order; the new pod-failure backoff is kept only once the first Job
+status write (the one listing the newly finished pods as uncounted) succeeded, or at the end of
+a sync without one, so a failed write never counts the same pods twice. The Job's status writes and the finalizer removals are this
 shell's own, because their outcome matters: a status write carries the resourceVersion it was
 computed from (a concurrent change is a Conflict, and the retry recomputes) and its result's
 resourceVersion is remembered (no sync decides on a cached Job older than that); a finalizer
@@ -21,15 +23,15 @@ import asyncio
 import time
 
 from components.controllers import CreatePod, DeletePod, RemoveFinalizer, UpdateStatus
-from components.controllers.job import (JobRecords, has_tracking_finalizer, is_finished,
-                                        orphan_finalizer_removal, sync_job)
+from components.controllers.job import (Backoff, JobRecords, has_tracking_finalizer,
+                                        is_finished, orphan_finalizer_removal, sync_job)
 from components.controllers.podutil import (controller_ref, is_terminating, labels_of, meta,
                                             object_key, selector_matches)
-from components.controller_manager.executor import ActionExecutor, is_gone
+from components.controller_manager.executor import ActionExecutor
 from components.controller_manager.informers import (CONTROLLER_INDEX, SharedInformers,
                                                      orphan_value)
 from components.controller_manager.workers import Workers
-from kubemu.apiclient import ApiClient, Conflict, NotFound
+from kubemu.apiclient import ApiClient, NotFound
 from kubemu.cache import NAMESPACE_INDEX, DeletedFinalStateUnknown
 from kubemu.events import EventRecorder
 
@@ -86,10 +88,10 @@ class JobController:
             self.pods.indexer.by_index(CONTROLLER_INDEX, orphan_value(m.get("namespace")))
         result = sync_job(job, pods, self.records.get(key), time.time(), self.time_scale)
         self.records.set(key, result.record)
-        await self._execute(key, job, result.actions)
+        await self._execute(key, job, result.actions, result.backoff)
         return result.requeue_after
 
-    async def _execute(self, key: str, job: dict, actions: list) -> None:
+    async def _execute(self, key: str, job: dict, actions: list, backoff: Backoff | None) -> None:
         observer = _PodBookkeeping(self, key, job)
         segments = _segments(actions)
         base = job
@@ -98,6 +100,9 @@ class JobController:
             try:
                 if isinstance(segment, UpdateStatus):
                     base = await self._write_status(key, base, segment)
+                    if backoff is not None:
+                        self.records.backoff_counted(key, backoff)
+                        backoff = None
                 elif isinstance(segment[0], RemoveFinalizer):
                     await self._remove_finalizers(key, segment)
                 else:
@@ -111,6 +116,8 @@ class JobController:
                     break
         if errors:
             raise errors[0]
+        if backoff is not None:
+            self.records.backoff_counted(key, backoff)
 
     def _skipped(self, key: str, segment, observer: "_PodBookkeeping") -> None:
         for action in [] if isinstance(segment, UpdateStatus) else segment:
@@ -131,7 +138,7 @@ class JobController:
         return job
 
     async def _remove_finalizers(self, key: str, actions: list[RemoveFinalizer]) -> None:
-        results = await asyncio.gather(*(self._remove_finalizer(a) for a in actions),
+        results = await asyncio.gather(*(self.executor.remove_finalizer(a) for a in actions),
                                        return_exceptions=True)
         errors = []
         for action, result in zip(actions, results):
@@ -142,16 +149,6 @@ class JobController:
         if errors:
             raise errors[0]
 
-    async def _remove_finalizer(self, action: RemoveFinalizer) -> None:
-        patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": [action.finalizer],
-                              "uid": action.uid}}
-        try:
-            await self.api.patch("pods", action.name, patch, action.namespace,
-                                 patch_type="strategic")
-        except (NotFound, Conflict) as err:
-            if not is_gone(err):
-                raise
-
     # -- orphan pods: the tracking finalizer comes off --
 
     async def sync_orphan(self, key: str) -> None:
@@ -160,7 +157,7 @@ class JobController:
             return None
         removal = orphan_finalizer_removal(pod, self._controller(pod))
         if removal is not None:
-            await self._remove_finalizer(removal)
+            await self.executor.remove_finalizer(removal)
         return None
 
     def _controller(self, pod: dict) -> dict | None:

@@ -7,8 +7,9 @@ queues the claim; a volume's change queues the volume; a StorageClass's change q
 waiting for this provisioner.
 
 The directory is removed only when the core names it (exactly the one this provisioner made for
-that volume) and, resolved (symlinks followed), it still lies directly under the node's root:
-kubemu removes only what it created. A directory already gone is fine; a failed removal is a
+that volume, on a valid node name) and, resolved (symlinks followed), it is still that path with
+nothing but the template's part before `{node}` resolved: no symlink from the node's directory
+down. kubemu removes only what it created. A directory already gone is fine; a failed removal is a
 VolumeFailedDelete event on the volume and a retry, the volume kept until its data is gone.
 """
 from __future__ import annotations
@@ -17,7 +18,8 @@ import asyncio
 import os
 import shutil
 
-from components.controllers.localpath import PROVISIONER, node_root, sync_claim, sync_volume, volume_node
+from components.controllers.localpath import (NODE_PLACEHOLDER, PROVISIONER, node_root, sync_claim,
+                                             sync_volume, template_parts, volume_node)
 from components.controllers.persistentvolume import ANN_STORAGE_PROVISIONER, claim_key
 from components.controllers.podutil import meta
 from components.controller_manager.executor import ActionExecutor
@@ -27,13 +29,22 @@ from kubemu.apiclient import ApiClient
 from kubemu.events import EventRecorder
 
 
-def remove_directory(path: str, root: str) -> None:
-    """Remove `path` if it resolves to a direct child of `root`; else raise ValueError."""
-    real_root, real = os.path.realpath(root), os.path.realpath(path)
-    if os.path.dirname(real) != real_root or os.path.basename(real) != os.path.basename(path):
-        raise ValueError(f"{path} is not a volume directory under {root}")
-    if os.path.lexists(real):
-        shutil.rmtree(real)
+def remove_directory(path: str, dir_template: str, node: str) -> None:
+    """Remove `path` if, symlinks resolved, it is `<template prefix><node><rest>/<its name>`
+    with only the prefix's directory (before `{node}`: wherever the state directory lives)
+    resolved: a symlink anywhere from the node's directory down leads elsewhere, and is refused
+    with a ValueError."""
+    prefix, rest = template_parts(dir_template)
+    if NODE_PLACEHOLDER in dir_template:
+        head, lead = os.path.split(prefix)   # lead: a name the node's own is part of ("data-{node}")
+        unresolved = lead + node + node_root(rest, node)
+    else:
+        head, unresolved = prefix, ""
+    want = os.path.normpath(f"{os.path.realpath(head)}/{unresolved}/{os.path.basename(path)}")
+    if os.path.realpath(path) != want:
+        raise ValueError(f"{path} is not a volume directory under {node_root(dir_template, node)}")
+    if os.path.lexists(want):
+        shutil.rmtree(want)
 
 
 class LocalPathProvisioner:
@@ -80,9 +91,9 @@ class LocalPathProvisioner:
         if deletion is None:
             return
         if deletion.directory is not None:
-            root = node_root(self.dir_template, volume_node(volume))
             try:
-                await asyncio.to_thread(remove_directory, deletion.directory, root)
+                await asyncio.to_thread(remove_directory, deletion.directory, self.dir_template,
+                                        volume_node(volume))
             except (OSError, ValueError) as err:
                 self.recorder.event(volume, "Warning", "VolumeFailedDelete",
                                     f"failed to delete volume {name}: {err}")

@@ -10,20 +10,23 @@ One work queue of ("claim", "ns/name") and ("volume", name) keys, synced by the 
   be the match they wait for); a volume's deletion: its claim (now Lost);
 * a StorageClass's change: every unbound claim (a class that did not exist, a new default).
 
+A volume whose claim is not cached is released only once the apiserver, asked, does not have the
+claim either (or has a namesake): the cache may lag behind a claim made a moment ago.
+
 The pods cache is only read (a claim waiting for its first consumer names the pods that use it
 and have no node yet). Unbound claims are looked at again every SYNC_PERIOD, as the controller's periodic resync does
 (--pvclaimbinder-sync-period), so that a repeated event says the claim still waits.
 """
 from __future__ import annotations
 
-from components.controllers.persistentvolume import (ANN_BIND_COMPLETED, COMPONENT, claim_key,
-                                                     claim_ref_key, sync_claim, sync_volume)
+from components.controllers.persistentvolume import (ANN_BIND_COMPLETED, COMPONENT, ConfirmClaim,
+                                                     claim_key, claim_ref_key, sync_claim, sync_volume)
 from components.controllers.podutil import meta
 from components.controller_manager.endpointslice import final_state
 from components.controller_manager.executor import ActionExecutor
 from components.controller_manager.informers import SharedInformers
 from components.controller_manager.workers import Workers
-from kubemu.apiclient import ApiClient
+from kubemu.apiclient import ApiClient, NotFound
 from kubemu.cache import NAMESPACE_INDEX
 from kubemu.events import EventRecorder
 
@@ -36,6 +39,7 @@ def _unbound(claim: dict) -> bool:
 
 class PersistentVolumeBinder:
     def __init__(self, api: ApiClient, informers: SharedInformers, workers: int = 5):
+        self.api = api
         self.claims = informers.informer("persistentvolumeclaims")
         self.volumes = informers.informer("persistentvolumes")
         self.classes = informers.informer("storageclasses")
@@ -101,5 +105,12 @@ class PersistentVolumeBinder:
         if volume is None:
             return None
         ref = claim_ref_key(volume)
-        await self.executor.execute(sync_volume(volume, self.claims.get(ref) if ref else None))
+        actions = sync_volume(volume, self.claims.get(ref) if ref else None)
+        if actions and isinstance(actions[0], ConfirmClaim):
+            try:
+                claim = await self.api.get("persistentvolumeclaims", actions[0].name, actions[0].namespace)
+            except NotFound:
+                claim = None
+            actions = sync_volume(volume, claim, from_api=True)
+        await self.executor.execute(actions)
         return None

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import time
 
-from components.controllers import CreatePod, DeletePod
 from components.controllers.podutil import (controller_ref, is_terminating, labels_of, meta,
                                             object_key, selector_matches)
 from components.controllers.replicaset import Expectations, sync_replicaset
 from components.controller_manager.executor import ActionExecutor
 from components.controller_manager.informers import (CONTROLLER_INDEX, SharedInformers,
                                                      orphan_value)
+from components.controller_manager.podbookkeeping import PodBookkeeping
 from components.controller_manager.workers import Workers
 from kubemu.apiclient import ApiClient
 from kubemu.cache import NAMESPACE_INDEX, DeletedFinalStateUnknown
@@ -63,7 +63,8 @@ class ReplicaSetController:
             self.pods.indexer.by_index(CONTROLLER_INDEX, orphan_value(m.get("namespace")))
         result = sync_replicaset(rs, pods, self.expectations.get(key), time.time())
         self.expectations.set(key, result.expectation)
-        await self.executor.execute(result.actions, observer=_PodBookkeeping(self, key, rs))
+        await self.executor.execute(
+            result.actions, observer=PodBookkeeping(self.expectations, self.recorder, key, rs))
         return result.requeue_after
 
     # -- ReplicaSet events --
@@ -143,36 +144,3 @@ class ReplicaSetController:
         self.expectations.deletion_observed(key, meta(pod).get("uid"))
         self.workers.add(key)
 
-
-class _PodBookkeeping:
-    """One sync's pod writes: tell the expectations what won't be observed, and record the
-    events k8s records (only the shell knows a created pod's generated name)."""
-
-    def __init__(self, controller: ReplicaSetController, key: str, rs: dict):
-        self.expectations = controller.expectations
-        self.recorder = controller.recorder
-        self.key = key
-        self.rs = rs
-
-    def pod_created(self, action: CreatePod, pod: dict) -> None:
-        self.recorder.event(self.rs, "Normal", "SuccessfulCreate",
-                            f"Created pod: {meta(pod).get('name')}")
-
-    def pod_create_failed(self, action: CreatePod, err: Exception) -> None:
-        self.expectations.creation_failed(self.key, str(err))
-        self.recorder.event(self.rs, "Warning", "FailedCreate", f"Error creating: {err}")
-
-    def pod_deleted(self, action: DeletePod) -> None:
-        self.recorder.event(self.rs, "Normal", "SuccessfulDelete", f"Deleted pod: {action.name}")
-
-    def pod_delete_failed(self, action: DeletePod, err: Exception) -> None:
-        self.expectations.deletion_failed(self.key, action.uid, str(err))
-        self.recorder.event(self.rs, "Warning", "FailedDelete", f"Error deleting: {err}")
-
-    def pod_skipped(self, action: CreatePod | DeletePod) -> None:
-        # never sent (an earlier write of the sync failed): nothing to wait for (k8s counts
-        # the pods a failed slow-start batch skipped as observed, too)
-        if isinstance(action, CreatePod):
-            self.expectations.creation_observed(self.key)
-        else:
-            self.expectations.deletion_observed(self.key, action.uid)

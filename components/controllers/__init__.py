@@ -125,7 +125,7 @@ __all__ = ["CreatePod", "DeletePod", "Adopt", "Release", "UpdateStatus", "Create
            "merge_patch"]
 
 
-# --- actions of the node lifecycle and garbage collector controllers (appended) ----------------
+# --- actions on any object: node patches, deletes and patches (node lifecycle, garbage collector) ---
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,7 @@ Action = Action | UpdateNode | DeleteObject | PatchObject
 __all__ += ["UpdateNode", "DeleteObject", "PatchObject"]
 
 
-# --- actions of the ServiceAccount and root CA publisher controllers (appended) ----------------
+# --- creating and updating any object (ServiceAccount, root CA publisher, workloads) ---------
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ Action = Action | CreateObject | UpdateObject
 __all__ += ["CreateObject", "UpdateObject"]
 
 
-# --- actions of the Job controller (appended) ------------------------------------------------
+# --- finalizer removal (the Job controller's pod tracking) -----------------------------------
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,10 @@ controls, at controller time `now`, and returns
   Replace) of the running ones, Background propagation so their pods go too;
 * ``job``: the Job to start now, or None. Its name is ``<cronjob>-<scheduled time in minutes
   since the epoch>``: a controller restarted between the create and the status write creates
-  the same name again and gets AlreadyExists, never a second Job;
+  the same name again and gets AlreadyExists, never a second Job. A running Job of ours with
+  the scheduled-timestamp annotation that ``status.active`` lacks (that write lost, and the
+  next time already due) is put back into ``active``, so Forbid sees it; upstream only records
+  UnexpectedJob, which is what a Job without that annotation gets;
 * ``status`` (and ``update_status``): the new status without that Job; once the shell has
   created (or found) it, `job_started` adds it to ``active`` and sets ``lastScheduleTime``;
 * ``requeue_after``: seconds until the next schedule time (+100 ms, as upstream's
@@ -36,6 +39,7 @@ import math
 from dataclasses import dataclass, field
 
 from components.controllers import DeleteObject, RecordEvent
+from components.controllers.job import finished_condition
 from components.controllers.podutil import (controller_ref, format_time, meta, owner_reference,
                                             parse_time)
 from kubemu import cron
@@ -62,17 +66,10 @@ class CronJobSync:
 # --- jobs --------------------------------------------------------------------------------------
 
 
-def _condition_true(job: dict, kind: str) -> bool:
-    return any(c.get("type") == kind and c.get("status") == "True"
-               for c in (job.get("status") or {}).get("conditions") or [])
-
-
 def finished_status(job: dict) -> str | None:
     """"Complete" or "Failed" once the Job is finished (getFinishedStatus), else None."""
-    for c in (job.get("status") or {}).get("conditions") or []:
-        if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
-            return c["type"]
-    return None
+    c = finished_condition(job)
+    return c.get("type") if c is not None else None
 
 
 def _uid(obj: dict) -> str | None:
@@ -234,11 +231,19 @@ def job_from_template(cronjob: dict, scheduled: float) -> dict:
             "spec": copy.deepcopy(template.get("spec") or {})}
 
 
+def _job_ref(job: dict) -> dict:
+    return object_reference({**job, "apiVersion": BATCH_V1, "kind": "Job"})
+
+
+def _scheduled_time(job: dict) -> float | None:
+    """The schedule time a Job was made for (its scheduled-timestamp annotation)."""
+    return parse_time((meta(job).get("annotations") or {}).get(SCHEDULED_TIMESTAMP_ANNOTATION))
+
+
 def job_started(status: dict, job: dict, scheduled: float) -> dict:
     """The status once ``job`` (as the apiserver returned it) runs for ``scheduled``."""
     status = copy.deepcopy(status)
-    ref = object_reference({**job, "apiVersion": BATCH_V1, "kind": "Job"})
-    _set_active(status, _active(status) + [ref])
+    _set_active(status, _active(status) + [_job_ref(job)])
     status["lastScheduleTime"] = format_time(scheduled)
     return status
 
@@ -295,7 +300,16 @@ def sync_cronjob(cronjob: dict, jobs: list[dict], now: float,
         children.add(uid)
         found = any(r.get("uid") == uid for r in _active(status))
         finished = finished_status(job)
-        if not found and finished is None:
+        scheduled = _scheduled_time(job)
+        if not found and finished is None and controls(cronjob, job) and scheduled is not None:
+            # ours, made for a schedule time, its status write lost (a controller killed between
+            # the create and the write): active, as the create's AlreadyExists path finds it
+            _set_active(status, _active(status) + [_job_ref(job)])
+            last = parse_time(status.get("lastScheduleTime"))
+            if last is None or scheduled > last:
+                status["lastScheduleTime"] = format_time(scheduled)
+            result.update_status = True
+        elif not found and finished is None:
             event("Warning", "UnexpectedJob",
                   f"Saw a job that the controller did not create or forgot: {meta(job).get('name')}")
         elif found and finished is not None:
@@ -303,7 +317,7 @@ def sync_cronjob(cronjob: dict, jobs: list[dict], now: float,
             event("Normal", "SawCompletedJob",
                   f"Saw completed job: {meta(job).get('name')}, status: {finished}")
             result.update_status = True
-        elif _condition_true(job, "Complete"):
+        elif finished == "Complete":
             # a Job need not be active to count: any success moves lastSuccessfulTime on
             completed = (job.get("status") or {}).get("completionTime")
             last = parse_time(status.get("lastSuccessfulTime"))

@@ -39,15 +39,15 @@ import copy
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from components.controllers import (Adopt, CreateObject, CreatePod, DeleteObject, DeletePod,
-                                    PatchObject, RecordEvent, Release, UpdateObject,
-                                    UpdateStatus, history)
+from components.controllers import (CreateObject, CreatePod, DeleteObject, DeletePod,
+                                    PatchObject, RecordEvent, UpdateObject, UpdateStatus,
+                                    history)
 from components.controllers.deployment import resolve_int_or_percent
 from components.controllers.nodelifecycle import TAINT_NOT_READY, TAINT_UNREACHABLE
-from components.controllers.podutil import (controller_ref, is_pod_available, is_pod_ready,
+from components.controllers.podutil import (claim_objects, is_pod_available, is_pod_ready,
                                             is_terminating, labels_of, meta, owner_reference,
                                             parse_time, pod_from_template, pod_phase,
-                                            ready_since, selector_is_empty, selector_matches)
+                                            ready_since, selector_is_empty)
 from components.controllers.replicaset import EXPECTATIONS_TTL, Expectation
 from components.scheduling.filters import (NO_EXECUTE, NO_SCHEDULE, TAINT_UNSCHEDULABLE,
                                            find_untolerated_taint, node_name, node_taints,
@@ -211,38 +211,6 @@ def is_updated(pod: dict, hash_: str, generation: str | None) -> bool:
         (generation is not None and labels.get(GENERATION_LABEL) == generation)
 
 
-# --- claiming ---------------------------------------------------------------------------------
-
-
-def _claim(ds: dict, objects: Iterable[dict], kind: str) -> tuple[list[dict], list]:
-    """ControllerRefManager.ClaimObject over the namespace's objects: ours (matching or not:
-    a non-matching one is released), and matching orphans not being deleted (adopted)."""
-    m = meta(ds)
-    uid, namespace = m.get("uid"), m.get("namespace") or "default"
-    selector = (ds.get("spec") or {}).get("selector")
-    owned: list[dict] = []
-    actions: list = []
-    for obj in objects:
-        om = meta(obj)
-        if (om.get("namespace") or "default") != namespace:
-            continue
-        matches = selector_matches(selector, labels_of(obj))
-        ref = controller_ref(obj)
-        if ref is not None:
-            if ref.get("uid") != uid:
-                continue
-            if matches:
-                owned.append(obj)
-            elif not is_terminating(obj):
-                actions.append(Release(kind, namespace, om.get("name"), om.get("uid"), uid))
-            continue
-        if matches and not is_terminating(obj):
-            actions.append(Adopt(kind, namespace, om.get("name"), om.get("uid"),
-                                 owner_reference(ds, KIND)))
-            owned.append(obj)
-    return owned, actions
-
-
 def _pods_by_node(pods: Iterable[dict]) -> dict[str, list[dict]]:
     """getNodesToDaemonPods: a terminal pod already being deleted is done with."""
     out: dict[str, list[dict]] = {}
@@ -284,7 +252,8 @@ class _Sync:
     def construct_history(self, revisions: list[dict], pods: list[dict]) -> \
             tuple[dict | None, list[dict]]:
         """(the current revision, the old ones); None when the sync must stop (a collision)."""
-        owned, claims = _claim(self.ds, revisions, "ControllerRevision")
+        owned, claims = claim_objects(self.ds, revisions, "ControllerRevision",
+                                       owner_reference(self.ds, KIND))
         self.actions += claims
         data = history.template_data(self.ds)
         current = [r for r in owned if (r.get("data") or {}) == data]
@@ -610,7 +579,7 @@ def sync_daemonset(ds: dict, nodes: Iterable[dict], pods: Iterable[dict],
     if is_terminating(ds):
         # its revisions may be going already: nothing can be computed reliably (upstream)
         return DaemonSetSync([], expectation, {})
-    owned, claims = _claim(ds, pods, "Pod")
+    owned, claims = claim_objects(ds, pods, "Pod", owner_reference(ds, KIND))
     revisions = list(revisions)
     cur, old = s.construct_history(revisions, owned)
     if cur is None:

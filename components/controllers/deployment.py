@@ -37,13 +37,12 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
-from components.controllers import (Adopt, CreateReplicaSet, DeleteReplicaSet, RecordEvent,
-                                    Release, UpdateDeployment, UpdateReplicaSet, UpdateStatus)
-from components.controllers.podutil import (POD_TEMPLATE_HASH, compute_hash, controller_ref,
-                                            equal_ignore_hash, format_time, is_terminating,
-                                            labels_of, meta, owner_reference, parse_time,
-                                            selector_is_empty, selector_matches,
-                                            strip_hash_label)
+from components.controllers import (CreateReplicaSet, DeleteReplicaSet, RecordEvent,
+                                    UpdateDeployment, UpdateReplicaSet, UpdateStatus)
+from components.controllers.podutil import (POD_TEMPLATE_HASH, claim_objects, compute_hash,
+                                            controller_ref, equal_ignore_hash, format_time,
+                                            is_terminating, meta, owner_reference, parse_time,
+                                            selector_is_empty, strip_hash_label)
 
 KIND = "Deployment"
 REVISION = "deployment.kubernetes.io/revision"
@@ -236,27 +235,10 @@ class _Sync:
         self.pods = [p for p in pods if (meta(p).get("namespace") or "default") == self.ns]
 
     def _claim(self) -> list[dict]:
-        selector = (self.d.get("spec") or {}).get("selector")
-        deleting = is_terminating(self.d)
-        owned = []
-        for rs in self.all_in_ns:
-            rm = meta(rs)
-            matches = selector_matches(selector, labels_of(rs))
-            ref = controller_ref(rs)
-            if ref is not None:
-                if ref.get("uid") != self.uid:
-                    continue
-                if matches:
-                    owned.append(copy.deepcopy(rs))
-                elif not deleting:
-                    self.actions.append(Release("ReplicaSet", self.ns, rm.get("name"),
-                                                rm.get("uid"), self.uid))
-            elif matches and not deleting and not is_terminating(rs):
-                self.actions.append(Adopt("ReplicaSet", self.ns, rm.get("name"), rm.get("uid"),
-                                          owner_reference(self.d, KIND)))
-                owned.append(copy.deepcopy(rs))
-        owned.sort(key=_created)
-        return owned
+        owned, actions = claim_objects(self.d, self.all_in_ns, "ReplicaSet",
+                                       owner_reference(self.d, KIND))
+        self.actions += actions
+        return sorted((copy.deepcopy(rs) for rs in owned), key=_created)
 
     # -- events and writes --
 

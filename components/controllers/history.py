@@ -16,19 +16,11 @@ import copy
 import json
 from typing import Iterable
 
-from components.controllers.podutil import meta, owner_reference, parse_time, safe_encode
+from components.controllers.podutil import (fnv1_32, meta, owner_reference, parse_time,
+                                            safe_encode)
 
 HASH_LABEL = "controller.kubernetes.io/hash"
 _MAX_PREFIX = 223  # names stay within 253 bytes (ControllerRevisionName)
-
-
-def _fnv32(data: bytes) -> int:
-    """32-bit FNV-1 (Go's fnv.New32, what upstream hashes revisions with)."""
-    h = 0x811C9DC5
-    for byte in data:
-        h = (h * 0x01000193) & 0xFFFFFFFF
-        h ^= byte
-    return h
 
 
 def go_json(value) -> bytes:
@@ -46,7 +38,7 @@ def revision_hash(data: dict, collision_count: int | None = None) -> str:
     raw = go_json(data)
     if collision_count is not None:
         raw += str(int(collision_count)).encode()
-    return safe_encode(str(_fnv32(raw)))
+    return safe_encode(str(fnv1_32(raw)))
 
 
 def template_data(owner: dict) -> dict:

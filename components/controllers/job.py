@@ -37,13 +37,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Iterable
 
-from components.controllers import (CreatePod, DeletePod, PatchObject, RecordEvent, Release,
+from components.controllers import (CreatePod, DeletePod, PatchObject, RecordEvent,
                                     RemoveFinalizer, UpdateStatus)
-from components.controllers.podutil import (controller_ref, format_time, is_pod_ready,
-                                            is_terminating, labels_of, meta, owner_reference,
+from components.controllers.podutil import (claim_objects, controller_ref, format_time,
+                                            is_pod_ready, is_terminating, meta, owner_reference,
                                             parse_time, pod_from_template, pod_phase,
-                                            rank_for_deletion, selector_is_empty,
-                                            selector_matches)
+                                            rank_for_deletion, selector_is_empty)
 
 KIND = "Job"
 API_VERSION = "batch/v1"
@@ -143,6 +142,10 @@ class JobRecords:
     def finalizer_removal_observed(self, key: str, uid: str) -> None:
         self._update(key, removing=lambda r: r.removing - {uid})
 
+    def backoff_counted(self, key: str, backoff: Backoff) -> None:
+        record = self.records.get(key) or JobRecord()
+        self.set(key, dataclasses.replace(record, backoff=backoff))
+
     def status_written(self, key: str, resource_version: str | None) -> None:
         rv = _int_rv(resource_version)
         record = self.records.get(key) or JobRecord()
@@ -154,6 +157,11 @@ class JobSync:
     actions: list
     record: JobRecord | None
     requeue_after: float | None = None
+    # The backoff once the newly finished pods are counted: kept (JobRecords.backoff_counted)
+    # only after the sync's first Job status write succeeds, the one that puts them in
+    # uncountedTerminatedPods, or a failed write would count the same pods again on the retry.
+    # None: unchanged.
+    backoff: Backoff | None = None
 
 
 # --- small rules ----------------------------------------------------------------------------
@@ -170,18 +178,23 @@ def has_tracking_finalizer(pod: dict) -> bool:
     return TRACKING_FINALIZER in (meta(pod).get("finalizers") or [])
 
 
+def finished_condition(job: dict) -> dict | None:
+    """The Job's Complete or Failed condition that is True (k8s util.FinishedCondition)."""
+    for c in (job.get("status") or {}).get("conditions") or []:
+        if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
+            return c
+    return None
+
+
 def is_finished(job: dict) -> bool:
-    """k8s util.IsJobFinished: a Complete or Failed condition that is True."""
-    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-               for c in (job.get("status") or {}).get("conditions") or [])
+    """k8s util.IsJobFinished."""
+    return finished_condition(job) is not None
 
 
 def finished_at(job: dict) -> float | None:
     """When the Job finished (its Complete/Failed condition's lastTransitionTime)."""
-    for c in (job.get("status") or {}).get("conditions") or []:
-        if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
-            return parse_time(c.get("lastTransitionTime"))
-    return None
+    c = finished_condition(job)
+    return parse_time(c.get("lastTransitionTime")) if c is not None else None
 
 
 def is_indexed(job: dict) -> bool:
@@ -367,38 +380,22 @@ def claim_pods(job: dict, pods: Iterable[dict]) -> tuple[list[dict], list]:
     """k8s getPodsForJob: the Job's pods (any phase), after adopting matching orphans (the
     tracking finalizer added with the ownerReference) and releasing its pods that no longer
     match."""
-    m = meta(job)
-    uid, namespace = m.get("uid"), m.get("namespace") or "default"
-    selector = (job.get("spec") or {}).get("selector")
-    deleting = is_terminating(job)
-    owned: list[dict] = []
-    actions: list = []
-    for pod in pods:
+    owner_ref = owner_reference(job, KIND, API_VERSION)
+
+    def adopt(pod: dict) -> tuple[PatchObject, dict]:
         pm = meta(pod)
-        if (pm.get("namespace") or "default") != namespace:
-            continue
-        matches = selector_matches(selector, labels_of(pod))
-        ref = controller_ref(pod)
-        if ref is not None:
-            if ref.get("uid") != uid:
-                continue
-            if matches:
-                owned.append(pod)
-            elif not deleting:
-                actions.append(Release("Pod", namespace, pm.get("name"), pm.get("uid"), uid))
-            continue
-        if deleting or not matches or is_terminating(pod):
-            continue
-        refs = list(pm.get("ownerReferences") or []) + [owner_reference(job, KIND, API_VERSION)]
+        refs = list(pm.get("ownerReferences") or []) + [owner_ref]
         finalizers = list(pm.get("finalizers") or [])
         if TRACKING_FINALIZER not in finalizers:
             finalizers.append(TRACKING_FINALIZER)
-        actions.append(PatchObject("v1", "Pod", namespace, pm.get("name"), pm.get("uid"),
-                                   {"metadata": {"ownerReferences": refs,
-                                                 "finalizers": finalizers}},
-                                   pm.get("resourceVersion")))
-        owned.append({**pod, "metadata": {**pm, "ownerReferences": refs, "finalizers": finalizers}})
-    return owned, actions
+        patch = PatchObject("v1", "Pod", pm.get("namespace") or "default", pm.get("name"),
+                            pm.get("uid"), {"metadata": {"ownerReferences": refs,
+                                                         "finalizers": finalizers}},
+                            pm.get("resourceVersion"))
+        return patch, {**pod, "metadata": {**pm, "ownerReferences": refs,
+                                           "finalizers": finalizers}}
+
+    return claim_objects(job, pods, "Pod", owner_ref, adopt=adopt)
 
 
 def remove_finalizer(pod: dict) -> RemoveFinalizer:
@@ -711,7 +708,7 @@ def sync_job(job: dict, pods: Iterable[dict], record: JobRecord | None, now: flo
         status["failedIndexes"] = format_indexes(failed_indexes)
 
     creates_deletes: list = []
-    new_record = dataclasses.replace(record, backoff=backoff)
+    new_record = record
     if finished is not None:
         # every active pod goes; the finish waits until they are gone
         for pod in active_pods:
@@ -767,7 +764,8 @@ def sync_job(job: dict, pods: Iterable[dict], record: JobRecord | None, now: flo
                                        succeeded_indexes, indexed, completions,
                                        uncounted_succeeded, uncounted_failed, new_record, now)
     actions += track_actions
-    return JobSync(actions, new_record, min(requeue) if requeue else None)
+    return JobSync(actions, new_record, min(requeue) if requeue else None,
+                   backoff if backoff != record.backoff else None)
 
 
 def _manage(job, spec: _Spec, active_pods, owned, succeeded, done_indexes, terminating,
@@ -965,6 +963,6 @@ def _differs(old: dict, new: dict) -> bool:
 
 
 __all__ = ["sync_job", "JobSync", "JobRecord", "JobRecords", "Backoff", "is_finished",
-           "finished_at", "orphan_finalizer_removal", "match_pod_failure_policy", "new_pod",
+           "finished_condition", "finished_at", "orphan_finalizer_removal", "match_pod_failure_policy", "new_pod",
            "parse_indexes", "format_indexes", "TRACKING_FINALIZER",
            "COMPLETION_INDEX"]

@@ -7,7 +7,7 @@ default StorageClass `standard`): pure decisions over cached objects.
 Provisioning, as sig-storage-lib-external-provisioner decides it: a claim with no volumeName
 whose `volume.kubernetes.io/storage-provisioner` (set by the PV controller) is
 `rancher.io/local-path`, of an existing class of that provisioner, gets the PersistentVolume
-`pvc-<claim uid>`: a `hostPath` (DirectoryOrCreate) `<dir_template.format(node=N)>/pvc-<uid>_<ns>_<claim>`
+`pvc-<claim uid>`: a `hostPath` (DirectoryOrCreate) `<dir_template, {node} replaced by N>/pvc-<uid>_<ns>_<claim>`
 on the node N the scheduler chose (`volume.kubernetes.io/selected-node`), node affinity
 `kubernetes.io/hostname In [N]`, the claim's request as capacity, its access modes and volume
 mode, the class's reclaim policy and mount options, a claimRef with the claim's uid (the PV
@@ -15,13 +15,15 @@ controller then binds the two), `pv.kubernetes.io/provisioned-by: rancher.io/loc
 The directory itself is made by the kubelet that first mounts it (DirectoryOrCreate): a volume no
 pod ever mounted has none. Refused, with a ProvisioningFailed event as local-path words it: a
 claim with a selector, an access mode other than ReadWriteOnce/ReadWriteOncePod, no selected
-node (an Immediate class: local-path needs the consumer's node).
+node (an Immediate class: local-path needs the consumer's node), a selected node that is not a
+node name (it would name a directory elsewhere).
 
 Deletion: a volume of this provisioner that is Released with policy Delete is deleted; first its
 directory is removed, but only the one this provisioner would have made for it: the path must be
 exactly `<the node's root>/pvc-<uid>_<ns>_<claim>` for the volume's own node, claim and name
-`pvc-<uid>` (a hand-made volume carrying the annotation keeps its directory). The shell removes
-it (guarded again against symlinks leaving the root) and then deletes the object.
+`pvc-<uid>` (a hand-made volume carrying the annotation keeps its directory), the node a valid
+node name. The shell removes it (guarded again against symlinks on the way) and then deletes the
+object.
 """
 from __future__ import annotations
 
@@ -30,16 +32,18 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kubemu.api.storage import storage_request
+from kubemu.api.pod import dns1123_subdomain_errors
+from kubemu.api.storage import storage_class_of, storage_request
 
 from . import CreateObject, DeleteObject, RecordEvent
 from .persistentvolume import (ANN_BETA_STORAGE_PROVISIONER, ANN_PROVISIONED_BY, ANN_SELECTED_NODE,
-                               ANN_STORAGE_PROVISIONER, RELEASED, claim_class)
+                               ANN_STORAGE_PROVISIONER, RELEASED)
 from .podutil import meta
 
 PROVISIONER = "rancher.io/local-path"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 SUPPORTED_ACCESS_MODES = ("ReadWriteOnce", "ReadWriteOncePod")
+NODE_PLACEHOLDER = "{node}"
 
 
 @dataclass(frozen=True)
@@ -54,8 +58,23 @@ def volume_name(claim: dict) -> str:
     return f"pvc-{meta(claim).get('uid')}"
 
 
+def valid_node_name(node) -> bool:
+    """A node's name is a DNS-1123 subdomain: no "/", no "..": it can only name one directory
+    under the template's prefix."""
+    return isinstance(node, str) and not dns1123_subdomain_errors(node)
+
+
 def node_root(dir_template: str, node: str) -> str:
-    return dir_template.format(node=node)
+    """The template with its `{node}` placeholder filled (a plain replace: the rest of the path,
+    a state directory, may hold braces of its own)."""
+    return dir_template.replace(NODE_PLACEHOLDER, node)
+
+
+def template_parts(dir_template: str) -> tuple[str, str]:
+    """(the template before its first `{node}`, the part after it): the directory kubemu made
+    the node roots in, and the path from a node's directory to its root."""
+    prefix, _, rest = dir_template.partition(NODE_PLACEHOLDER)
+    return prefix, rest
 
 
 def volume_directory(dir_template: str, node: str, namespace: str, claim_name: str, uid: str) -> str:
@@ -88,7 +107,7 @@ def sync_claim(claim: dict, classes: Mapping[str, dict], volumes: Mapping[str, d
     name = volume_name(claim)
     if name in volumes:
         return []   # provisioned already: the PV controller binds it
-    class_name = claim_class(claim)
+    class_name = storage_class_of(claim)
     klass = classes.get(class_name)
     if klass is None or klass.get("provisioner") != PROVISIONER:
         return []   # the PV controller reports a missing class
@@ -101,6 +120,8 @@ def sync_claim(claim: dict, classes: Mapping[str, dict], volumes: Mapping[str, d
     node = _annotations(claim).get(ANN_SELECTED_NODE)
     if not node:
         return _failed(claim, class_name, "configuration error, no node was specified")
+    if not valid_node_name(node):
+        return _failed(claim, class_name, f'configuration error, invalid node name "{node}"')
     namespace = m.get("namespace") or "default"
     path = volume_directory(dir_template, node, namespace, m.get("name"), m.get("uid"))
     volume_spec = {
@@ -129,14 +150,15 @@ def sync_claim(claim: dict, classes: Mapping[str, dict], volumes: Mapping[str, d
 
 
 def volume_node(volume: dict) -> str | None:
-    """The node of a volume this provisioner made: its one `kubernetes.io/hostname In [N]`."""
+    """The node of a volume this provisioner made: its one `kubernetes.io/hostname In [N]`, if N
+    is a valid node name (None otherwise: such a volume's path is not one kubemu made)."""
     spec = volume.get("spec") if isinstance(volume.get("spec"), dict) else {}
     terms = (((spec.get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms") or [])
     for term in terms if isinstance(terms, list) else []:
         for expr in (term.get("matchExpressions") or []) if isinstance(term, dict) else []:
             if isinstance(expr, dict) and expr.get("key") == HOSTNAME_LABEL and expr.get("operator") == "In" \
                     and isinstance(expr.get("values"), list) and len(expr["values"]) == 1:
-                return expr["values"][0]
+                return expr["values"][0] if valid_node_name(expr["values"][0]) else None
     return None
 
 

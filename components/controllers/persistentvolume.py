@@ -2,7 +2,7 @@
 syncClaim / syncVolume over cached objects, returning actions.
 
     sync_claim(claim, volumes, classes, pods)  -> [Action]   claims: key ("claim", "ns/name")
-    sync_volume(volume, claim)           -> [Action]   volumes: key ("volume", name)
+    sync_volume(volume, claim)           -> [Action] | [ConfirmClaim]   volumes: key ("volume", name)
 
 A claim is bound when it carries `pv.kubernetes.io/bind-completed`; until then:
 
@@ -28,7 +28,8 @@ the claim's volumeName (+ bind-completed, bound-by-controller), the claim's stat
 volume's access modes and capacity). A crash between them is finished by the next sync.
 
 A bound claim whose volume is gone, or lost its reference, is Lost (ClaimLost). A volume whose
-claim is gone (or was replaced by a namesake) is Released and reclaimed: Retain keeps it,
+claim is gone (or was replaced by a namesake) - not cached, and then not found by the apiserver
+either (ConfirmClaim: the shell asks it) - is Released and reclaimed: Retain keeps it,
 Recycle fails (kubemu has no recycler), Delete is left to its external provisioner when
 `pv.kubernetes.io/provisioned-by` names one, else fails (no deleter plugin in kubemu).
 """
@@ -36,11 +37,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 
 from kubemu.api import quantity
-from kubemu.api.storage import (WAIT_FOR_FIRST_CONSUMER, binding_mode, default_class,
-                                storage_capacity, storage_request)
+from kubemu.api.pod import claim_names
+from kubemu.api.storage import (BETA_CLASS_ANNOTATION, WAIT_FOR_FIRST_CONSUMER, binding_mode,
+                                default_class, storage_capacity, storage_class_of, storage_request)
 
 from . import RecordEvent, UpdateObject, UpdateStatus
 from .podutil import meta, selector_matches
@@ -52,7 +55,6 @@ ANN_SELECTED_NODE = "volume.kubernetes.io/selected-node"
 ANN_STORAGE_PROVISIONER = "volume.kubernetes.io/storage-provisioner"
 ANN_BETA_STORAGE_PROVISIONER = "volume.beta.kubernetes.io/storage-provisioner"
 ANN_PROVISIONED_BY = "pv.kubernetes.io/provisioned-by"
-ANN_BETA_CLASS = "volume.beta.kubernetes.io/storage-class"
 YES = "yes"
 IN_TREE_PREFIX = "kubernetes.io/"   # provisioners in kube-controller-manager itself: kubemu has none
 
@@ -92,19 +94,6 @@ def claim_ref_key(volume: dict) -> str | None:
     return f"{ref.get('namespace') or 'default'}/{ref['name']}"
 
 
-def claim_class(claim: dict) -> str:
-    """GetPersistentVolumeClaimClass: the beta annotation, else spec.storageClassName, else ""."""
-    beta = _annotations(claim).get(ANN_BETA_CLASS)
-    if beta is not None:
-        return beta
-    return _spec(claim).get("storageClassName") or ""
-
-
-def volume_class(volume: dict) -> str:
-    beta = _annotations(volume).get(ANN_BETA_CLASS)
-    return beta if beta is not None else (_spec(volume).get("storageClassName") or "")
-
-
 def _size(value) -> Fraction:
     try:
         return quantity.parse_quantity(value) if value is not None else Fraction(0)
@@ -138,7 +127,7 @@ def volume_mismatch(volume: dict, claim: dict) -> str | None:
         return f'the volume is marked for deletion "{meta(volume).get("name")}"'
     if _size(storage_capacity(volume)) < _size(storage_request(claim)):
         return "requested PV is too small"
-    if volume_class(volume) != claim_class(claim):
+    if storage_class_of(volume) != storage_class_of(claim):
         return "storageClassName does not match"
     if _mode(volume) != _mode(claim):
         return "incompatible volumeMode"
@@ -170,7 +159,7 @@ def find_best_match(claim: dict, volumes: Iterable[dict], delay_binding: bool) -
             continue
         if selector is not None and not selector_matches(selector, meta(volume).get("labels") or {}):
             continue
-        if volume_class(volume) != claim_class(claim):
+        if storage_class_of(volume) != storage_class_of(claim):
             continue
         rank = (len(_modes(volume)), _size(storage_capacity(volume)), meta(volume).get("name") or "")
         if best is None or rank < best[0]:
@@ -280,9 +269,7 @@ def unscheduled_users(claim: dict, pods: Iterable[dict]) -> list[str]:
         if spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed") \
                 or (meta(pod).get("namespace") or "default") != (meta(claim).get("namespace") or "default"):
             continue
-        volumes = spec.get("volumes") if isinstance(spec.get("volumes"), list) else []
-        claims = {(v.get("persistentVolumeClaim") or {}).get("claimName") for v in volumes if isinstance(v, dict)}
-        if meta(claim).get("name") in claims:
+        if meta(claim).get("name") in claim_names(pod):
             names.append(meta(pod).get("name"))
     return sorted(names)
 
@@ -299,12 +286,12 @@ def _sync_unbound_claim(claim: dict, volumes: Mapping[str, dict], classes: Mappi
                         pods: Iterable[dict]) -> list:
     wanted = _spec(claim).get("volumeName")
     if not wanted:
-        klass = classes.get(claim_class(claim)) if claim_class(claim) else None
+        klass = classes.get(storage_class_of(claim)) if storage_class_of(claim) else None
         delay = klass is not None and binding_mode(klass) == WAIT_FOR_FIRST_CONSUMER
         volume = find_best_match(claim, volumes.values(), delay)
         if volume is not None:
             return bind(volume, claim)
-        if _spec(claim).get("storageClassName") is None and ANN_BETA_CLASS not in _annotations(claim):
+        if _spec(claim).get("storageClassName") is None and BETA_CLASS_ANNOTATION not in _annotations(claim):
             chosen = default_class(classes.values())
             if chosen is not None:   # the retroactive default class; the update re-syncs the claim
                 new_claim = copy.deepcopy(claim)
@@ -312,7 +299,7 @@ def _sync_unbound_claim(claim: dict, volumes: Mapping[str, dict], classes: Mappi
                 return [UpdateObject(meta(claim).get("namespace"), new_claim)]
         if delay and ANN_SELECTED_NODE not in _annotations(claim):
             return [_waiting_event(claim, unscheduled_users(claim, pods))] + claim_phase(claim, PENDING)
-        if claim_class(claim):
+        if storage_class_of(claim):
             return provision(claim, classes)
         return [_event(claim, "PersistentVolumeClaim", "Normal", "FailedBinding",
                        "no persistent volumes available for this claim and no storage class is set")
@@ -345,7 +332,7 @@ def _waiting_event(claim: dict, users: list[str]) -> RecordEvent:
 
 def provision(claim: dict, classes: Mapping[str, dict]) -> list:
     """provisionClaim for external provisioners: name the class's provisioner on the claim."""
-    name = claim_class(claim)
+    name = storage_class_of(claim)
     klass = classes.get(name)
     if klass is None:
         return [_event(claim, "PersistentVolumeClaim", "Warning", "ProvisioningFailed",
@@ -392,14 +379,29 @@ def _lost(claim: dict, reason: str, message: str) -> list:
 
 # --- syncVolume ---------------------------------------------------------------------------------
 
-def sync_volume(volume: dict, claim: dict | None) -> list:
-    """`claim`: the cached claim the volume's claimRef names by namespace/name (None if none)."""
+@dataclass(frozen=True)
+class ConfirmClaim:
+    """Not an API write: sync_volume asking its shell to read the claim from the apiserver and
+    sync again with `from_api=True`, before releasing a volume on a cache's word (the claim may
+    just not be cached yet: a provisioner or the scheduler bound the volume to a claim made
+    a moment ago)."""
+    namespace: str
+    name: str
+
+
+def sync_volume(volume: dict, claim: dict | None, *, from_api: bool = False) -> list:
+    """`claim`: the claim the volume's claimRef names by namespace/name (None if none), from the
+    cache, or from the apiserver when `from_api`."""
     ref = _spec(volume).get("claimRef")
     if not isinstance(ref, dict):
         return volume_phase(volume, AVAILABLE)
     if not ref.get("uid"):
         return volume_phase(volume, AVAILABLE)   # reserved for a claim the claim sync binds
-    if claim is not None and meta(claim).get("uid") != ref.get("uid"):
+    missing = claim is None and _status(volume).get("phase") not in (RELEASED, FAILED)
+    replaced = claim is not None and meta(claim).get("uid") != ref.get("uid")
+    if not from_api and (missing or replaced):
+        return [ConfirmClaim(ref.get("namespace") or "default", ref["name"])]
+    if replaced:
         claim = None   # the claim was deleted, and a namesake created
     if claim is None:
         actions = []

@@ -1,13 +1,14 @@
 """Helpers shared by the workload controllers: times, pod readiness/availability, label
-selectors, owner references, a Service port's container port (find_port), the
-pod-template-hash, and Kubernetes' pod deletion ranking."""
+selectors, owner references and claiming (claim_objects), a Service port's container port
+(find_port), the FNV hashes, the pod-template-hash, and Kubernetes' pod deletion ranking."""
 from __future__ import annotations
 
 import copy
 import datetime
 import json
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
+from components.controllers import Adopt, Release
 from kubemu.api.times import format_time  # noqa: F401  (re-exported to the controllers)
 
 # --- time -------------------------------------------------------------------------------------
@@ -63,6 +64,54 @@ def owner_reference(owner: dict, kind: str, api_version: str = "apps/v1") -> dic
 def object_key(obj: dict) -> str:
     m = meta(obj)
     return f"{m.get('namespace') or 'default'}/{m.get('name')}"
+
+
+# --- controller references --------------------------------------------------------------------
+
+
+def claim_objects(owner: dict, objects: Iterable[dict], kind: str, owner_ref: dict, *,
+                  member: Callable[[dict], bool] | None = None,
+                  adopt: Callable[[dict], tuple[Any, dict]] | None = None) -> tuple[list, list]:
+    """k8s ControllerRefManager.ClaimObject over ``objects`` (only those in the owner's
+    namespace count): the objects of ``kind`` the owner controls after this pass, and the
+    Adopt/Release actions that make it so.
+
+    An object is wanted when the owner's ``spec.selector`` matches it and ``member(obj)`` (the
+    per-controller filter, upstream's ClaimPods filters) holds. One the owner controls is kept
+    when wanted, even while the owner is being deleted (keeping writes nothing), and released
+    otherwise, unless the owner is being deleted. A wanted orphan is adopted unless the owner
+    or the orphan is being deleted; ``adopt(orphan)`` returns (action, adopted object) where
+    adopting writes more than the controller reference ``owner_ref``. An object another
+    controller controls is left alone."""
+    m = meta(owner)
+    uid, namespace = m.get("uid"), m.get("namespace") or "default"
+    selector = (owner.get("spec") or {}).get("selector")
+    owner_deleting = is_terminating(owner)
+    owned: list = []
+    actions: list = []
+    for obj in objects:
+        om = meta(obj)
+        if (om.get("namespace") or "default") != namespace:
+            continue
+        wanted = selector_matches(selector, labels_of(obj)) and (member is None or member(obj))
+        ref = controller_ref(obj)
+        if ref is not None:
+            if ref.get("uid") != uid:
+                continue
+            if wanted:
+                owned.append(obj)
+            elif not owner_deleting:
+                actions.append(Release(kind, namespace, om.get("name"), om.get("uid"), uid))
+            continue
+        if not wanted or owner_deleting or is_terminating(obj):
+            continue
+        if adopt is None:
+            actions.append(Adopt(kind, namespace, om.get("name"), om.get("uid"), owner_ref))
+        else:
+            action, obj = adopt(obj)
+            actions.append(action)
+        owned.append(obj)
+    return owned, actions
 
 
 # --- label selectors --------------------------------------------------------------------------
@@ -219,11 +268,26 @@ POD_TEMPLATE_HASH = "pod-template-hash"
 _SAFE_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # k8s rand.SafeEncodeString's alphabet
 
 
-def fnv32a(data: bytes) -> int:
-    h = 0x811C9DC5
+# Go's hash/fnv: both variants are in use upstream, and they differ only in the order of the
+# multiply and the xor, so they sit together to keep the choice visible.
+_FNV32_OFFSET, _FNV32_PRIME = 0x811C9DC5, 0x01000193
+
+
+def fnv1_32(data: bytes) -> int:
+    """32-bit FNV-1 (Go's fnv.New32): ControllerRevision hashes (pkg/controller/history)."""
+    h = _FNV32_OFFSET
+    for byte in data:
+        h = (h * _FNV32_PRIME) & 0xFFFFFFFF
+        h ^= byte
+    return h
+
+
+def fnv1a_32(data: bytes) -> int:
+    """32-bit FNV-1a (Go's fnv.New32a): the pod-template-hash (controller.ComputeHash)."""
+    h = _FNV32_OFFSET
     for byte in data:
         h ^= byte
-        h = (h * 0x01000193) & 0xFFFFFFFF
+        h = (h * _FNV32_PRIME) & 0xFFFFFFFF
     return h
 
 
@@ -245,7 +309,7 @@ def compute_hash(template: dict, collision_count: int | None = None) -> str:
     data = json.dumps(tmpl, sort_keys=True, separators=(",", ":"), default=str).encode()
     if collision_count is not None:
         data += int(collision_count & 0xFFFFFFFF).to_bytes(4, "little")
-    return safe_encode(str(fnv32a(data)))
+    return safe_encode(str(fnv1a_32(data)))
 
 
 def strip_hash_label(template: dict) -> dict:

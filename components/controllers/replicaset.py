@@ -36,13 +36,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Iterable
 
-from components.controllers import (Adopt, CreatePod, DeletePod, RecordEvent, Release,
-                                    UpdateStatus)
-from components.controllers.podutil import (controller_ref, format_time, is_pod_active,
+from components.controllers import CreatePod, DeletePod, RecordEvent, UpdateStatus
+from components.controllers.podutil import (claim_objects, format_time, is_pod_active,
                                             is_pod_available, is_pod_ready, is_terminating,
                                             labels_of, meta, object_key, owner_reference,
                                             pod_from_template, rank_for_deletion, ready_since,
-                                            selector_is_empty, selector_matches)
+                                            selector_is_empty)
 
 BURST_REPLICAS = 500
 EXPECTATIONS_TTL = 300.0  # k8s ExpectationsTimeout: 5 minutes
@@ -132,34 +131,11 @@ def rs_key(rs: dict) -> str:
 
 
 def claim_pods(rs: dict, pods: Iterable[dict]) -> tuple[list[dict], list]:
-    """k8s ControllerRefManager.ClaimPods over the *active* pods of the RS's namespace: the pods
-    this RS controls (after adopting matching orphans), and the Adopt/Release actions."""
-    m = meta(rs)
-    uid, namespace = m.get("uid"), m.get("namespace") or "default"
-    selector = (rs.get("spec") or {}).get("selector")
-    deleting = is_terminating(rs)
-    owned: list[dict] = []
-    actions: list = []
-    for pod in pods:
-        pm = meta(pod)
-        if (pm.get("namespace") or "default") != namespace or not is_pod_active(pod):
-            continue
-        matches = selector_matches(selector, labels_of(pod))
-        ref = controller_ref(pod)
-        if ref is not None:
-            if ref.get("uid") != uid:
-                continue  # someone else's
-            if matches:
-                owned.append(pod)
-            elif not deleting:
-                actions.append(Release("Pod", namespace, pm.get("name"), pm.get("uid"), uid))
-            continue
-        if deleting or not matches:
-            continue
-        actions.append(Adopt("Pod", namespace, pm.get("name"), pm.get("uid"),
-                             owner_reference(rs, KIND)))
-        owned.append(pod)
-    return owned, actions
+    """k8s ControllerRefManager.ClaimPods over the *active* pods (upstream filters them
+    first): the pods this RS controls (after adopting matching orphans), and the Adopt/Release
+    actions."""
+    return claim_objects(rs, (p for p in pods if is_pod_active(p)), "Pod",
+                         owner_reference(rs, KIND))
 
 
 def calculate_status(rs: dict, owned: list[dict], now: float) -> dict:

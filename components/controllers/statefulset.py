@@ -39,15 +39,14 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from components.controllers import (Adopt, CreateObject, CreatePod, DeleteObject, DeletePod,
-                                    PatchObject, RecordEvent, Release, UpdateStatus)
+from components.controllers import (CreateObject, CreatePod, DeleteObject, DeletePod,
+                                    PatchObject, RecordEvent, UpdateStatus)
 from components.controllers.history import (equal_revision, find_equal_revisions,
                                             new_revision, next_revision, sort_revisions,
                                             template_data, template_of)
-from components.controllers.podutil import (controller_ref, is_pod_ready, is_terminating,
+from components.controllers.podutil import (claim_objects, is_pod_ready, is_terminating,
                                             labels_of, meta, owner_reference, pod_phase,
-                                            pod_from_template, ready_since, selector_is_empty,
-                                            selector_matches)
+                                            pod_from_template, ready_since, selector_is_empty)
 
 KIND = "StatefulSet"
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
@@ -257,57 +256,19 @@ def claim_owner_changes(claim: dict, sts: dict, pod: dict) -> list[dict] | None:
 
 
 def claim_pods(sts: dict, pods: Iterable[dict]) -> tuple[list[dict], list]:
-    """upstream getPodsForStatefulSet (ControllerRefManager.ClaimPods with the isMemberOf
-    filter): the members this set controls, including failed and terminating ones, after
-    adopting matching orphans; and the Adopt/Release actions."""
-    m = meta(sts)
-    uid, namespace, name = m.get("uid"), m.get("namespace") or "default", m.get("name")
-    selector = _spec(sts).get("selector")
-    deleting = is_terminating(sts)
-    owned, actions = [], []
-    for pod in pods:
-        pm = meta(pod)
-        if (pm.get("namespace") or "default") != namespace or parent_and_ordinal(pod)[0] != name:
-            continue
-        matches = selector_matches(selector, labels_of(pod))
-        ref = controller_ref(pod)
-        if ref is not None:
-            if ref.get("uid") != uid:
-                continue
-            if matches:
-                owned.append(pod)
-            elif not deleting:
-                actions.append(Release("Pod", namespace, pm.get("name"), pm.get("uid"), uid))
-            continue
-        if deleting or not matches or is_terminating(pod):
-            continue
-        actions.append(Adopt("Pod", namespace, pm.get("name"), pm.get("uid"),
-                             owner_reference(sts, KIND)))
-        owned.append(pod)
-    return owned, actions
+    """upstream getPodsForStatefulSet (ClaimPods with the isMemberOf filter: a pod named
+    <set>-<ordinal>): the members this set controls, including failed and terminating ones,
+    after adopting matching orphans; and the Adopt/Release actions."""
+    name = meta(sts).get("name")
+    return claim_objects(sts, pods, "Pod", owner_reference(sts, KIND),
+                         member=lambda pod: parent_and_ordinal(pod)[0] == name)
 
 
 def claim_revisions(sts: dict, revisions: Iterable[dict]) -> tuple[list[dict], list]:
-    """upstream ListRevisions + AdoptOrphanRevisions: the revisions matching the selector
-    that are this set's or nobody's (the latter adopted), oldest first."""
-    m = meta(sts)
-    uid, namespace = m.get("uid"), m.get("namespace") or "default"
-    selector = _spec(sts).get("selector")
-    owned, actions = [], []
-    for revision in revisions:
-        rm = meta(revision)
-        if (rm.get("namespace") or "default") != namespace \
-                or not selector_matches(selector, labels_of(revision)):
-            continue
-        ref = controller_ref(revision)
-        if ref is None:
-            if is_terminating(sts):
-                continue
-            actions.append(Adopt("ControllerRevision", namespace, rm.get("name"),
-                                 rm.get("uid"), owner_reference(sts, KIND)))
-        elif ref.get("uid") != uid:
-            continue
-        owned.append(revision)
+    """The set's revisions, oldest first, after adopting matching orphans (upstream's
+    ListRevisions + AdoptOrphanRevisions, claimed with the rule every controller uses)."""
+    owned, actions = claim_objects(sts, revisions, "ControllerRevision",
+                                   owner_reference(sts, KIND))
     return sort_revisions(owned), actions
 
 

@@ -1,7 +1,11 @@
 """python -m components.kube_proxy --api ENDPOINT --wire-credentials FILE --hostname-override NODE
-[--proxy-mode nftables|userspace] [--cluster-cidr CIDR] [--fabric-netns PATH]
+[--proxy-mode nftables|userspace] [--cluster-cidr CIDR] [--fabric-netns PATH] [--host-side-node NODE]
 [--host-interface IFACE --host-address IP] [--nodeport-addresses CIDRS] [--sync-period S]
 [--min-sync-period S] [--masquerade-bit N] [--metrics-file FILE] [--cleanup] [--log-level L]
+
+One DaemonSet template serves every node (kubemu/addons.py): its args name the node whose proxy
+takes the host's side (`--host-side-node`) and give that side's flags to all; `for_this_node`
+keeps them only in that node's proxy.
 
 kube-proxy's shell: informers on Services, EndpointSlices and its own Node feed the pure cores
 (endpoints.service_ports → rules.desired → rules.transaction, paced by sync.SyncRunner), and
@@ -101,9 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="nftables (falls back to userspace, said once, when it cannot run)")
     p.add_argument("--cluster-cidr", type=_cidr, help="the pods' CIDR (nftables: masquerade sources outside it)")
     p.add_argument("--fabric-netns", metavar="PATH", help="the cluster's fabric network namespace (nftables)")
-    p.add_argument("--host-interface", metavar="IFACE", help="node-0: the host link's fabric end (host0)")
+    p.add_argument("--host-side-node", metavar="NODE",
+                   help="the node whose proxy takes the host's side: --host-interface, --host-address and "
+                        "--nodeport-addresses apply only when --hostname-override is NODE (default: always)")
+    p.add_argument("--host-interface", metavar="IFACE", help="the host link's fabric end (host0)")
     p.add_argument("--host-address", type=_address, metavar="IP",
-                   help="node-0: that end's address (a NodePort address)")
+                   help="that end's address (a NodePort address)")
     p.add_argument("--nodeport-addresses", type=_cidrs, action="extend", default=[], metavar="CIDRS",
                    help="userspace: the loopback addresses (/32 each, comma-separated) NodePorts listen on; "
                         "none by default (nftables: the node's fabric addresses)")
@@ -115,6 +122,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cleanup", action="store_true", help="delete this proxy's rules and exit")
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     return p
+
+
+def for_this_node(args: argparse.Namespace) -> argparse.Namespace:
+    """The flags this node's proxy runs with: the host side's (--host-interface, --host-address,
+    --nodeport-addresses) dropped unless this is the --host-side-node. Only one proxy may take
+    what comes from the host link, and a NodePort listener on the nodes' one shared loopback
+    address is one proxy's alone (components/kube_proxy/userspace_plan.py)."""
+    if args.host_side_node is None or args.host_side_node == args.hostname_override:
+        return args
+    return argparse.Namespace(**{**vars(args), "host_interface": None, "host_address": None,
+                                 "nodeport_addresses": []})
 
 
 class Proxy:
@@ -344,7 +362,8 @@ async def _main(args: argparse.Namespace) -> int:
     if args.cleanup:
         return await cleanup(args)
     mode, nft = await choose_mode(args)
-    log.info("kube-proxy on node %s, %s mode (api %s)", args.hostname_override, mode, args.api)
+    log.info("kube-proxy on node %s, %s mode (api %s)%s", args.hostname_override, mode, args.api,
+             ", the host's side" if args.host_side_node == args.hostname_override else "")
     br_netfilter = True
     if mode == NFTABLES and not await nftshell.bridge_nf_call_iptables(args.fabric_netns):
         br_netfilter = False
@@ -354,7 +373,7 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = for_this_node(build_parser().parse_args(argv))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stdout,
                         format="%(asctime)s kube-proxy[%(process)d] %(levelname)s %(name)s: %(message)s")
     try:

@@ -31,12 +31,13 @@ from fractions import Fraction
 from typing import Iterable, Optional, Protocol, Union
 
 from components.controllers.persistentvolume import (ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER,
-                                                     ANN_SELECTED_NODE, claim_class, claim_key, volume_class)
+                                                     ANN_SELECTED_NODE, claim_key)
 from components.controllers.persistentvolume import is_bound_to as is_volume_bound_to_claim
 from kubemu.api.meta import selector_matches
 from kubemu.api.pod import claim_names
 from kubemu.api.quantity import parse_quantity
-from kubemu.api.storage import WAIT_FOR_FIRST_CONSUMER, storage_capacity, storage_request
+from kubemu.api.storage import (WAIT_FOR_FIRST_CONSUMER, storage_capacity, storage_class_of,
+                                storage_request)
 
 from .filters import Filter, match_node_selector_terms, node_labels, node_name
 
@@ -96,7 +97,7 @@ def is_fully_bound(pvc: dict) -> bool:
 def is_delay_binding(pvc: dict, cluster: Cluster) -> bool:
     """IsDelayBindingMode: the claim's class exists and binds WaitForFirstConsumer. No class,
     or a class that does not exist, is immediate binding."""
-    name = claim_class(pvc)
+    name = storage_class_of(pvc)
     if not name:
         return False
     cls = cluster.storage_class(name)
@@ -143,7 +144,7 @@ def find_matching_volume(pvc: dict, volumes: Iterable[dict], node: Optional[dict
     the claim's access modes and volume mode, fitting `node`. Without a node (the PV
     controller) a delayed claim gets only a pre-bound volume: the scheduler binds the rest."""
     request = claim_request(pvc)
-    wanted_class = claim_class(pvc)
+    wanted_class = storage_class_of(pvc)
     selector = _spec(pvc).get("selector")
     labels = node_labels(node) if node is not None else None
     smallest, smallest_size = None, None
@@ -164,7 +165,7 @@ def find_matching_volume(pvc: dict, volumes: Iterable[dict], node: Optional[dict
             continue
         if selector is not None and not selector_matches(selector, _meta(pv).get("labels")):
             continue
-        if volume_class(pv) != wanted_class or not fits:
+        if storage_class_of(pv) != wanted_class or not fits:
             continue
         if node is not None and not check_access_modes(pvc, pv):
             continue
@@ -249,7 +250,7 @@ def find_pod_volumes(state: PodClaims, node: dict, cluster: Cluster) -> tuple[li
                     plan.bindings.append((pv, pvc))
         if unbound_ok:
             for pvc in to_provision:
-                cls = cluster.storage_class(claim_class(pvc))
+                cls = cluster.storage_class(storage_class_of(pvc))
                 provisioner = (cls or {}).get("provisioner") or ""
                 if provisioner in ("", NOT_SUPPORTED_PROVISIONER) or not _topology_allows(cls, labels):
                     unbound_ok = False

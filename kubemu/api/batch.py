@@ -14,8 +14,9 @@ pkg/registry/batch/job/strategy.go):
   TerminatingOrFailed (Failed with a podFailurePolicy), manualSelector unset. The template's
   restartPolicy must be OnFailure or Never (Never with a podFailurePolicy); Indexed needs
   completions; podFailurePolicy rules (FailJob, Ignore, Count, FailIndex) on exit codes or pod
-  conditions. On create the apiserver generates the selector from the Job's uid and labels the
-  template (unless manualSelector); on update the selector, template (but the scheduling
+  conditions. On create the apiserver adds the Job's uid to the selector and labels the
+  template with what it lacks (unless manualSelector); a user's selector or label that is not
+  the generated one is then refused; on update the selector, template (but the scheduling
   directives of a suspended Job that never started), completionMode, podFailurePolicy,
   backoffLimitPerIndex, managedBy and successPolicy are immutable, completions too (but for
   an Indexed Job, changed with parallelism).
@@ -181,8 +182,10 @@ def default_cronjob(obj: Any) -> Any:
 
 def prepare_job_for_create(job: Any) -> Any:
     """The Job strategy's PrepareForCreate, once the uid is set: no status, and unless
-    spec.manualSelector is true, spec.selector {batch.kubernetes.io/controller-uid: <uid>} and
-    the template labelled with the controller-uid and job-name labels (new and legacy)."""
+    spec.manualSelector is true, generateSelector: the template labelled with the controller-uid
+    and job-name labels (new and legacy) it lacks, and `batch.kubernetes.io/controller-uid:
+    <uid>` added to the selector's matchLabels unless there. A label or selector the user set
+    is kept: validation rejects one that conflicts ("`selector` not auto-generated")."""
     if not isinstance(job, dict):
         return job
     out = {k: v for k, v in job.items() if k != "status"}
@@ -193,7 +196,14 @@ def prepare_job_for_create(job: Any) -> Any:
     if not isinstance(uid, str) or not uid:
         return out
     spec = out["spec"] = copy.deepcopy(spec)
-    spec["selector"] = {"matchLabels": {CONTROLLER_UID_LABEL: uid}}
+    if spec.get("selector") is None:
+        spec["selector"] = {}
+    selector = spec["selector"]
+    if isinstance(selector, dict):
+        if selector.get("matchLabels") is None:
+            selector["matchLabels"] = {}
+        if isinstance(selector["matchLabels"], dict):
+            selector["matchLabels"].setdefault(CONTROLLER_UID_LABEL, uid)
     if spec.get("template") is None:
         spec["template"] = {}
     template = spec["template"]
@@ -204,9 +214,13 @@ def prepare_job_for_create(job: Any) -> Any:
     tmeta = template["metadata"]
     if not isinstance(tmeta, dict):
         return out
-    labels = tmeta.get("labels") if isinstance(tmeta.get("labels"), dict) else {}
-    tmeta["labels"] = {**labels, LEGACY_CONTROLLER_UID_LABEL: uid, LEGACY_JOB_NAME_LABEL: name,
-                       CONTROLLER_UID_LABEL: uid, JOB_NAME_LABEL: name}
+    if tmeta.get("labels") is None:
+        tmeta["labels"] = {}
+    labels = tmeta["labels"]
+    if isinstance(labels, dict):
+        for key, value in ((LEGACY_JOB_NAME_LABEL, name), (JOB_NAME_LABEL, name),
+                           (LEGACY_CONTROLLER_UID_LABEL, uid), (CONTROLLER_UID_LABEL, uid)):
+            labels.setdefault(key, value)
     return out
 
 
@@ -296,9 +310,9 @@ def _pod_failure_policy(c: Checker, policy: dict, spec: dict, pod_spec: dict, pa
     rules = c.array(policy.get("rules"), rules_path) or []
     if len(rules) > MAX_POD_FAILURE_RULES:
         c.add(_too_many(rules_path, len(rules), MAX_POD_FAILURE_RULES))
-    names = {ctr.get("name") for field in ("containers", "initContainers")
+    names = {ctr["name"] for field in ("containers", "initContainers")
              for ctr in (pod_spec.get(field) if isinstance(pod_spec.get(field), list) else [])
-             if isinstance(ctr, dict)}
+             if isinstance(ctr, dict) and isinstance(ctr.get("name"), str)}
     for r_path, rule in c.each_obj(rules, rules_path, "PodFailurePolicyRule"):
         action = rule.get("action")
         a_path = child(r_path, "action")
@@ -463,7 +477,7 @@ def _generated_selector(c: Checker, meta: dict, spec: dict) -> None:
                       f"must be '{want}'")
     c_sel = Checker(False)
     selector = check_label_selector(c_sel, spec["selector"], "spec.selector")
-    if selector is not None and not selector_matches(selector, expected):
+    if selector is not None and not selector_matches(selector, {CONTROLLER_UID_LABEL: uid}):
         c.invalid("spec.selector", spec["selector"], "`selector` not auto-generated")
 
 

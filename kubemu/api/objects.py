@@ -532,9 +532,9 @@ def _workload_status(c: Checker, value: Any, kind: str, counts: tuple[str, ...],
     replicas = numbers.get("replicas", 0)
     for field in bounded:
         if numbers.get(field, 0) > replicas:
-            c.invalid(child("status", field), numbers[field], _GREATER_THAN_REPLICAS)
+            c.invalid(child("status", field), numbers.get(field, 0), _GREATER_THAN_REPLICAS)
     if numbers.get("availableReplicas", 0) > numbers.get("readyReplicas", 0):
-        c.invalid("status.availableReplicas", numbers["availableReplicas"],
+        c.invalid("status.availableReplicas", numbers.get("availableReplicas", 0),
                   f"cannot be greater than {ready_word}")
 
 
@@ -788,11 +788,11 @@ def validate_object_update(old: Any, new: Any, *, strict: bool = True,
     kind = new.get("kind") if isinstance(new.get("kind"), str) else None
     if kind == "Node":
         errors += validate_node_update(old, new)
-    for table in (rbacobjects.UPDATE_VALIDATORS, configobjects.UPDATE_VALIDATORS,
-                  service.UPDATE_VALIDATORS, apps.UPDATE_VALIDATORS, batch.UPDATE_VALIDATORS,
-                  storage.UPDATE_VALIDATORS, policy.UPDATE_VALIDATORS):
-        if kind in table:
-            errors += table[kind](old, new)
+    for updates in (rbacobjects.UPDATE_VALIDATORS, configobjects.UPDATE_VALIDATORS,
+                    service.UPDATE_VALIDATORS, apps.UPDATE_VALIDATORS, batch.UPDATE_VALIDATORS,
+                    storage.UPDATE_VALIDATORS, policy.UPDATE_VALIDATORS):
+        if kind in updates:
+            errors += updates[kind](old, new)
     return errors
 
 

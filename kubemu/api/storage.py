@@ -55,6 +55,9 @@ MAX_PARAMETERS_SIZE = 256 * 1024
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
 BETA_DEFAULT_CLASS_ANNOTATION = "storageclass.beta.kubernetes.io/is-default-class"
 BETA_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
+# StorageObjectInUseProtection: held until no pod uses the claim / the volume is not Bound
+PVC_PROTECTION_FINALIZER = "kubernetes.io/pvc-protection"
+PV_PROTECTION_FINALIZER = "kubernetes.io/pv-protection"
 _META = {"apiVersion": "string", "kind": "string", "metadata": "ObjectMeta"}
 
 register(
@@ -519,6 +522,15 @@ def default_class(classes: Iterable[dict]) -> dict | None:
     return min(marked, key=lambda sc: (-created(sc), (sc.get("metadata") or {}).get("name") or ""))
 
 
+def storage_class_of(obj: Any) -> str:
+    """GetPersistentVolumeClaimClass / GetPersistentVolumeClass (one rule for both): the beta
+    annotation, else spec.storageClassName, else "" (no class)."""
+    beta = _annotations(obj).get(BETA_CLASS_ANNOTATION)
+    if beta is not None:
+        return beta
+    return _spec(obj).get("storageClassName") or ""
+
+
 def binding_mode(sc: dict) -> str:
     mode = sc.get("volumeBindingMode")
     return mode if isinstance(mode, str) and mode else IMMEDIATE
@@ -538,6 +550,7 @@ __all__ = ["default_persistentvolume", "default_persistentvolumeclaim", "default
            "validate_persistentvolume", "validate_persistentvolumeclaim", "validate_storageclass",
            "validate_persistentvolume_update", "validate_persistentvolumeclaim_update",
            "validate_storageclass_update", "check_node_selector", "is_default_class",
-           "default_class", "binding_mode", "storage_request", "storage_capacity", "DEFAULTERS",
+           "default_class", "storage_class_of", "binding_mode", "storage_request", "storage_capacity", "DEFAULTERS",
            "VALIDATORS", "UPDATE_VALIDATORS", "DEFAULT_CLASS_ANNOTATION", "IMMEDIATE",
-           "WAIT_FOR_FIRST_CONSUMER", "ACCESS_MODES", "MOUNTABLE"]
+           "WAIT_FOR_FIRST_CONSUMER", "ACCESS_MODES", "MOUNTABLE", "BETA_CLASS_ANNOTATION",
+           "PVC_PROTECTION_FINALIZER", "PV_PROTECTION_FINALIZER"]

@@ -2,8 +2,10 @@
 PersistentVolumeClaimDescriber, PersistentVolumeDescriber)."""
 from __future__ import annotations
 
+from kubemu.api.storage import storage_class_of
+
 from .describe import NONE, Related, Writer, annotations_multiline, events_section, labels_multiline, meta
-from .printers import access_modes_text, storage_class_of, storage_text
+from .printers import access_modes_text, storage_text
 from .timefmt import since
 
 

@@ -11,7 +11,7 @@ from kubemu.api.labels import format_labels
 from kubemu.api.meta import format_selector
 
 from kubemu.api import quantity
-from kubemu.api.storage import is_default_class
+from kubemu.api.storage import is_default_class, storage_class_of
 
 from .timefmt import human_duration, parse_time, since
 
@@ -303,12 +303,6 @@ def storage_text(resources) -> str:
 
 def _phase(obj: dict) -> str:
     return "Terminating" if _meta(obj).get("deletionTimestamp") else _status(obj).get("phase") or ""
-
-
-def storage_class_of(obj: dict) -> str:
-    """GetPersistentVolume(Claim)Class: the beta annotation, else spec.storageClassName."""
-    beta = (_meta(obj).get("annotations") or {}).get("volume.beta.kubernetes.io/storage-class")
-    return beta if beta is not None else _spec(obj).get("storageClassName") or ""
 
 
 def persistentvolume_row(pv: dict, now: float) -> Row:

@@ -223,3 +223,172 @@ def test_the_dns_pods_stay_off_hollow_nodes():
         for node in (plain, control):
             obj = node_object(node, 0.0)
             assert (node_affinity_filter(pod, obj), taint_toleration(pod, obj)) == (None, None), node.name
+
+
+def test_the_default_storage_class_is_created_if_absent():
+    sc = addons.storage_class()
+    assert sc["metadata"] == {"name": "standard", "labels": {"kubernetes.io/cluster-service": "true"},
+                              "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}}
+    assert (sc["provisioner"], sc["reclaimPolicy"], sc["volumeBindingMode"]) == (
+        "rancher.io/local-path", "Delete", "WaitForFirstConsumer")
+    api, clock = FakeApi({}), Clock()
+    assert addons.create_if_absent(api, [sc], 30, clock, clock.sleep) == (["storageclass/standard"], [])
+    assert api.created == [("storageclasses", None, "standard")]     # cluster-scoped
+    edited = {**sc, "reclaimPolicy": "Retain"}
+    api = FakeApi({}, {("storageclasses", "standard"): edited})
+    assert addons.create_if_absent(api, [sc], 30, clock, clock.sleep) == ([], [])
+    assert api.existing[("storageclasses", "standard")] is edited      # the user's stays
+    api = FakeApi({"storageclasses": [wire.Forbidden("no")]})
+    assert addons.create_if_absent(api, [sc], 30, clock, clock.sleep) == (
+        [], ["storageclass/standard: Forbidden: no"])
+
+
+PROXY_SECRET = "/s/pki/wire/system:kube-proxy.secret"
+
+
+def proxy_objects(net) -> dict:
+    return {o["kind"]: o for o in addons.kube_proxy(net, API, PROXY_SECRET, "node-0")}
+
+
+@pytest.mark.parametrize("net", [CNI, HOST], ids=["cni", "host"])
+def test_kubeadm_s_kube_proxy_daemonset(net):
+    """kubeadm's kube-proxy addon: a DaemonSet in the host's network of every node, rolled out
+    one node at a time, with kubemu's kube-proxy identity from a hostPath volume (and the
+    fabric's namespace file with pod networks: kube-proxy enters the fabric by it)."""
+    assert [o["kind"] for o in addons.kube_proxy(net, API, PROXY_SECRET, "node-0")] == ["ServiceAccount",
+                                                                                         "DaemonSet"]
+    ds = proxy_objects(net)["DaemonSet"]
+    assert ds["metadata"] == {"name": "kube-proxy", "namespace": "kube-system",
+                              "labels": {"k8s-app": "kube-proxy", "kubernetes.io/cluster-service": "true"}}
+    spec = ds["spec"]
+    assert spec["selector"]["matchLabels"] == spec["template"]["metadata"]["labels"] == {"k8s-app": "kube-proxy"}
+    assert spec["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+    pod = spec["template"]["spec"]
+    assert (pod["priorityClassName"], pod["serviceAccountName"], pod["hostNetwork"]) == (
+        "system-node-critical", "kube-proxy", True)
+    assert pod["tolerations"] == [{"operator": "Exists"}]
+    (c,) = pod["containers"]
+    assert c["image"] == "registry.k8s.io/kube-proxy:v1.32.0" and "command" not in c  # the catalog's entry
+    assert c["args"] == ["--api", API, "--wire-credentials", PROXY_SECRET, "--hostname-override=$(NODE_NAME)",
+                         *netplan.kube_proxy_flags(net, "node-0")]
+    assert c["env"] == [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1",
+                                                                         "fieldPath": "spec.nodeName"}}}]
+    fabric = [{"name": "fabric-netns", "hostPath": {"path": "/run/netns/kubemu-abcd1234", "type": "File"}}]
+    assert pod["volumes"] == [{"name": "wire-credentials", "hostPath": {"path": PROXY_SECRET, "type": "File"}},
+                              *(fabric if net is CNI else [])]
+    assert c["volumeMounts"] == [{"name": "wire-credentials", "mountPath": PROXY_SECRET, "readOnly": True},
+                                 *([{"name": "fabric-netns", "mountPath": "/run/netns/kubemu-abcd1234"}]
+                                   if net is CNI else [])]
+
+
+@pytest.mark.parametrize("net", [CNI, HOST], ids=["cni", "host"])
+def test_each_node_s_kube_proxy_runs_as_its_node_and_only_node_0_s_takes_the_host_side(net, tmp_path):
+    """What the kubelet runs from the one template: `$(NODE_NAME)` expanded from the downward
+    API, and the host side's flags (the host link; NodePorts on 127.0.0.1 without pod networks)
+    kept by node-0's proxy alone, as when each node had a static pod of its own."""
+    from components.kube_proxy.__main__ import build_parser, for_this_node
+    from kubelet.envvars import container_env, expand_argv
+    from kubemu import _wire_auth as wireauth
+    from kubemu.api.identity import KUBE_PROXY
+
+    secret = str(wireauth.ensure_secret(tmp_path, KUBE_PROXY))  # the flag reads it
+    template = addons.kube_proxy(net, API, secret, "node-0")[1]["spec"]["template"]
+    effective = {}
+    for node in ("node-0", "node-1"):
+        pod = {"metadata": {"namespace": "kube-system", "name": f"kube-proxy-{node}"},
+               "spec": {**template["spec"], "nodeName": node}}
+        (c,) = pod["spec"]["containers"]
+        env = container_env(pod, c, lambda *a: None, [], ["127.0.0.1"])
+        args = for_this_node(build_parser().parse_args(expand_argv(c["args"], env.vars)))
+        assert args.hostname_override == node
+        effective[node] = (args.host_interface, args.host_address, args.nodeport_addresses)
+    if net is CNI:
+        assert effective == {"node-0": ("host0", "10.244.255.253", []), "node-1": (None, None, [])}
+    else:
+        assert effective == {"node-0": (None, None, ["127.0.0.1/32"]), "node-1": (None, None, [])}
+
+
+def test_kube_proxy_runs_on_the_control_plane_node_and_stays_off_hollow_nodes():
+    from components.scheduling.filters import node_affinity_filter, taint_toleration
+    from kubelet.hollow import hollow_configs
+    from kubelet.nodestatus import NodeConfig, node_object, parse_taint
+
+    pod = {"metadata": {}, "spec": proxy_objects(CNI)["DaemonSet"]["spec"]["template"]["spec"]}
+    (hollow,) = hollow_configs(1, "hollow-node-", "2", "4Gi", 110)
+    assert node_affinity_filter(pod, node_object(hollow, 0.0)) == "node(s) didn't match Pod's node affinity/selector"
+    control = NodeConfig("node-0", "2", "4Gi", taints=(parse_taint(f"{addons.CONTROL_PLANE_TAINT}:NoSchedule"),))
+    for node in (NodeConfig("node-1", "2", "4Gi"), control):
+        obj = node_object(node, 0.0)
+        assert (node_affinity_filter(pod, obj), taint_toleration(pod, obj)) == (None, None), node.name
+
+
+def test_kubemu_s_kube_proxy_of_another_network_is_recreated():
+    """host → CNI mode (or another fabric): the proxies must run with this network's flags; the
+    DaemonSet kubemu made is recreated, a user's edit of anything else is kept, one without
+    kubemu's label is said and left alone."""
+    old = proxy_objects(HOST)["DaemonSet"]
+    old = {**old, "metadata": {**old["metadata"], "uid": "p1"}}
+    api, clock = FakeApi({}, {("daemonsets", "kube-proxy"): old}), Clock()
+    created, problems = addons.create_if_absent(api, addons.kube_proxy(CNI, API, PROXY_SECRET, "node-0"), 30,
+                                                clock, clock.sleep)
+    assert problems == [] and created == ["serviceaccount/kube-proxy", "daemonset/kube-proxy"]
+    assert api.deleted == [("daemonsets", "kube-system", "kube-proxy")]
+    assert addons.misplaced(api.existing[("daemonsets", "kube-proxy")], proxy_objects(CNI)["DaemonSet"]) is None
+
+    edited = proxy_objects(CNI)["DaemonSet"]
+    edited["spec"]["template"]["spec"]["containers"][0]["args"] += ["--log-level", "DEBUG"]
+    assert addons.misplaced(edited, proxy_objects(CNI)["DaemonSet"]) is None
+    other_host_side = proxy_objects(CNI)["DaemonSet"]
+    other_host_side["spec"]["template"]["spec"]["containers"][0]["args"] = addons.kube_proxy(
+        CNI, API, PROXY_SECRET, "node-1")[1]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert addons.misplaced(other_host_side, proxy_objects(CNI)["DaemonSet"]).ours
+
+    theirs = {**old, "metadata": {**old["metadata"], "labels": {"k8s-app": "kube-proxy"}}}
+    api = FakeApi({}, {("daemonsets", "kube-proxy"): theirs})
+    created, problems = addons.create_if_absent(api, addons.kube_proxy(CNI, API, PROXY_SECRET, "node-0"), 30,
+                                                clock, clock.sleep)
+    assert created == ["serviceaccount/kube-proxy"] and api.deleted == []
+    assert problems == [
+        "daemonset/kube-proxy in kube-system: kube-proxy runs with --proxy-mode=userspace --host-side-node=node-0 "
+        "--nodeport-addresses=127.0.0.1/32, not --proxy-mode=nftables --cluster-cidr=10.244.0.0/16 "
+        "--fabric-netns=/run/netns/kubemu-abcd1234 --host-side-node=node-0 --host-interface=host0 "
+        "--host-address=10.244.255.253, the flags of this network; not kubemu's addon (no "
+        "kubernetes.io/cluster-service label): left as it is"]
+
+
+class StatusApi:
+    """Answers `get` of the DaemonSet with each of `answers` in turn (the last one for ever)."""
+
+    def __init__(self, answers: list):
+        self.answers = answers
+
+    def get(self, resource, name, namespace):
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def ds_with(generation: int, observed: int, desired: int, updated: int, available: int) -> dict:
+    return {"kind": "DaemonSet", "metadata": {"name": "kube-proxy", "namespace": "kube-system",
+                                              "generation": generation},
+            "spec": {"updateStrategy": {"type": "RollingUpdate"}},
+            "status": {"observedGeneration": observed, "desiredNumberScheduled": desired,
+                       "updatedNumberScheduled": updated, "numberAvailable": available}}
+
+
+def test_up_waits_for_kube_proxy_s_rollout():
+    """Services answer once every node's proxy runs: `up` waits, as `kubectl rollout status`,
+    riding out an API that does not answer yet; at the deadline it says where the rollout is."""
+    ds = proxy_objects(CNI)["DaemonSet"]
+    api, clock = StatusApi([wire.Unavailable("no leader"), ds_with(1, 0, 0, 0, 0), ds_with(1, 1, 2, 2, 1),
+                            ds_with(1, 1, 2, 2, 2)]), Clock()
+    assert addons.wait_rolled_out(api, ds, 30, clock, clock.sleep) is None
+    assert clock.now == pytest.approx(0.6)
+    api, clock = StatusApi([ds_with(1, 1, 2, 1, 1)]), Clock()
+    assert addons.wait_rolled_out(api, ds, 5, clock, clock.sleep) == (
+        'daemonset/kube-proxy in kube-system: not rolled out within 5s: Waiting for daemon set "kube-proxy" '
+        "rollout to finish: 1 out of 2 new pods have been updated...")
+    assert clock.now == pytest.approx(5.0)
+    # none (its create was refused, and said): nothing to wait for
+    assert addons.wait_rolled_out(StatusApi([wire.NotFound("no")]), ds, 5, clock, clock.sleep) is None

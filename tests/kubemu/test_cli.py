@@ -111,13 +111,15 @@ def test_up_kill_kubelet_down(state_dir):
     # The control plane runs as static pods on node-0; the store is found through the state directory.
     assert kubemu(state_dir, "store", "put", "greeting", "hello").stdout.strip() == "OK"
     assert kubemu(state_dir, "store", "get", "greeting").stdout.split() == ["greeting", "hello"]
-    # kube-proxy on every node, as kubeadm's DaemonSet; the DNS addon's pods wherever they were scheduled.
-    system_pods = {n: sorted(p["metadata"]["name"] for p in ps_json_pods(state_dir, n)
+    # kube-proxy on every node, kubeadm's DaemonSet (`up` waits for its rollout); the DNS addon's
+    # pods wherever they were scheduled.
+    system_pods = {n: sorted(p["metadata"].get("generateName") or p["metadata"]["name"]
+                             for p in ps_json_pods(state_dir, n)
                              if p["metadata"]["namespace"] == "kube-system" and not p["metadata"]["name"].startswith(
                                  "coredns-")) for n in ("node-0", "node-1")}
-    assert system_pods == {"node-0": ["apiserver-node-0", "controller-manager-node-0", "kube-proxy-node-0",
+    assert system_pods == {"node-0": ["apiserver-node-0", "controller-manager-node-0", "kube-proxy-",
                                       "scheduler-node-0", "store-0-node-0", "store-1-node-0", "store-2-node-0"],
-                           "node-1": ["kube-proxy-node-1"]}
+                           "node-1": ["kube-proxy-"]}
     # kubeadm's addon phase, done by `up` (even --detach) once the API answers.
     dns = json.loads(kubemu(state_dir, "get", "service", "kube-dns", "-n", "kube-system", "-o", "json").stdout)
     assert dns["spec"]["clusterIP"] == netplan.dns_service_ip(net)

@@ -9,7 +9,6 @@ import os
 import signal
 import socket
 import stat
-import sys
 
 import pytest
 import yaml
@@ -279,6 +278,7 @@ def test_the_apiserver_manifest_names_the_pki(state_dir):
     manifest = yaml.safe_load((state.node_dir("node-0") / "manifests" / "controller-manager.yaml").read_text())
     argv = manifest["spec"]["containers"][0]["command"]
     assert argv[argv.index("--root-ca-file") + 1] == f"{state_dir}/pki/ca.crt"  # kube-root-ca.crt's source
+    assert argv[argv.index("--local-path-dir-template") + 1] == f"{state_dir}/nodes/{{node}}/local-path"
 
 
 def test_merge_and_unmerge_the_user_kubeconfig(state_dir, tmp_path):
@@ -413,53 +413,35 @@ def test_a_failed_up_before_any_node_starts_removes_the_network(state_dir, monke
     assert made == removed == [state_dir]
 
 
-def _kube_proxy(state: StateDir, node: str) -> dict:
-    return yaml.safe_load((state.node_dir(node) / "manifests" / "kube-proxy.yaml").read_text())
+# What the previous `kubemu up` wrote on every node, before kube-proxy became a DaemonSet.
+OLD_KUBE_PROXY = """\
+# Written by `kubemu up`: kube-proxy of {node} as a static pod (kubeadm runs a DaemonSet).
+apiVersion: v1
+kind: Pod
+metadata: {{name: kube-proxy, namespace: kube-system}}
+"""
 
 
-def test_every_node_runs_kube_proxy_as_a_static_pod(state_dir):
-    """kubeadm's kube-proxy, in the host's network namespace, one identity for all of them;
-    node-0's also takes what the host sends through the host link."""
+def test_up_removes_the_kube_proxy_static_pods_an_older_up_wrote(state_dir, monkeypatch):
+    """kube-proxy is the DaemonSet of the addons now (kubemu/addons.py): `up` on a state
+    directory of the previous version removes the static pods that version wrote, on every node
+    (one not started this time too), so no node runs two proxies; a manifest of that name that
+    is not kubemu's stays. No kube-proxy manifest is written; its wire identity's secret is made
+    before the apiserver starts. The apiserver's certificate names the address pods reach it at
+    and the `kubernetes` Service's ClusterIP."""
     state = StateDir(state_dir)
-    for node in ("node-0", "node-1"):
-        cluster.write_node(state, node)
-        cluster.write_kube_proxy(state, node, CNI_RECORD)
-    pods = {node: _kube_proxy(state, node) for node in ("node-0", "node-1")}
-    secret = wireauth.secret_path(wireauth.secrets_dir(state_dir), "system:kube-proxy")
-    assert secret.exists()
-    for node, pod in pods.items():
-        assert (pod["metadata"]["name"], pod["metadata"]["namespace"]) == ("kube-proxy", "kube-system")
-        assert pod["spec"]["hostNetwork"] is True and pod["spec"]["priorityClassName"] == "system-node-critical"
-        (container,) = pod["spec"]["containers"]
-        assert container["image"] == "registry.k8s.io/kube-proxy:v1.32.0"
-        argv = container["command"]
-        assert argv[:3] == [sys.executable, "-m", "components.kube_proxy"]
-        assert argv[3:11] == ["--api", cluster.api_endpoint(state), "--wire-credentials", str(secret),
-                              "--hostname-override", node, "--proxy-mode", "nftables"]
-        assert argv[argv.index("--fabric-netns") + 1] == "/run/netns/kubemu-abcd1234"
-        assert ("--host-interface" in argv) == (node == "node-0")
-        # a container keeps only the namespace files its volumes name (kubelet/shim.py)
-        assert pod["spec"]["volumes"] == [{"name": "fabric-netns", "hostPath": {
-            "path": "/run/netns/kubemu-abcd1234", "type": "File"}}]
-        assert container["volumeMounts"] == [{"name": "fabric-netns", "mountPath": "/run/netns/kubemu-abcd1234"}]
-    argv = pods["node-0"]["spec"]["containers"][0]["command"]
-    assert argv[argv.index("--host-address") + 1] == "10.244.255.253"
-
-    cluster.write_kube_proxy(state, "node-1", HOST_RECORD)
-    pod = _kube_proxy(state, "node-1")
-    assert pod["spec"]["containers"][0]["command"][9:] == ["--proxy-mode", "userspace"]  # NodePorts: node-0's
-    assert "volumes" not in pod["spec"]
-
-
-def test_up_writes_kube_proxy_for_real_nodes_and_the_apiserver_certificate_for_the_network(state_dir, monkeypatch):
-    """Hollow nodes run no pods: no kube-proxy for them. The apiserver's certificate names the
-    address pods reach it at and the `kubernetes` Service's ClusterIP."""
-    state = StateDir(state_dir)
+    for node in ("node-0", "node-1", "node-2"):
+        manifests = state.node_dir(node) / "manifests"
+        manifests.mkdir(parents=True)
+        (manifests / "kube-proxy.yaml").write_text(OLD_KUBE_PROXY.format(node=node))
+    users = state.node_dir("node-3") / "manifests" / "kube-proxy.yaml"
+    users.parent.mkdir(parents=True)
+    users.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: kube-proxy}\n")
     monkeypatch.setattr(network, "setup", lambda root, *a: CNI_RECORD)
     monkeypatch.setattr(cluster, "start_init", lambda state, node: None)
     cluster.up(state, 2, hollow_nodes=3, api_port=0)
-    assert sorted(p.parent.parent.name for p in state.nodes_dir.glob("*/manifests/kube-proxy.yaml")) == [
-        "node-0", "node-1"]
+    assert list(state.nodes_dir.glob("*/manifests/kube-proxy.yaml")) == [users]
+    assert wireauth.secret_path(wireauth.secrets_dir(state_dir), "system:kube-proxy").exists()
     cert = x509.load_pem_x509_certificate((state_dir / "pki" / "apiserver.crt").read_bytes())
     assert pki.sans_of(cert)[1] == {"127.0.0.1", "10.244.255.254", "10.96.0.1"}
     assert wireauth.secret_path(wireauth.secrets_dir(state_dir), "system:serviceaccount:kube-system:coredns").exists()

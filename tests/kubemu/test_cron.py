@@ -147,3 +147,21 @@ def test_dst_fall_back_runs_the_repeated_time_twice():
     assert [wall(t, NY) for t in times] == ["2024-11-03 01:30 EDT", "2024-11-03 01:30 EST",
                                             "2024-11-04 01:30 EST"]
     assert times[1] - times[0] == 3600
+
+
+@pytest.mark.parametrize("schedule", ["*/5 * * * *", "0 0 1 1 *", "@every 90s",
+                                      "TZ=Europe/Paris 30 2 * * *", "0 0 30 2 *"])
+@pytest.mark.parametrize("t", [1e18, -1e18, 2e11, -7e10, 1e15, math.inf, -math.inf, math.nan])
+def test_a_time_beyond_datetimes_years_has_no_activation_and_no_exception(schedule, t):
+    sched = cron.parse(schedule, "America/New_York")
+    nxt = sched.next_after(t)
+    assert nxt == math.inf or nxt > t
+    assert all(t < x <= t + 86400 for x in sched.times_between(t, t + 86400))
+
+
+def test_an_every_duration_beyond_gos_range_is_invalid():
+    assert cron.parse("@every 2562047h") == cron.EverySchedule(2562047 * 3600)
+    for text in ("2562048h", "9" * 400 + "h"):
+        with pytest.raises(cron.CronError) as err:
+            cron.parse(f"@every {text}")
+        assert err.value.message == f'failed to parse duration @every {text}: time: invalid duration "{text}"'

@@ -277,11 +277,10 @@ def test_the_components_flags():
         "--cluster-dns", "10.96.0.10", "--cluster-domain", "cluster.local"]
     assert netplan.apiserver_flags(rec) == [
         "--service-cluster-ip-range", "10.96.0.0/12", "--advertise-address", "10.244.255.254"]
-    assert netplan.kube_proxy_flags(rec, host_side=False) == [
-        "--proxy-mode", "nftables", "--cluster-cidr", "10.244.0.0/16", "--fabric-netns", "/run/netns/kubemu-abcd1234"]
-    assert netplan.kube_proxy_flags(rec, host_side=True) == [
+    # one set for every node: the host side's flags apply in node-0's proxy only (--host-side-node)
+    assert netplan.kube_proxy_flags(rec, "node-0") == [
         "--proxy-mode", "nftables", "--cluster-cidr", "10.244.0.0/16", "--fabric-netns", "/run/netns/kubemu-abcd1234",
-        "--host-interface", "host0", "--host-address", "10.244.255.253"]
+        "--host-side-node", "node-0", "--host-interface", "host0", "--host-address", "10.244.255.253"]
     assert netplan.controller_manager_flags(rec) == [
         "--allocate-node-cidrs", "--cluster-cidr", "10.244.0.0/16", "--service-cluster-ip-range", "10.96.0.0/12",
         "--node-cidr-mask-size", "24"]
@@ -291,9 +290,8 @@ def test_the_components_flags():
     assert netplan.apiserver_flags(host) == [
         "--service-cluster-ip-range", "127.69.0.0/16", "--advertise-address", "127.0.0.1"]
     # NodePorts on 127.0.0.1 by node-0's proxy alone (a NodePort listener is not shared)
-    assert netplan.kube_proxy_flags(host, host_side=True) == [
-        "--proxy-mode", "userspace", "--nodeport-addresses", "127.0.0.1/32"]
-    assert netplan.kube_proxy_flags(host, host_side=False) == ["--proxy-mode", "userspace"]
+    assert netplan.kube_proxy_flags(host, "node-0") == [
+        "--proxy-mode", "userspace", "--host-side-node", "node-0", "--nodeport-addresses", "127.0.0.1/32"]
     assert netplan.controller_manager_flags(host) == []
 
 

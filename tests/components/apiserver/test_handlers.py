@@ -312,6 +312,47 @@ def test_eviction_retries_a_budget_conflict():
     run(body)
 
 
+def test_eviction_of_an_unready_pod_that_changed_meanwhile_is_a_429_not_a_retry():
+    """upstream eviction.go: the unready pod's delete is guarded by the resourceVersion read at
+    the start; a conflict (the pod changed, it may be Ready now) is answered "still being
+    processed" (429, retry in 10 s) for the client to retry, not retried in the request."""
+    async def body(api):
+        await running_pod(api, "web-1")
+        await running_pod(api, "sick", ready=False)
+        await budget(api, minAvailable=1, status={"disruptionsAllowed": 0, "currentHealthy": 1,
+                                                  "desiredHealthy": 1})
+        real_delete = api.delete
+        deletes = []
+
+        async def racing_delete(resource, name, namespace=None, **kw):
+            deletes.append(kw.get("preconditions"))
+            if len(deletes) == 1:  # the kubelet reports the pod Ready before the delete lands
+                got = await api.get("pods", name, namespace)
+                got["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+                await api.update_status("pods", got, namespace)
+            return await real_delete(resource, name, namespace, **kw)
+        api.delete = racing_delete
+        with pytest.raises(wire.TooManyRequests) as busy:
+            await api.evict("sick", "default", {})
+        assert busy.value.details["retryAfterSeconds"] == 10
+        assert busy.value.details["causes"] == [{
+            "reason": "DisruptionBudget",
+            "message": "The disruption budget web-pdb is still being processed by the server."}]
+        assert len(deletes) == 1 and deletes[0]["resourceVersion"]
+        assert not (await api.get("pods", "sick", "default"))["metadata"].get("deletionTimestamp")
+        with pytest.raises(wire.TooManyRequests) as blocked:  # the client's retry: Ready now
+            await api.evict("sick", "default", {})
+        assert "needs 1 healthy pods" in blocked.value.details["causes"][0]["message"]
+
+        deletes.clear()
+        await running_pod(api, "sick-2", ready=False)
+        rv = (await api.get("pods", "sick-2", "default"))["metadata"]["resourceVersion"]
+        with pytest.raises(wire.Conflict):  # the caller's own precondition: its conflict as is
+            await api.evict("sick-2", "default",
+                            {"deleteOptions": {"preconditions": {"resourceVersion": rv}}})
+    run(body)
+
+
 def test_list_resource_version_semantics():
     async def body(api):
         first = await api.create("pods", pod("a"))

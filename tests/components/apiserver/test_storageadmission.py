@@ -1,9 +1,10 @@
-"""components.apiserver.storageadmission: the DefaultStorageClass admission, pure and through the
-handlers' create path (in-memory storage)."""
+"""components.apiserver.storageadmission: the DefaultStorageClass and StorageObjectInUseProtection
+admissions, pure and through the handlers' create path (in-memory storage)."""
 from __future__ import annotations
 
-from components.apiserver.storageadmission import admit_claim
+from components.apiserver.storageadmission import admit_claim, protect
 from kubemu.api.storage import DEFAULT_CLASS_ANNOTATION
+from kubemu.apiclient import NotFound
 
 from .test_handlers import run
 
@@ -61,3 +62,41 @@ def test_the_create_path_admits_claims():
     async def without_classes(api):
         return (await api.create("persistentvolumeclaims", claim("c")))["spec"].get("storageClassName")
     assert run(without_classes) is None
+
+
+def volume(name: str = "pv1") -> dict:
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "hostPath": {"path": "/srv/pv1"}}}
+
+
+def test_claims_and_volumes_get_their_protection_finalizer_once():
+    c = claim()
+    c["metadata"]["finalizers"] = ["example.com/mine"]
+    protect(c)
+    assert c["metadata"]["finalizers"] == ["example.com/mine", "kubernetes.io/pvc-protection"]
+    protect(c)
+    assert c["metadata"]["finalizers"] == ["example.com/mine", "kubernetes.io/pvc-protection"]
+    v = volume()
+    protect(v)
+    assert v["metadata"]["finalizers"] == ["kubernetes.io/pv-protection"]
+
+
+def test_a_protected_claim_is_deleted_only_once_its_finalizer_is_removed():
+    async def body(api):
+        made = await api.create("persistentvolumeclaims", claim("a"))
+        pv = await api.create("persistentvolumes", volume())
+        await api.delete("persistentvolumeclaims", "a", "default")
+        terminating = await api.get("persistentvolumeclaims", "a", "default")
+        # as the pvc-protection controller removes it (the executor's RemoveFinalizer)
+        await api.patch("persistentvolumeclaims", "a",
+                        {"metadata": {"$deleteFromPrimitiveList/finalizers": ["kubernetes.io/pvc-protection"],
+                                      "uid": made["metadata"]["uid"]}}, "default", patch_type="strategic")
+        try:
+            await api.get("persistentvolumeclaims", "a", "default")
+            gone = False
+        except NotFound:
+            gone = True
+        return (made["metadata"]["finalizers"], pv["metadata"]["finalizers"],
+                bool(terminating["metadata"].get("deletionTimestamp")), gone)
+    assert run(body) == (["kubernetes.io/pvc-protection"], ["kubernetes.io/pv-protection"], True, True)

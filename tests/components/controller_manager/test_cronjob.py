@@ -9,6 +9,8 @@ import time
 import pytest
 
 from components.controller_manager.cronjob import OffsetClock, parse_offset
+from components.controllers.cronjob import SCHEDULED_TIMESTAMP_ANNOTATION
+from components.controllers.podutil import parse_time
 from tests.conftest import wait_for
 
 from . import cluster, now_rfc3339  # noqa: F401  (cluster: a fixture)
@@ -46,9 +48,7 @@ def cronjob(name: str, policy: str = "Allow") -> dict:
 
 
 def first_minute_after(obj: dict) -> int:
-    created = time.mktime(time.strptime(obj["metadata"]["creationTimestamp"],
-                                        "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
-    return (int(created) // MINUTE + 1) * MINUTE
+    return (int(parse_time(obj["metadata"]["creationTimestamp"])) // MINUTE + 1) * MINUTE
 
 
 def jobs_of(api, ns: str) -> list[dict]:
@@ -62,7 +62,8 @@ def status(api, name: str, ns: str) -> dict:
 def test_parse_offset():
     assert parse_offset("") == 0.0 and parse_offset(" \n") == 0.0
     assert parse_offset("90.5\n") == 90.5 and parse_offset("-3600") == -3600.0
-    for garbage in ("soon", "nan", "inf", "1e999", "\x00\xff"):
+    assert parse_offset("3e9") == 3e9                # 95 years: a test may go that far
+    for garbage in ("soon", "nan", "inf", "1e999", "\x00\xff", "1e12", "-4e9"):
         assert parse_offset(garbage) is None
 
 
@@ -82,8 +83,6 @@ def test_a_due_time_creates_one_job_and_records_it(cluster, cm, offset_file):
     api, ns = cluster.api, cluster.namespace("cj-due")
     cj = api.create("cronjobs", cronjob("tick"), namespace=ns)
     due = first_minute_after(cj)
-    time.sleep(0.5)
-    assert jobs_of(api, ns) == []                     # the clock is an hour behind
     set_clock(offset_file, due + 1)
     job = wait_for(lambda: next(iter(jobs_of(api, ns)), None), message="the Job")
     assert job["metadata"]["name"] == f"tick-{due // MINUTE}"
@@ -132,11 +131,49 @@ def test_a_job_made_before_a_crash_is_taken_not_made_twice(cluster, cm, offset_f
     api.delete("cronjobs", "once", namespace=ns)
 
 
+def test_forbid_counts_a_job_whose_status_write_was_lost(cluster, cm, offset_file):
+    """A predecessor made the Job for one minute and died before writing the status; at the
+    next minute, Forbid sees that Job running and starts nothing."""
+    api, ns = cluster.api, cluster.namespace("cj-lost")
+    set_clock(offset_file, time.time() - 3600)   # its first minute is not due on creation
+    cj = api.create("cronjobs", cronjob("lost", policy="Forbid"), namespace=ns)
+    due = first_minute_after(cj)
+    orphan = {"apiVersion": "batch/v1", "kind": "Job",
+              "metadata": {"name": f"lost-{due // MINUTE}", "labels": {"app": "lost"},
+                           "annotations": {SCHEDULED_TIMESTAMP_ANNOTATION: time.strftime(
+                               "%Y-%m-%dT%H:%M:%SZ", time.gmtime(due))},
+                           "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob",
+                                                "name": "lost", "uid": cj["metadata"]["uid"],
+                                                "controller": True, "blockOwnerDeletion": True}]},
+              "spec": cronjob("lost")["spec"]["jobTemplate"]["spec"]}
+    made = api.create("jobs", orphan, namespace=ns)
+    set_clock(offset_file, due + MINUTE + 1)
+    wait_for(lambda: cluster.events(ns, "JobAlreadyActive", "lost"), message="JobAlreadyActive")
+    assert [r["uid"] for r in status(api, "lost", ns)["active"]] == [made["metadata"]["uid"]]
+    assert [j["metadata"]["uid"] for j in jobs_of(api, ns)] == [made["metadata"]["uid"]]
+    api.delete("cronjobs", "lost", namespace=ns)
+
+
 def test_garbage_in_the_offset_file_is_one_warning(cluster, cm, offset_file):
-    offset_file.write_text("next tuesday")
-    wait_for(lambda: "not a number of seconds" in cm.log_text(), message="the warning")
-    time.sleep(2 * 0.5 + 0.2)   # a few more polls of the same garbage
-    offset_file.write_text(str(-3600))
+    """A word, then an offset of 30 000 years (the schedule arithmetic would leave datetime's
+    years on every sync): each is one warning and the real clock; 95 years ahead still works."""
+    api, ns = cluster.api, cluster.namespace("cj-garbage")
+    yearly = cronjob("yearly")
+    yearly["spec"]["schedule"] = "0 0 1 1 *"
+    api.create("cronjobs", yearly, namespace=ns)
+    try:
+        offset_file.write_text("next tuesday")
+        wait_for(lambda: "holds 'next tuesday', not a number of seconds" in cm.log_text(),
+                 message="the warning about the word")
+        offset_file.write_text("3e9")
+        wait_for(lambda: jobs_of(api, ns), message="the yearly Job, 95 years ahead")
+        offset_file.write_text("1e12")
+        wait_for(lambda: "holds '1e12', not a number of seconds" in cm.log_text(),
+                 message="the warning about 30 000 years")
+    finally:
+        offset_file.write_text(str(-3600))
+        api.delete("cronjobs", "yearly", namespace=ns)
     log = cm.log_text()
-    assert log.count("not a number of seconds") == 1
+    assert log.count("'next tuesday', not a number of seconds") == 1
+    assert log.count("'1e12', not a number of seconds") == 1
     assert "Traceback" not in log

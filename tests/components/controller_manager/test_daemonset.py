@@ -120,3 +120,27 @@ def test_deleting_the_daemonset_deletes_its_pods_and_revisions(cluster, cm):
     wait_for(lambda: not cluster.pods(ns, active_only=False), message="its pods deleted")
     wait_for(lambda: not api.list("controllerrevisions", namespace=ns)["items"],
              message="its revisions deleted")
+
+
+def test_an_adopted_orphan_gone_before_the_adoption_counts_as_deleted():
+    """An orphan the DaemonSet adopted and deleted in one sync, deleted by someone else first
+    (a static pod's mirror pod, `kubemu up` on an older state directory): the adoption fails and
+    the delete finds it gone, so no deletion event names the DaemonSet as its owner. Its
+    deletion is observed all the same, or the DaemonSet would create nothing until the
+    expectations' TTL (5 minutes)."""
+    from components.controller_manager.daemonset import DaemonSetController
+    from components.controller_manager.informers import SharedInformers
+    from components.controllers.replicaset import Expectation
+    from kubemu.apiclient import ApiClient
+
+    api = ApiClient("ipc:///nonexistent/apiserver.sock")
+    ctrl = DaemonSetController(api, SharedInformers(api))
+    ds = {**daemonset("agent"), "metadata": {"name": "agent", "namespace": "ns", "uid": "ds-1"}}
+    ctrl.daemonsets.indexer.add(ds)
+    ctrl.expectations.set("ns/agent", Expectation(deletes=frozenset({"orphan-1"}), timestamp=1e12))
+    other = {"metadata": {"name": "x", "namespace": "ns", "uid": "orphan-2", "labels": {"app": "other"}}}
+    ctrl._pod_deleted(other)
+    assert not ctrl.expectations.satisfied("ns/agent", 1e12)
+    orphan = {"metadata": {"name": "agent-node-1", "namespace": "ns", "uid": "orphan-1", "labels": {"app": "agent"}}}
+    ctrl._pod_deleted(orphan)
+    assert ctrl.expectations.satisfied("ns/agent", 1e12)

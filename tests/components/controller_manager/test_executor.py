@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from components.controllers import (Adopt, CreatePod, DeleteObject, DeletePod, UpdateNode,
-                                    UpdateStatus)
+from components.controllers import (Adopt, CreatePod, DeleteObject, DeletePod, RemoveFinalizer,
+                                    UpdateNode, UpdateStatus)
 from components.controller_manager.executor import ActionExecutor
 from components.controller_manager.informers import SharedInformers
 from kubemu.apiclient import Conflict, NotFound
@@ -159,3 +159,33 @@ def test_independent_actions_go_out_together():
     with pytest.raises(Conflict):
         run(executor.execute_independent(actions))
     assert len(api.calls) == 6 and api.most_in_flight == 6
+
+
+class StrategicApi(FakeApi):
+    async def patch(self, resource, name, patch, namespace=None, patch_type="merge",
+                    subresource=None):
+        return await self._write("patch", name, resource=resource, namespace=namespace,
+                                 patch=patch, patch_type=patch_type)
+
+
+def test_a_finalizer_removal_takes_off_that_one_finalizer_of_that_object():
+    api = StrategicApi(fail={("patch", "gone"): NotFound("gone"),
+                             ("patch", "namesake"): Conflict("Precondition failed: UID in "
+                                                             "precondition: u3, UID in object meta: u9")})
+    executor = setup(api)
+    run(executor.execute([
+        RemoveFinalizer("v1", "PersistentVolumeClaim", "db", "data", "u1", "kubernetes.io/pvc-protection"),
+        RemoveFinalizer("v1", "PersistentVolume", None, "pv1", "u2", "kubernetes.io/pv-protection"),
+        RemoveFinalizer("v1", "PersistentVolume", None, "gone", "u3", "kubernetes.io/pv-protection"),
+        RemoveFinalizer("v1", "PersistentVolume", None, "namesake", "u3", "kubernetes.io/pv-protection")]))
+    assert api.calls[:2] == [
+        ("patch", "data", {"resource": "persistentvolumeclaims", "namespace": "db", "patch_type": "strategic",
+                           "patch": {"metadata": {"$deleteFromPrimitiveList/finalizers":
+                                                  ["kubernetes.io/pvc-protection"], "uid": "u1"}}}),
+        ("patch", "pv1", {"resource": "persistentvolumes", "namespace": None, "patch_type": "strategic",
+                          "patch": {"metadata": {"$deleteFromPrimitiveList/finalizers":
+                                                 ["kubernetes.io/pv-protection"], "uid": "u2"}}})]
+    # gone, or a namesake: done; anything else is the sync's error
+    api = StrategicApi(fail={("patch", "data"): Conflict("the object has been modified")})
+    with pytest.raises(Conflict):
+        run(setup(api).execute([RemoveFinalizer("v1", "PersistentVolumeClaim", "db", "data", "u1", "x")]))

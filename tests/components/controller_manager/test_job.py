@@ -5,10 +5,13 @@ backoff limit, a finished Job with a TTL is deleted, a deleted Job's pods are no
 tracking finalizer."""
 from __future__ import annotations
 
+import asyncio
 import datetime
 
 import pytest
 
+from components.controller_manager.informers import SharedInformers
+from components.controller_manager.job import JobController
 from components.controllers.job import TRACKING_FINALIZER
 from kubemu.apiclient import Conflict, NotFound
 from tests.conftest import wait_for
@@ -140,3 +143,52 @@ def test_a_deleted_job_leaves_no_pod_held_by_its_finalizer(cluster, cm):
     api.delete("jobs", "gone", namespace=ns, propagation_policy="Background")
     # the garbage collector deletes the pods; the finalizer comes off the orphans
     wait_for(lambda: not cluster.pods(ns, active_only=False), message="the Job's pods gone")
+
+
+class _FailingStatusApi:
+    """An API whose Job status writes fail until `fail` is cleared; other writes succeed."""
+
+    def __init__(self):
+        self.fail = True
+        self.status_writes = 0
+
+    async def patch(self, resource, name, body, namespace=None, subresource=None, **_):
+        if resource == "jobs" and subresource == "status":
+            self.status_writes += 1
+            if self.fail:
+                raise Conflict("the object has been modified")
+            return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": "3"}}
+        return {}
+
+    async def create(self, resource, body, namespace=None, **_):
+        return {**body, "metadata": {**body["metadata"], "name": "x", "uid": "new"}}
+
+
+def test_a_failed_status_write_does_not_count_a_failed_pod_twice():
+    """The backoff is kept only once the status write listing the failed pod succeeded: a
+    retry after a failed write waits 10 s for one failure, not 20 s for two."""
+    api = _FailingStatusApi()
+    controller = JobController(api, SharedInformers(api))
+    spec = job("pi", 2, 1)
+    spec["metadata"].update(namespace="default", uid="job-uid", resourceVersion="2")
+    controller.jobs.indexer.add(spec)
+    pod = {"metadata": {"name": "pi-a", "namespace": "default", "uid": "pod-a",
+                        "resourceVersion": "1", "labels": {"job-name": "pi"},
+                        "finalizers": [TRACKING_FINALIZER],
+                        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "pi",
+                                             "uid": "job-uid", "controller": True}]},
+           "status": {"phase": "Failed", "containerStatuses": [{"name": "c", "state": {
+               "terminated": {"exitCode": 1, "finishedAt": now_rfc3339()}}}]}}
+    controller.pods.indexer.add(pod)
+
+    async def sync():
+        try:
+            return await controller.sync("default/pi")
+        except Conflict:
+            return None
+    asyncio.run(sync())
+    assert api.status_writes == 1
+    api.fail = False
+    requeue = asyncio.run(sync())
+    assert controller.records.get("default/pi").backoff.failures == 1
+    assert requeue is not None and requeue <= 10.0

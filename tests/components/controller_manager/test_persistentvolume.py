@@ -1,14 +1,19 @@
 """The PV binder and the local-path provisioner in a real controller-manager process: what
 queues what (a volume appearing for a claim that waited, a class created after its claim), and
-the provisioner's one disk write, refused for a directory that leads out of the node's root."""
+the provisioner's one disk write, refused for a directory that leads out of the node's root.
+First, against fakes: a volume whose claim is not cached is released only if the API lacks it
+too."""
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
 
+from components.controller_manager.informers import SharedInformers
+from components.controller_manager.persistentvolume import PersistentVolumeBinder
 from kubemu.apiclient import NotFound
-from tests.conftest import wait_for
+from tests.conftest import DEADLINE, wait_for
 
 from . import cluster  # noqa: F401  (a fixture)
 
@@ -22,7 +27,8 @@ def root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cm(cluster, root):
-    return cluster.controller_manager("--controllers", "persistentvolume-binder,local-path-provisioner",
+    return cluster.controller_manager("--controllers", "persistentvolume-binder,local-path-provisioner,"
+                                      "pvc-protection,pv-protection",
                                       "--local-path-dir-template", f"{root}/{{node}}/local-path")
 
 
@@ -48,6 +54,60 @@ def gone(api, resource, name, namespace=None) -> bool:
         return False
     except NotFound:
         return True
+
+
+class ClaimsOnlyInTheApi:
+    """The apiserver's side: `claims` by "ns/name" (what a GET finds); every write recorded."""
+
+    def __init__(self, claims: dict):
+        self.claims = claims
+        self.gets: list[tuple] = []
+        self.writes: list[tuple] = []
+
+    async def get(self, resource, name, namespace=None):
+        self.gets.append((resource, namespace, name))
+        try:
+            return self.claims[f"{namespace}/{name}"]
+        except KeyError:
+            raise NotFound(f'persistentvolumeclaims "{name}" not found') from None
+
+    async def patch(self, resource, name, patch, namespace=None, patch_type="merge", subresource=None):
+        self.writes.append(("patch", resource, name, patch))
+        return {"metadata": {"name": name, "resourceVersion": "9"}}
+
+
+def bound_volume() -> dict:
+    return {"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": "pvc-u1", "uid": "pv-u1", "resourceVersion": "3",
+                         "annotations": {"pv.kubernetes.io/provisioned-by": "rancher.io/local-path"}},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "persistentVolumeReclaimPolicy": "Delete", "hostPath": {"path": "/srv/x"},
+                     "claimRef": {"kind": "PersistentVolumeClaim", "namespace": "db", "name": "data",
+                                  "uid": "u1"}},
+            "status": {"phase": "Bound"}}
+
+
+def sync_volume_with_an_empty_claim_cache(api_claims: dict) -> ClaimsOnlyInTheApi:
+    api = ClaimsOnlyInTheApi(api_claims)
+    informers = SharedInformers(api)
+    binder = PersistentVolumeBinder(api, informers)
+    informers.informer("persistentvolumes").indexer.add(bound_volume())
+    asyncio.run(asyncio.wait_for(binder.sync(("volume", "pvc-u1")), DEADLINE))
+    return api
+
+
+def test_a_volume_is_not_released_while_the_api_has_its_claim():
+    in_api = {"metadata": {"name": "data", "namespace": "db", "uid": "u1"},
+              "spec": {"volumeName": "pvc-u1"}, "status": {"phase": "Bound"}}
+    api = sync_volume_with_an_empty_claim_cache({"db/data": in_api})
+    assert api.gets == [("persistentvolumeclaims", "db", "data")]
+    assert api.writes == []   # still Bound: nothing to write
+    # a namesake in the API: the claim the volume was bound to is gone
+    namesake = {**in_api, "metadata": {**in_api["metadata"], "uid": "u2"}}
+    api = sync_volume_with_an_empty_claim_cache({"db/data": namesake})
+    assert api.writes == [("patch", "persistentvolumes", "pvc-u1", {"status": {"phase": "Released"}})]
+    api = sync_volume_with_an_empty_claim_cache({})
+    assert api.writes == [("patch", "persistentvolumes", "pvc-u1", {"status": {"phase": "Released"}})]
 
 
 def test_a_volume_created_later_binds_the_claim_that_waited(cluster, cm):

@@ -14,7 +14,7 @@ from . import PodCensus, cluster, controlled_by  # noqa: F401  (cluster: a fixtu
 
 @pytest.fixture(scope="module")
 def cm(cluster):
-    return cluster.controller_manager("--controllers", "statefulset,garbagecollector")
+    return cluster.controller_manager("--controllers", "statefulset,garbagecollector,pvc-protection")
 
 
 def statefulset(name: str, replicas: int, claims: bool = False, retention: dict | None = None) -> dict:

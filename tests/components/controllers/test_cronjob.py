@@ -35,11 +35,13 @@ def make_cj(schedule="*/1 * * * *", *, created=T0 - 30, policy="Allow", suspend=
             "spec": spec, "status": status or {}}
 
 
-def make_job(scheduled: float, *, finished=None, started=None, completed=None, uid=None):
+def make_job(scheduled: float, *, finished=None, started=None, completed=None, uid=None,
+             annotated=True):
     name = f"tick-{int(scheduled) // 60}"
+    annotations = {SCHEDULED_TIMESTAMP_ANNOTATION: format_time(scheduled)} if annotated else {}
     job = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {"name": name, "namespace": "default", "uid": uid or f"uid-{name}",
-                        "resourceVersion": "7",
+                        "resourceVersion": "7", "annotations": annotations,
                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob",
                                              "name": "tick", "uid": "cj-uid", "controller": True}]},
            "status": {}}
@@ -106,17 +108,39 @@ def test_a_processed_time_is_not_started_again():
     assert result.requeue_after == pytest.approx(30.1)
 
 
-def test_a_restart_before_the_status_write_makes_the_same_job_name():
-    # the Job exists (created before a crash) but the status never said so: the core asks for
-    # the same deterministic name again; the apiserver's AlreadyExists is the lock
+def test_a_restart_before_the_status_write_finds_its_job_active():
+    # the Job exists (created before a crash) but the status never said so: it carries our
+    # controller ref and its schedule time, so it is active and that time is done
     cj = make_cj()
     job = make_job(T0)
     assert unlisted_jobs(cj, [job]) == [job]
+    result = sync_cronjob(cj, [job], T0 + 20)
+    assert result.job is None and "UnexpectedJob" not in reasons(result)
+    assert result.update_status
+    assert result.status == {"active": [active_ref(job)], "lastScheduleTime": format_time(T0)}
+
+
+def test_a_job_of_ours_without_a_schedule_time_is_unexpected():
+    # the same name is asked for again; the apiserver's AlreadyExists is the lock
+    cj = make_cj()
+    job = make_job(T0, annotated=False)
     result = sync_cronjob(cj, [job], T0 + 20)
     assert ("Warning", "UnexpectedJob",
             f"Saw a job that the controller did not create or forgot: {job['metadata']['name']}") \
         in events(result)
     assert result.job["metadata"]["name"] == job["metadata"]["name"]
+    assert "active" not in result.status
+
+
+def test_forbid_counts_a_running_job_the_status_lost():
+    # a kill -9 between the create and the status write: the next schedule time must not
+    # start a second Job beside it
+    running = make_job(T0)
+    cj = make_cj(policy="Forbid")
+    result = sync_cronjob(cj, [running], T0 + MIN + 1)
+    assert result.job is None
+    assert "JobAlreadyActive" in reasons(result)
+    assert result.status["active"] == [active_ref(running)] and result.update_status
 
 
 def test_forbid_skips_while_a_job_runs():

@@ -273,6 +273,15 @@ def test_orphans_are_adopted_and_strays_released():
     assert created_nodes(result.actions) == ["n2"]
 
 
+def test_a_stray_is_released_even_while_it_is_being_deleted():
+    ds = make_ds()
+    h = revision_of(ds)["metadata"]["labels"][HASH_LABEL]
+    stray = make_pod("s", "n1", hash_=h, deleting=True)
+    stray["metadata"]["labels"]["app"] = "other"
+    result = sync(ds, [make_node("n1")], [stray])
+    assert [a.name for a in of(Release, result.actions)] == ["s"]
+
+
 def test_writes_in_flight_only_refresh_status():
     ds = make_ds(generation=2, status={"observedGeneration": 1})
     pending = Expectation(adds=1, timestamp=NOW, batch=1)

@@ -1,11 +1,11 @@
 """ControllerRevision helpers: hashing, naming, equality, ordering."""
 from __future__ import annotations
 
-from components.controllers.history import (HASH_LABEL, _fnv32, equal_revision,
+from components.controllers.history import (HASH_LABEL, equal_revision,
                                             find_equal_revisions, go_json, new_revision,
                                             next_revision, revision_hash, sort_revisions,
                                             template_data, template_of)
-from components.controllers.podutil import format_time, safe_encode
+from components.controllers.podutil import fnv1_32, format_time, safe_encode
 
 STS = {"apiVersion": "apps/v1", "kind": "StatefulSet",
        "metadata": {"name": "web", "namespace": "ns", "uid": "sts-uid",
@@ -20,20 +20,14 @@ def data_of(image: str) -> dict:
                                   "spec": {"containers": [{"name": "c", "image": image}]}}}}
 
 
-def test_fnv_is_go_fnv_new32_that_is_fnv1_not_fnv1a():
-    assert _fnv32(b"") == 0x811C9DC5
-    assert _fnv32(b"a") == 0x050C5D7E  # FNV-1a would give 0xE40C292C
-    assert _fnv32(b"foobar") == 0x31F0B262
-
-
 def test_go_json_sorts_compacts_and_escapes_html():
     assert go_json({"b": 1, "a": "<&>", "c": "é"}) == '{"a":"\\u003c\\u0026\\u003e","b":1,"c":"é"}'.encode()
 
 
 def test_hash_is_the_safe_encoded_decimal_of_the_sum_and_the_collision_count_changes_it():
     data = data_of("img:1")
-    assert revision_hash(data) == safe_encode(str(_fnv32(go_json(data))))
-    assert revision_hash(data, 0) == safe_encode(str(_fnv32(go_json(data) + b"0")))
+    assert revision_hash(data) == safe_encode(str(fnv1_32(go_json(data))))
+    assert revision_hash(data, 0) == safe_encode(str(fnv1_32(go_json(data) + b"0")))
     assert revision_hash(data, 1) != revision_hash(data, 0)
     assert revision_hash(data, 0) == revision_hash(data_of("img:1"), 0)  # deterministic
     assert revision_hash(data_of("img:2"), 0) != revision_hash(data, 0)

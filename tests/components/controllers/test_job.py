@@ -57,8 +57,15 @@ class World:
                           self.time_scale)
         self.records.set(self.key, result.record)
         actions = result.actions if crash_after is None else result.actions[:crash_after]
+        backoff = result.backoff
         for action in actions:
             self.apply(action, now)
+            if isinstance(action, UpdateStatus) and backoff is not None:
+                # as the shell: the backoff is kept once the first status write succeeded
+                self.records.backoff_counted(self.key, backoff)
+                backoff = None
+        if backoff is not None and crash_after is None:
+            self.records.backoff_counted(self.key, backoff)
         active = sum(1 for p in self.pods.values()
                      if p["status"]["phase"] in ("Pending", "Running")
                      and not p["metadata"].get("deletionTimestamp"))
@@ -218,6 +225,21 @@ def test_pod_failure_backoff_doubles_from_10s_capped_and_scaled(scale):
         assert len(of(CreatePod, world.sync(now).actions)) == 1
     assert waits == pytest.approx([min(10 * 2 ** i, MAX_BACKOFF) * scale for i in range(7)])
     assert world.job["status"]["failed"] == 7
+
+
+def test_the_new_backoff_is_handed_beside_the_record_not_in_it():
+    """The core never commits the backoff itself: a sync whose status write fails (nothing
+    applied) is recomputed from the same record, and the failed pod counts once."""
+    world = World(make_job(backoff_limit=100))
+    world.sync(NOW)
+    world.finish_all(1, NOW)
+    first = world.sync(NOW, crash_after=0)
+    assert first.record.backoff == Backoff() and first.backoff == Backoff(1, NOW)
+    for uid in first.record.removing:   # the shell: the skipped removals are not expected
+        world.records.finalizer_removal_observed(world.key, uid)
+    again = world.sync(NOW + 1)
+    assert again.backoff == Backoff(1, NOW)
+    assert world.records.get(world.key).backoff == Backoff(1, NOW)
 
 
 def test_backoff_counts_only_failures_after_the_last_success():

@@ -3,7 +3,8 @@ claim's volume on its selected node; deleting a Released volume and only its own
 from __future__ import annotations
 
 from components.controllers import CreateObject, DeleteObject, RecordEvent
-from components.controllers.localpath import owned_directory, sync_claim, sync_volume
+from components.controllers.localpath import (node_root, owned_directory, sync_claim, sync_volume,
+                                             template_parts, volume_node)
 from components.controllers.persistentvolume import (ANN_PROVISIONED_BY, ANN_SELECTED_NODE,
                                                      ANN_STORAGE_PROVISIONER)
 
@@ -97,3 +98,24 @@ def test_only_its_own_directory_is_named_for_removal():
     assert owned_directory(released(name="pvc-other"), TEMPLATE) is None
     hand_made = sync_volume(released(path="/srv/data"), TEMPLATE)
     assert hand_made.directory is None and len(hand_made.actions) == 1   # the object goes, the disk stays
+
+
+def test_a_node_name_that_is_not_one_names_no_directory():
+    # "/" or ".." in a node name would name a directory outside the node roots
+    for node in ("../../etc", "node-1/../../../etc", "a/b", ".."):
+        pv = released(path=f"/state/nodes/{node}/local-path/pvc-u1_db_data")
+        pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] = [node]
+        assert volume_node(pv) is None, node
+        assert owned_directory(pv, TEMPLATE) is None, node
+        (event,) = sync_claim(claim(node=node), CLASSES, {}, TEMPLATE)
+        assert (event.reason, event.message) == (
+            "ProvisioningFailed", 'failed to provision volume with StorageClass "standard": '
+                                  f'configuration error, invalid node name "{node}"')
+
+
+def test_braces_in_the_state_directory_are_not_a_template():
+    template = "/st{a}te/x}{/nodes/{node}/local-path"
+    assert node_root(template, "node-1") == "/st{a}te/x}{/nodes/node-1/local-path"
+    (create,) = [a for a in sync_claim(claim(), CLASSES, {}, template) if isinstance(a, CreateObject)]
+    assert create.object["spec"]["hostPath"]["path"] == "/st{a}te/x}{/nodes/node-1/local-path/pvc-u1_db_data"
+    assert template_parts(template) == ("/st{a}te/x}{/nodes/", "/local-path")

@@ -8,7 +8,7 @@ import copy
 from components.controllers import RecordEvent, UpdateObject, UpdateStatus
 from components.controllers.persistentvolume import (ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER,
                                                      ANN_PROVISIONED_BY, ANN_SELECTED_NODE,
-                                                     ANN_STORAGE_PROVISIONER, find_best_match,
+                                                     ANN_STORAGE_PROVISIONER, ConfirmClaim, find_best_match,
                                                      sync_claim, sync_volume)
 from kubemu.api.storage import DEFAULT_CLASS_ANNOTATION
 
@@ -70,11 +70,18 @@ class World:
     def sync_claim(self, name="data"):
         return self.apply(sync_claim(self.claims[name], self.volumes, self.classes))
 
-    def sync_volume(self, name="pv1"):
+    def sync_volume(self, name="pv1", api_claims=None):
+        """As the shell does: a claim missing from the cache is asked of the API (`api_claims`,
+        by default the cache's)."""
         v = self.volumes[name]
         ref = v["spec"].get("claimRef")
         c = self.claims.get(ref["name"]) if ref else None
-        return self.apply(sync_volume(v, c))
+        actions = sync_volume(v, c)
+        if actions and isinstance(actions[0], ConfirmClaim):
+            assert actions == [ConfirmClaim("default", ref["name"])]
+            actions = sync_volume(v, (self.claims if api_claims is None else api_claims).get(ref["name"]),
+                                  from_api=True)
+        return self.apply(actions)
 
     def writes(self, actions):
         return [a for a in actions if not isinstance(a, RecordEvent)]
@@ -223,6 +230,23 @@ def test_released_volumes_are_reclaimed_by_policy():
     del w.claims["data"]
     w.sync_volume()
     assert w.volumes["pv1"]["status"] == {"phase": "Released"} and w.events == []
+
+
+def test_a_claim_missing_from_the_cache_is_asked_of_the_api_before_releasing():
+    w = World([claim()], [volume(policy="Delete")], [klass()])
+    w.sync_claim()
+    in_api = dict(w.claims)
+    del w.claims["data"]   # not cached (yet): the API has it
+    assert w.sync_volume(api_claims=in_api) == []
+    assert w.volumes["pv1"]["status"] == {"phase": "Bound"}
+    # the cache has a namesake, the API the claim itself: still bound
+    w.claims["data"] = claim()
+    w.claims["data"]["metadata"]["uid"] = "uid-new"
+    assert w.sync_volume(api_claims=in_api) == []
+    # the API does not have it either: released (and, once Released, not asked again)
+    w.sync_volume(api_claims={})
+    assert w.volumes["pv1"]["status"]["phase"] == "Failed"
+    assert sync_volume(w.volumes["pv1"], None) == []
 
 
 def test_a_namesake_claim_does_not_inherit_the_volume():

@@ -584,6 +584,16 @@ def test_orphans_are_adopted_non_matching_released_non_members_ignored():
     assert [a.name for a in of(Release, actions)] == ["web-1"]
 
 
+def test_an_owned_pod_that_is_not_a_member_by_name_is_released():
+    c = Cluster(make_sts(1))
+    c.converge()
+    c.pods["other-0"] = copy.deepcopy(c.pods["web-0"])
+    c.pods["other-0"]["metadata"].update(name="other-0", uid="o")
+    actions = c.sync(apply=False)
+    assert [(a.name, a.owner_uid) for a in of(Release, actions)] == [("other-0", "sts-uid")]
+    assert not of(Adopt, actions)
+
+
 def test_a_lost_identity_label_is_restored():
     c = Cluster(make_sts(1))
     c.converge()

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from components.kube_proxy import nftshell
-from components.kube_proxy.__main__ import NFTABLES, USERSPACE, build_parser, proxy_mode
+from components.kube_proxy.__main__ import NFTABLES, USERSPACE, build_parser, for_this_node, proxy_mode
 from kubemu import netplan
 from kubemu.api.times import format_micro_time
 from tests.components.apiserver import REPO, APIServerEnv, running
@@ -33,19 +33,39 @@ def test_proxy_mode():
 def test_parses_the_flags_kubemu_up_writes():
     common = ["--api", "ipc:///x/api.sock", "--hostname-override", "node-0"]
     rec = netplan.cni_record("0123abcd", "10.244.0.0/16", "10.96.0.0/12", 24, "/run/netns")
-    args = build_parser().parse_args(common + netplan.kube_proxy_flags(rec, host_side=True))
+    args = build_parser().parse_args(common + netplan.kube_proxy_flags(rec, "node-0"))
     assert (args.proxy_mode, args.cluster_cidr, args.fabric_netns) == (NFTABLES, "10.244.0.0/16",
                                                                         "/run/netns/kubemu-0123abcd")
-    assert (args.host_interface, args.host_address) == ("host0", "10.244.255.253")
+    assert (args.host_side_node, args.host_interface, args.host_address) == ("node-0", "host0", "10.244.255.253")
     host = netplan.host_record("no", None, "0123abcd")
-    args = build_parser().parse_args(common + netplan.kube_proxy_flags(host, True))
+    args = build_parser().parse_args(common + netplan.kube_proxy_flags(host, "node-0"))
     assert (args.proxy_mode, args.nodeport_addresses) == (USERSPACE, ["127.0.0.1/32"])
-    args = build_parser().parse_args(common + netplan.kube_proxy_flags(host, False))
-    assert (args.proxy_mode, args.nodeport_addresses) == (USERSPACE, [])
     # kube-proxy's flag: comma-separated, and repeatable
     args = build_parser().parse_args(common + ["--nodeport-addresses", "127.0.0.1/32,127.0.0.2",
                                                "--nodeport-addresses", "127.0.0.3/32"])
     assert args.nodeport_addresses == ["127.0.0.1/32", "127.0.0.2/32", "127.0.0.3/32"]
+
+
+@pytest.mark.parametrize("mode", ["cni", "host"])
+def test_the_host_side_flags_apply_on_the_host_side_node_only(mode):
+    """One DaemonSet template for every node: node-0's proxy keeps the host side's flags (the
+    host link, or the NodePorts on 127.0.0.1), the others drop them; without --host-side-node
+    every proxy keeps what it is given."""
+    rec = (netplan.cni_record("0123abcd", "10.244.0.0/16", "10.96.0.0/12", 24, "/run/netns") if mode == "cni"
+           else netplan.host_record("no", None, "0123abcd"))
+
+    def effective(node: str, flags: list[str]) -> tuple:
+        args = for_this_node(build_parser().parse_args(["--api", "ipc:///x/api.sock", "--hostname-override",
+                                                        node, *flags]))
+        return args.host_interface, args.host_address, args.nodeport_addresses, args.proxy_mode
+
+    flags = netplan.kube_proxy_flags(rec, "node-0")
+    on_host_side = (("host0", "10.244.255.253", []) if mode == "cni" else (None, None, ["127.0.0.1/32"]))
+    proxy_mode = NFTABLES if mode == "cni" else USERSPACE
+    assert effective("node-0", flags) == (*on_host_side, proxy_mode)
+    assert effective("node-1", flags) == (None, None, [], proxy_mode)
+    without = [f for f in flags if f not in ("--host-side-node", "node-0")]
+    assert effective("node-1", without) == (*on_host_side, proxy_mode)
 
 
 NEEDS_NFT = pytest.mark.skipif(os.geteuid() != 0 or NFT is None, reason="needs root and nft (throw-away netns)")

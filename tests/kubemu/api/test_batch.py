@@ -108,6 +108,38 @@ def test_a_selector_that_is_not_the_generated_one():
     assert 'spec.selector: Invalid value: {"matchLabels":{"app":"x"}}: `selector` not auto-generated' in msgs
 
 
+def test_a_users_selector_without_manual_selector_is_merged_then_rejected():
+    # generateSelector adds the controller-uid to the user's selector rather than replacing it;
+    # validation then says it is not the generated one
+    out = created(job(selector={"matchLabels": {"app": "x"}}))
+    assert out["spec"]["selector"] == {"matchLabels": {
+        "app": "x", "batch.kubernetes.io/controller-uid": UID}}
+    msgs = job_errors(job(selector={"matchLabels": {"app": "x"}}))
+    assert ('spec.selector: Invalid value: {"matchLabels":{"app":"x",'
+            f'"batch.kubernetes.io/controller-uid":"{UID}"}}}}: `selector` not auto-generated') in msgs
+    # the generated selector spelled out by the user is accepted
+    assert job_errors(job(selector={"matchLabels": {"batch.kubernetes.io/controller-uid": UID}})) == []
+
+
+def test_a_users_generated_label_is_kept_and_checked():
+    labelled = job(template={"metadata": {"labels": {"job-name": "other"}}, **template()})
+    out = created(labelled)
+    assert out["spec"]["template"]["metadata"]["labels"]["job-name"] == "other"
+    assert [m for m in job_errors(labelled) if "job-name]" in m] == [
+        'spec.template.metadata.labels[job-name]: Invalid value: {"batch.kubernetes.io/controller-uid":'
+        f'"{UID}","batch.kubernetes.io/job-name":"pi","controller-uid":"{UID}","job-name":"other"}}: '
+        "must be 'pi'"]
+
+
+def test_a_container_name_that_is_not_a_string_beside_a_pod_failure_policy():
+    bad = job(podFailurePolicy={"rules": [{"action": "FailJob", "onExitCodes": {
+        "containerName": "main", "operator": "In", "values": [1]}}]})
+    for name in (["a"], {"a": 1}):
+        bad["spec"]["template"]["spec"]["containers"][0]["name"] = name
+        msgs = job_errors(bad)
+        assert any(m.startswith("spec.template.spec.containers[0].name") for m in msgs), msgs
+
+
 # --- Job: defaults and validation -----------------------------------------------------------
 
 def test_job_defaults_as_batch_v1():

@@ -527,3 +527,13 @@ def test_any_value_anywhere_in_a_real_object(kind_path, value):
     if kind in objects.SCALABLE_KINDS:
         scale_of(obj)
         validate_object_update(MAKERS[kind](), obj)
+
+
+def test_a_negative_status_replicas_beside_absent_counters_is_an_error_not_a_crash():
+    rs = replicaset()
+    rs["status"] = {"replicas": -1}
+    assert [str(e) for e in validate_replicaset(rs)] == [
+        "status.replicas: Invalid value: -1: must be greater than or equal to 0",
+        "status.fullyLabeledReplicas: Invalid value: 0: cannot be greater than status.replicas",
+        "status.readyReplicas: Invalid value: 0: cannot be greater than status.replicas",
+        "status.availableReplicas: Invalid value: 0: cannot be greater than status.replicas"]

@@ -1,0 +1,103 @@
+"""Shared controller helpers: claiming by controller reference, the FNV hashes."""
+from __future__ import annotations
+
+import pytest
+
+from components.controllers import Adopt, PatchObject, Release
+from components.controllers.podutil import (claim_objects, fnv1_32, fnv1a_32, owner_reference,
+                                            safe_encode)
+
+GONE = "2026-01-01T00:00:00Z"
+
+
+def owner(deleting: bool = False) -> dict:
+    metadata = {"name": "web", "namespace": "ns", "uid": "owner-uid"}
+    if deleting:
+        metadata["deletionTimestamp"] = GONE
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": metadata,
+            "spec": {"selector": {"matchLabels": {"app": "web"}}}}
+
+
+REF = owner_reference(owner(), "ReplicaSet")
+
+
+def obj(name: str, app: str = "web", controller: str | None = None, deleting: bool = False,
+        namespace: str = "ns") -> dict:
+    metadata: dict = {"name": name, "namespace": namespace, "uid": f"{name}-uid",
+                      "labels": {"app": app}}
+    if controller is not None:
+        metadata["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                        "name": controller, "uid": f"{controller}",
+                                        "controller": True}]
+    if deleting:
+        metadata["deletionTimestamp"] = GONE
+    return {"metadata": metadata}
+
+
+def claim(objects, deleting: bool = False, **kw):
+    owned, actions = claim_objects(owner(deleting), objects, "Pod", REF, **kw)
+    return [o["metadata"]["name"] for o in owned], actions
+
+
+@pytest.mark.parametrize("deleting", [False, True])
+def test_an_owned_match_is_kept_without_a_write_even_while_the_owner_is_deleted(deleting):
+    assert claim([obj("a", controller="owner-uid")], deleting=deleting) == (["a"], [])
+
+
+def test_an_owned_object_that_stopped_matching_is_released():
+    assert claim([obj("a", app="db", controller="owner-uid")]) == \
+        ([], [Release("Pod", "ns", "a", "a-uid", "owner-uid")])
+
+
+def test_it_is_released_even_while_it_is_being_deleted_but_not_while_the_owner_is():
+    stale = obj("a", app="db", controller="owner-uid", deleting=True)
+    assert claim([stale]) == ([], [Release("Pod", "ns", "a", "a-uid", "owner-uid")])
+    assert claim([stale], deleting=True) == ([], [])
+
+
+def test_a_matching_orphan_is_adopted():
+    assert claim([obj("a")]) == (["a"], [Adopt("Pod", "ns", "a", "a-uid", REF)])
+
+
+@pytest.mark.parametrize("orphan, deleting", [(obj("a"), True),              # owner going
+                                              (obj("a", deleting=True), False),  # orphan going
+                                              (obj("a", app="db"), False),       # no match
+                                              (obj("a", namespace="other"), False)])
+def test_an_orphan_is_left_alone(orphan, deleting):
+    assert claim([orphan], deleting=deleting) == ([], [])
+
+
+def test_another_controllers_object_is_left_alone_matching_or_not():
+    assert claim([obj("a", controller="other-uid"),
+                  obj("b", app="db", controller="other-uid")]) == ([], [])
+
+
+def test_the_member_filter_is_anded_with_the_selector():
+    owned, actions = claim([obj("stranger"), obj("stranger2", controller="owner-uid"),
+                            obj("friend")], member=lambda o: o["metadata"]["name"] == "friend")
+    assert owned == ["friend"]
+    assert actions == [Release("Pod", "ns", "stranger2", "stranger2-uid", "owner-uid"),
+                       Adopt("Pod", "ns", "friend", "friend-uid", REF)]
+
+
+def test_a_custom_adoption_writes_its_action_and_returns_the_adopted_object():
+    def adopt(o):
+        adopted = {**o, "metadata": {**o["metadata"], "finalizers": ["f"]}}
+        return PatchObject("v1", "Pod", "ns", "a", "a-uid", {"metadata": {"finalizers": ["f"]}},
+                           None), adopted
+    owned, actions = claim_objects(owner(), [obj("a")], "Pod", REF, adopt=adopt)
+    assert [o["metadata"]["finalizers"] for o in owned] == [["f"]]
+    assert actions == [PatchObject("v1", "Pod", "ns", "a", "a-uid",
+                                   {"metadata": {"finalizers": ["f"]}}, None)]
+
+
+def test_fnv1_is_go_fnv_new32_and_fnv1a_is_go_fnv_new32a():
+    assert fnv1_32(b"") == fnv1a_32(b"") == 0x811C9DC5
+    assert fnv1_32(b"a") == 0x050C5D7E
+    assert fnv1a_32(b"a") == 0xE40C292C
+    assert fnv1_32(b"foobar") == 0x31F0B262
+    assert fnv1a_32(b"foobar") == 0xBF9CF968
+
+
+def test_safe_encode_uses_the_vowel_free_alphabet():
+    assert set(safe_encode(str(fnv1a_32(b"x")))) <= set("bcdfghjklmnpqrstvwxz2456789")
