@@ -14,7 +14,6 @@ import sys
 from components.controllers.podutil import parse_time
 from tests.conftest import wait_for
 from tests.test_e2e import LONG, cluster, container_pid, ready, restarts  # noqa: F401 (cluster: the fixture)
-from tests.test_e2e_cronjob import controller_manager_pid
 
 PY = sys.executable
 SLEEPER = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: sys.exit(0)); time.sleep(10**6)"
@@ -131,7 +130,7 @@ def test_a_statefulset_of_three(cluster, tmp_path):
     cluster.cli("scale", "statefulset/web", "--replicas", "3")
     wait_for(lambda: "web-1" in (pods(cluster) or {}), timeout=LONG, interval=0.05,
              message="web-1 created")
-    pid = wait_for(lambda: controller_manager_pid(cluster), timeout=LONG,
+    pid = wait_for(lambda: cluster.system_pid("controller-manager"), timeout=LONG,
                    message="the controller-manager's pid")
     before = {name: p["metadata"]["uid"] for name, p in wait_for(lambda: pods(cluster)).items()}
     os.kill(pid, signal.SIGKILL)
