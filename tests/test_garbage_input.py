@@ -88,6 +88,29 @@ WRONG_TYPES = [
     {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}, "spec": {"taints": "x"}},
 ]
 
+TEMPLATE = {"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "1000"]}]}}
+JOB_TEMPLATE = {"spec": {"restartPolicy": "Never",
+                         "containers": [{"name": "c", "image": "busybox", "command": ["true"]}]}}
+WORKLOAD_WRONG_TYPES = [
+    {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "w1"},
+     "spec": {"replicas": [3], "volumeClaimTemplates": "x", "updateStrategy": 1}},
+    {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "w2"},
+     "spec": {"selector": {"matchLabels": ["x"]}, "updateStrategy": {"rollingUpdate": "x"}}},
+    {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "w3"},
+     "spec": {"podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {"values": "x"}}]},
+              "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": ["c"]}]}}}},
+    {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "w4"},
+     "spec": {"schedule": ["*"], "timeZone": 5, "jobTemplate": []}},
+    {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "w5"},
+     "spec": {"accessModes": "RWO", "resources": {"requests": {"storage": "lots"}}}},
+    {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "w6"},
+     "spec": {"capacity": [1], "hostPath": {"path": 5}, "nodeAffinity": "x"}},
+    {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "w7"}, "provisioner": {}},
+    {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "w8"},
+     "spec": {"minAvailable": [2], "maxUnavailable": "x%", "selector": "app=web"}},
+]
+
 # (file name, contents, what the error must say); every one must fail with exit 1
 MANIFESTS = [
     ("deep.json", '{"apiVersion": "v1", "kind": "Pod", "spec": ' + "[" * 10_000 + "]" * 10_000 + "}",
@@ -127,6 +150,20 @@ MANIFESTS = [
     ("binary.yaml", bytes(range(256)) * 40, "error reading"),
     ("nul.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: \"a\\0b\"}\n", "is invalid"),
     ("empty.yaml", "---\n---\n", "no objects passed to apply"),
+    # the workload kinds' validation, in Kubernetes' words
+    ("sts-selector.yaml", yaml.safe_dump({
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web"},
+        "spec": {"serviceName": "web", "selector": {"matchLabels": {"app": "db"}}, "template": TEMPLATE}}),
+     "`selector` does not match template `labels`"),
+    ("cron-schedule.yaml", yaml.safe_dump({
+        "apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "cj"},
+        "spec": {"schedule": "61 * * * *", "jobTemplate": {"spec": {"template": JOB_TEMPLATE}}}}),
+     'spec.schedule: Invalid value: "61 * * * *": end of range (61) above maximum (59): 61'),
+    ("job-completions.yaml", yaml.safe_dump({
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+        "spec": {"completions": -1, "template": JOB_TEMPLATE}}),
+     "spec.completions: Invalid value: -1: must be greater than or equal to 0"),
+    ("workload-types.yaml", yaml.safe_dump_all(WORKLOAD_WRONG_TYPES), "is invalid"),
 ]
 
 
