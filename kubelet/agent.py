@@ -171,6 +171,9 @@ class Kubelet:
         self.sandbox_records: dict[str, Record] = {}  # pod dir -> its ready sandbox's
         self.network_ready = opts.network is None
         self.mount_errors: dict[str, list[str]] = {}  # pod dir -> its volumes' failures, as last said
+        # pod dir -> claim -> the volume it was mounted from: a mounted claim is not looked up
+        # again at each remount (the volume manager's rule), so an apiserver away costs it nothing
+        self.claimed: dict[str, dict[str, volumes.ClaimedVolume]] = {}
         self._removing: set[str] = set()  # pod dirs whose cgroups are being removed
         self._said_no_mounts = False
         self.node_config = opts.node_config
@@ -559,22 +562,27 @@ class Kubelet:
     async def _volume_errors(self, pod_dir: str, worker: PodWorker) -> list[str]:
         """Set the pod's volumes up (again), off the loop: the FailedMount messages of those
         that failed. One pod's at a time (the volume thread), so no two writers meet."""
-        claims = await self._claims(worker.pod)
+        claims = await self._claims(pod_dir, worker.pod)
         errors = await self.loop.run_in_executor(self._volume_pool, functools.partial(
             volumedirs.set_up, pod_dir, worker.pod, self._on_loop(self._lookup), list(worker.pod_ips()), [NODE_IP],
             self.allocatable, self._on_loop(self._token) if self.opts.api else None, claims))
         return [volumes.failed_mount(name, err) for name, err in errors.items()]
 
-    async def _claims(self, pod: dict) -> dict:
+    async def _claims(self, pod_dir: str, pod: dict) -> dict:
         """Claim name -> volumes.ClaimedVolume or VolumeError, for each claim the pod mounts."""
         namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+        mounted = self.claimed.setdefault(pod_dir, {})
         out = {}
         for claim in claim_names(pod):
-            if self.api is None:
+            if claim in mounted:
+                out[claim] = mounted[claim]
+            elif self.api is None:
                 out[claim] = volumes.VolumeError("the kubelet has not reached the API yet" if self.opts.api
                                                  else "a node without an API has no PersistentVolumeClaims")
             elif claim not in out:
                 out[claim] = await self.api.claimed_volume(namespace, claim)
+                if isinstance(out[claim], volumes.ClaimedVolume):
+                    mounted[claim] = out[claim]
         return out
 
     def _on_loop(self, fn):
@@ -881,6 +889,7 @@ class Kubelet:
         for key in [k for k in self.launched if k[0] == pod_dir]:
             del self.launched[key]
         self.mount_errors.pop(pod_dir, None)
+        self.claimed.pop(pod_dir, None)
         self.dirty.discard(pod_dir)
         log.info("pod %s/%s: terminated and removed", worker.namespace, worker.name)
         if self.api is not None:

@@ -825,3 +825,33 @@ def test_the_hostname_variable_is_the_pods_hostname():
     assert _base_env(pod)["HOSTNAME"] == "idx-1"     # an Indexed Job's <job>-<index>
     del pod["spec"]["hostname"]
     assert _base_env(pod)["HOSTNAME"] == "idx-1-x7k2p"
+
+
+def test_a_mounted_claim_is_not_looked_up_again_at_each_remount():
+    """The volume manager's rule: a claim resolved to its volume for a pod stays resolved for that
+    pod (a remount while the apiserver is away raises no FailedMount); an unbound one is asked
+    again; another pod asks for itself."""
+    from types import SimpleNamespace
+
+    from kubelet import volumes
+    from kubelet.agent import Kubelet
+
+    answers = {"data": volumes.ClaimedVolume("/v/data", "DirectoryOrCreate"),
+               "pending": volumes.VolumeError("not bound")}
+    asked = []
+
+    async def claimed_volume(namespace, claim):
+        asked.append((namespace, claim))
+        return answers[claim]
+
+    agent = SimpleNamespace(claimed={}, opts=SimpleNamespace(api="ipc://x"),
+                            api=SimpleNamespace(claimed_volume=claimed_volume))
+    pod = {"metadata": {"namespace": "ns"},
+           "spec": {"volumes": [{"name": "a", "persistentVolumeClaim": {"claimName": "data"}},
+                                {"name": "b", "persistentVolumeClaim": {"claimName": "pending"}}]}}
+    first = asyncio.run(Kubelet._claims(agent, "pod-1", pod))
+    answers["data"] = volumes.VolumeError("the apiserver is away")
+    second = asyncio.run(Kubelet._claims(agent, "pod-1", pod))
+    assert first["data"] == second["data"] == volumes.ClaimedVolume("/v/data", "DirectoryOrCreate")
+    assert asked == [("ns", "data"), ("ns", "pending"), ("ns", "pending")]
+    assert isinstance(asyncio.run(Kubelet._claims(agent, "pod-2", pod))["data"], volumes.VolumeError)
