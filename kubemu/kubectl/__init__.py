@@ -6,7 +6,7 @@ cordon, uncordon, drain.
     kubemu apply -f app.yaml          kubemu create -f pod.yaml        kubemu delete -f app.yaml
     kubemu scale deployment/web --replicas 3
     kubemu expose deployment web --port 80 --target-port 8000 [--type NodePort]
-    kubemu rollout status|history|undo deployment/web
+    kubemu rollout status|history|undo deployment/web|statefulset/db|daemonset/agent
     kubemu events [--for pod/web] [-w]
     kubemu port-forward pod/web 18080:8000 [--address 127.0.0.1,::1]
     kubemu cordon|uncordon node-1       kubemu drain node-1 [--ignore-daemonsets] [--timeout 2m]
