@@ -61,19 +61,19 @@ def ready_since(pod: dict) -> float:
                            if c["type"] == "Ready"))
 
 
-def watch_order(cluster, done, event, names: list[str]) -> list[str]:
-    """Poll until `done()`, noting each pod of `names` the first time `event(pod or None)` holds:
-    the order in which they did."""
-    order: list[str] = []
+def watch_rule(cluster, done, broken) -> list:
+    """Poll until `done()`; every look at the pods where `broken(pods)` holds (a rule of the
+    controller seen broken). A rule checked at each look holds even when two changes fall between
+    two looks, which an order of first sightings would misread on a loaded machine."""
+    seen = []
 
     def step():
         current = pods(cluster) or {}
-        for name in names:
-            if name not in order and event(current.get(name)):
-                order.append(name)
+        if broken(current):
+            seen.append({name: (version(p), ready(p), terminating(p)) for name, p in current.items()})
         return done()
-    wait_for(step, timeout=LONG, interval=0.1, message=f"{names} to go through")
-    return order
+    wait_for(step, timeout=LONG, interval=0.1, message="the controller to get there")
+    return seen
 
 
 def test_a_statefulset_of_three(cluster, tmp_path):
@@ -110,21 +110,27 @@ def test_a_statefulset_of_three(cluster, tmp_path):
     # A template change rolls the pods from the highest ordinal down.
     manifest.write_text(statefulset(3, version="2"))
     cluster.cli("apply", "-f", str(manifest))
-    order = watch_order(cluster, lambda: exactly_ready(cluster, ["web-0", "web-1", "web-2"], "2"),
-                        lambda p: p is not None and version(p) == "2" and not terminating(p),
-                        ["web-0", "web-1", "web-2"])
-    assert order == ["web-2", "web-1", "web-0"], order
+    def updated_too_early(current: dict) -> bool:   # web-k new while a higher ordinal is not new and Ready
+        names = [f"web-{i}" for i in range(3)]
+        new = [n in current and version(current[n]) == "2" and not terminating(current[n]) for n in names]
+        done = [new[i] and ready(current[names[i]]) for i in range(3)]
+        return any(new[k] and not all(done[k + 1:]) for k in range(3))
+    early = watch_rule(cluster, lambda: exactly_ready(cluster, ["web-0", "web-1", "web-2"], "2"),
+                       updated_too_early)
+    assert not early, f"a lower ordinal was updated before the higher ones were: {early}"
     status = cluster.cli("rollout", "status", "statefulset/web", f"--timeout={LONG:g}s").stdout
     assert status.splitlines()[-1] == "partitioned roll out complete: 3 new pods have been updated...", status
     history = cluster.cli("rollout", "history", "statefulset/web").stdout
     assert history == ("statefulset.apps/web \nREVISION  CHANGE-CAUSE\n1         <none>\n"
                        "2         <none>\n\n"), history
 
-    # Scale to 1: web-2 goes first, web-1 only once web-2 is gone.
+    # Scale to 1: web-2 goes first, web-1 only once web-2 is gone. Checked at every look (two
+    # deletions may fall between two looks on a loaded machine, so their order alone would not do).
     cluster.cli("scale", "statefulset/web", "--replicas", "1")
-    order = watch_order(cluster, lambda: exactly_ready(cluster, ["web-0"]),
-                        lambda p: p is None or terminating(p), ["web-1", "web-2"])
-    assert order == ["web-2", "web-1"], order
+    early = watch_rule(cluster, lambda: exactly_ready(cluster, ["web-0"]),
+                       lambda current: "web-2" in current and ("web-1" not in current
+                                                                or terminating(current["web-1"])))
+    assert not early, f"web-1 went while web-2 was still there: {early}"
 
     # Scale to 3 with the controller-manager killed -9 as web-1 appears: exactly web-0..2.
     cluster.cli("scale", "statefulset/web", "--replicas", "3")
