@@ -12,6 +12,8 @@
       member list | member add NAME ENDPOINT | member remove NAME
       lease grant TTL | lease revoke ID | lease keepalive ID [--once] | lease list
       move-leader NAME
+      fault partition --from A --to B [--symmetric] | fault delay --ms N [--jitter [MS]]
+      fault disk full|fsync-fail|ok --member M | fault power-loss --member M | fault heal | fault list
 
 Endpoints: --endpoints (comma-separated, as etcdctl), else $KUBEMU_STORE_ENDPOINTS, else the
 running cluster's `<state dir>/store-endpoints` (one per line). An endpoint without a scheme
@@ -39,6 +41,7 @@ from rich.table import Table
 
 from store.client import Compacted, Event, OutcomeUnknown, SyncStoreClient, WireError
 
+from . import wire
 from ._wire_auth import state_credentials
 from .statedir import StateDir
 
@@ -410,7 +413,8 @@ def status(sctx: StoreCtx, cluster: bool, output: str | None) -> None:
             leader = r.get("role") == "leader"
             table.add_row(r["endpoint"], str(r.get("name", "")), r.get("role", ""), str(leader).lower(),
                           str(r.get("term", "")), str(r.get("raft_index", "")), str(r.get("applied_index", "")),
-                          str(r.get("revision", "")), human_bytes(r.get("db_size")), "",
+                          str(r.get("revision", "")), human_bytes(r.get("db_size")),
+                          ", ".join(f"alarm:{a}" for a in r.get("alarms") or ()),
                           style="bold" if leader else None)
         console.print(table)
     failed = [r["endpoint"] for r in rows if "error" in r]
@@ -568,3 +572,149 @@ def lease_list(sctx: StoreCtx, output: str | None) -> None:
     click.echo(f"found {len(leases)} leases")
     for item in leases:
         click.echo(f"{item['id']:016x}" if isinstance(item, dict) else f"{item[0]:016x}")
+
+
+# ------------------------------------------------------------------------------------ faults
+
+@store.group()
+def fault() -> None:
+    """Inject faults into the store's members (Jepsen's nemesis): partitions, delays, a full
+    disk, a failing fsync, power loss. The admin's only; a restarted member has none."""
+
+
+def _split_names(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        fail("expected member names, comma-separated")
+    return names
+
+
+def _members(sctx: StoreCtx, *given: list[str] | None) -> dict[str, str]:
+    """The members' endpoints by name; each name given must be one of them."""
+    members = {m["name"]: m["endpoint"] for m in sctx.call("member_list") if m.get("endpoint")}
+    for names in given:
+        for name in names or ():
+            if name not in members:
+                fail(f"{name} is not a member of the store (members: {', '.join(sorted(members))})")
+    return members
+
+
+def _fault_summary(faults: dict) -> str:
+    parts = []
+    cut = faults.get("partitions") or []
+    if cut:
+        parts.append("cut " + ", ".join(f"{p['from']}->{p['to']}" for p in cut))
+    for d in faults.get("delays") or []:
+        def who(x):
+            return x if isinstance(x, str) else ",".join(x)
+        jitter = f" ±{d['jitter_ms']:g}ms" if d.get("jitter_ms") else ""
+        parts.append(f"delay {who(d['from'])}->{who(d['to'])} {d['ms']:g}ms{jitter}")
+    if faults.get("disk", "ok") != "ok":
+        parts.append(f"disk {faults['disk']}")
+    return "; ".join(parts) or "no faults"
+
+
+def _send_fault(sctx: StoreCtx, members: dict[str, str], targets: list[str], params: dict,
+                output: str | None) -> None:
+    """Send one `fault` request to each target member; one line per member. A member that does
+    not answer is reported, and the command fails once all were tried."""
+    failed = []
+    for name in targets:
+        client = wire.SyncClient(members[name], timeout=sctx.timeout, credentials=sctx.credentials())
+        try:
+            resp = client.call("fault", params, timeout=sctx.timeout)
+        except WireError as err:
+            failed.append(name)
+            click.echo(f"{name}: {describe(err)}", err=True)
+            continue
+        finally:
+            client.close()
+        if sctx.fmt(output) == "json":
+            echo_json(resp)
+        elif params["action"] == "power-loss":
+            click.echo(f"{name}: power lost: what it had not synced is gone, and it stopped")
+        else:
+            click.echo(f"{name}: {_fault_summary(resp.get('faults') or {})}")
+    if failed:
+        fail(f"the fault did not reach {', '.join(failed)}")
+
+
+@fault.command("partition")
+@click.option("--from", "frm", required=True, metavar="A[,B...]", help="the members whose messages are dropped")
+@click.option("--to", "to", required=True, metavar="C[,D...]", help="the members they no longer reach")
+@click.option("--symmetric", is_flag=True, help="cut both directions")
+@output_option
+@pass_sctx
+def fault_partition(sctx: StoreCtx, frm: str, to: str, symmetric: bool, output: str | None) -> None:
+    """Drop every Raft message from the --from members to the --to members (and back with
+    --symmetric). Partitions add up until `fault heal`."""
+    senders, receivers = _split_names(frm), _split_names(to)
+    members = _members(sctx, senders, receivers)
+    _send_fault(sctx, members, sorted(members), {"action": "partition", "from": senders, "to": receivers,
+                                                 "symmetric": symmetric}, output)
+
+
+@fault.command("delay")
+@click.option("--ms", type=click.FloatRange(0, 60_000), required=True, help="milliseconds to hold each batch (0: no delay)")
+@click.option("--jitter", type=click.FloatRange(-1, 60_000), is_flag=False, flag_value=-1.0, default=0.0,
+              metavar="[MS]", help="vary the delay by up to MS either way (alone: by --ms); reorders messages")
+@click.option("--from", "frm", metavar="A[,B...]", help="only messages from these members (default all)")
+@click.option("--to", "to", metavar="C[,D...]", help="only messages to these members (default all)")
+@output_option
+@pass_sctx
+def fault_delay(sctx: StoreCtx, ms: float, jitter: float, frm: str | None, to: str | None,
+                output: str | None) -> None:
+    """Hold Raft messages between members for --ms milliseconds (netem's delay: uniform in
+    [ms - jitter, ms + jitter]); messages held apart overtake each other."""
+    if jitter < 0 and jitter != -1.0:  # -1: the flag alone
+        fail("--jitter: expected a non-negative number of milliseconds")
+    senders, receivers = _split_names(frm), _split_names(to)
+    members = _members(sctx, senders, receivers)
+    params = {"action": "delay", "ms": ms, "jitter_ms": ms if jitter < 0 else jitter,
+              "from": senders, "to": receivers}
+    _send_fault(sctx, members, sorted(members), params, output)
+
+
+@fault.command("disk")
+@click.argument("mode", type=click.Choice(["full", "fsync-fail", "ok"]))
+@click.option("--member", required=True, help="the member whose disk it is")
+@output_option
+@pass_sctx
+def fault_disk(sctx: StoreCtx, mode: str, member: str, output: str | None) -> None:
+    """full: etcd's NOSPACE alarm (writes that grow the store are refused; reads, deletes and
+    compaction go on). fsync-fail: the member's next fsync fails and it stops, as etcd does.
+    ok: a healthy disk again."""
+    members = _members(sctx, [member])
+    _send_fault(sctx, members, [member], {"action": "disk", "mode": mode}, output)
+
+
+@fault.command("power-loss")
+@click.option("--member", required=True, help="the member that loses power")
+@output_option
+@pass_sctx
+def fault_power_loss(sctx: StoreCtx, member: str, output: str | None) -> None:
+    """The member's machine loses power: what it wrote without an fsync is lost (kill -9 never
+    shows this: the page cache survives it) and it stops at once."""
+    members = _members(sctx, [member])
+    _send_fault(sctx, members, [member], {"action": "power-loss"}, output)
+
+
+@fault.command("heal")
+@click.option("--member", help="only this member (default: all)")
+@output_option
+@pass_sctx
+def fault_heal(sctx: StoreCtx, member: str | None, output: str | None) -> None:
+    """Every injected fault off."""
+    members = _members(sctx, [member] if member else None)
+    _send_fault(sctx, members, [member] if member else sorted(members), {"action": "heal"}, output)
+
+
+@fault.command("list")
+@output_option
+@pass_sctx
+def fault_list(sctx: StoreCtx, output: str | None) -> None:
+    """Each member's injected faults."""
+    members = _members(sctx)
+    _send_fault(sctx, members, sorted(members), {"action": "list"}, output)

@@ -20,7 +20,15 @@ identity that is a member's (`refuse_peer`), and a message only as from the memb
 authenticated (`impostor`): a client, or one member posing as another, cannot step Raft. The
 other methods are for the apiserver (``kube-apiserver-etcd-client``), the admin (`kubemu
 store`) and the members only, as kubeadm's etcd trusts only the apiserver's client certificate
-and its peers: any other identity (a node's) would otherwise bypass RBAC on the store."""
+and its peers: any other identity (a node's) would otherwise bypass RBAC on the store. The
+`fault` method (injected faults, `store.faults`) is the admin's alone: not even a member or the
+apiserver may cut a replica off.
+
+Injected network faults (`PeerSender.faults`, a `store.faults.PeerFaults` or None): each batch
+for a peer is sent, held for a while (delay with jitter: batches held apart overtake each
+other), or dropped, as `PeerFaults.hold` decides; a snapshot transfer on a cut link does not
+start. What arrives on a cut link is dropped by the replica (`PeerFaults.accepts`). With no
+fault set, the only cost is checking that `faults` is None once per batch."""
 from __future__ import annotations
 
 import asyncio
@@ -35,6 +43,7 @@ import msgpack
 from kubemu import wire
 from kubemu._wire_auth import ADMIN, APISERVER, STORE_PREFIX, load_credentials, secret_path, store_identity
 
+from .faults import PeerFaults
 from .raft import Message, MessageType
 
 if TYPE_CHECKING:
@@ -49,6 +58,7 @@ SNAP_CHUNK = 1 << 20
 SNAP_MAX_BYTES = 4 << 30
 PEER_METHODS = frozenset({"raft", "raft_snapshot"})
 CLIENTS = frozenset({APISERVER, ADMIN})  # the identities besides the members that may use the rest
+ADMIN_METHODS = frozenset({"fault"})  # the admin's alone
 
 
 def peer_credentials(name: str, secrets_dir: str | None) -> wire.Credentials | None:
@@ -61,7 +71,9 @@ def peer_credentials(name: str, secrets_dir: str | None) -> wire.Credentials | N
 
 def refuse_peer(identity: str | None, method: str, is_member: Callable[[str], bool]) -> str | None:
     """Why `identity` may not call `method`, None if it may: the peer methods are for members,
-    the others for members and `CLIENTS`."""
+    `ADMIN_METHODS` for the admin, the others for members and `CLIENTS`."""
+    if method in ADMIN_METHODS:
+        return None if identity == ADMIN else f"{method!r} is for the admin ({ADMIN}) only, not {identity!r}"
     member = identity is not None and identity.startswith(STORE_PREFIX) and is_member(identity[len(STORE_PREFIX):])
     if member:
         return None
@@ -109,6 +121,9 @@ class PeerSender:
         self._connected: dict[str, str] = {}  # the member map as of the last connect()
         self._held: dict[str, list[Message]] = {}  # appends without entries, per peer
         self._flush_held: asyncio.TimerHandle | None = None
+        self.faults: PeerFaults | None = None  # injected network faults (see the module docstring)
+        self._rng = random.Random()
+        self._delayed: set[asyncio.TimerHandle] = set()  # batches held by an injected delay
 
     def _peer(self, name: str) -> _Peer | None:
         ep = self._members.get(name)
@@ -177,6 +192,26 @@ class PeerSender:
             self._fire(peer, batch)
 
     def _fire(self, peer: _Peer, batch: list[dict]) -> None:
+        if self.faults is not None:
+            hold = self.faults.hold(peer.name, self._rng)
+            if hold is None:
+                self._metrics.msgs_dropped += len(batch)
+                return
+            if hold > 0:
+                self._hold(hold, peer, batch)
+                return
+        self._send_now(peer, batch)
+
+    def _hold(self, seconds: float, peer: _Peer, batch: list[dict]) -> None:
+        def release() -> None:
+            self._delayed.discard(handle)
+            if self._peers.get(peer.name) is peer:  # not replaced by a new endpoint meanwhile
+                self._send_now(peer, batch)
+
+        handle = asyncio.get_running_loop().call_later(seconds, release)
+        self._delayed.add(handle)
+
+    def _send_now(self, peer: _Peer, batch: list[dict]) -> None:
         try:
             sent = peer.client.notify("raft", {"msgs": batch})
         except wire.WireError as exc:  # TooLarge: cannot happen below PEER_BATCH_BYTES
@@ -189,7 +224,8 @@ class PeerSender:
 
     def _send_snapshot(self, m: Message) -> None:
         peer = self._peer(m.to)
-        if peer is None or (peer.snap_task is not None and not peer.snap_task.done()):
+        if (peer is None or (peer.snap_task is not None and not peer.snap_task.done())
+                or (self.faults is not None and m.to in self.faults.drop_to)):
             self._metrics.msgs_dropped += 1
             return
         peer.snap_task = self._spawn(self._stream_snapshot(peer, m))
@@ -218,6 +254,9 @@ class PeerSender:
         if self._flush_held is not None:
             self._flush_held.cancel()
             self._flush_held = None
+        for handle in self._delayed:
+            handle.cancel()
+        self._delayed.clear()
         for peer in self._peers.values():
             await peer.client.close()
 

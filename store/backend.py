@@ -19,16 +19,30 @@ same (one parametrized test suite checks them against each other):
 `LevelDBBackend` can share one plyvel database with other users (the Raft log) under its own key
 prefix: pass an open `plyvel.DB` and a prefix; only a backend that opened the database itself
 closes it.
+
+`Disk` is the replica's data disk as the injected faults see it (`store.faults`): every synced
+write to the database reports to it (`Disk.synced`), which is where an fsync fails on demand
+and where the bytes each fsync covered are noted, so that a power loss can drop the rest.
 """
 from __future__ import annotations
 
 import bisect
+import errno
+import json
+import logging
 import os
+import re
+import threading
 from typing import Iterable, Iterator
 
 import plyvel
 
-__all__ = ["Backend", "LevelDBBackend", "MemoryBackend", "key_bounds", "next_prefix"]
+from .faults import DiskMode, truncation_plan
+
+__all__ = ["Backend", "Disk", "FsyncFailed", "LevelDBBackend", "MemoryBackend", "is_disk_failure", "key_bounds",
+           "next_prefix"]
+
+log = logging.getLogger("store.disk")
 
 Pairs = Iterator[tuple[bytes, bytes]]
 
@@ -165,7 +179,8 @@ class LevelDBBackend(Backend):
     `plyvel.DB` that the caller owns and closes (so the Raft log and the KV state can live in
     one database, under different prefixes)."""
 
-    def __init__(self, path_or_db, prefix: bytes = b"") -> None:
+    def __init__(self, path_or_db, prefix: bytes = b"", disk: Disk | None = None) -> None:
+        self._disk = disk
         if isinstance(path_or_db, plyvel.DB):
             self._db, self._owned = path_or_db, False
         elif isinstance(path_or_db, (str, bytes, os.PathLike)):
@@ -227,6 +242,8 @@ class LevelDBBackend(Backend):
                 batch.delete(key)
             for key, value in puts:
                 batch.put(key, value)
+        if sync and self._disk is not None:
+            self._disk.synced()
 
     def approximate_size(self) -> int:
         end = next_prefix(self._prefix)
@@ -235,3 +252,154 @@ class LevelDBBackend(Backend):
     def close(self) -> None:
         if self._owned and not self._db.closed:
             self._db.close()
+
+
+class FsyncFailed(OSError):
+    """An injected fsync failure (EIO, as Linux reports a failed writeback)."""
+
+    def __init__(self) -> None:
+        super().__init__(errno.EIO, "fsync failed (injected disk fault)")
+
+
+_DISK_ERRNOS = frozenset({errno.EIO, errno.ENOSPC, errno.EROFS, errno.EDQUOT})
+
+
+def is_disk_failure(exc: BaseException) -> bool:
+    """Whether an error from a write to the database is the disk's (LevelDB's own errors, or
+    an OSError a disk gives), as opposed to a bug or a timeout."""
+    return isinstance(exc, plyvel.Error) or (isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS)
+
+
+_LOG_FILE = re.compile(r"^\d+\.log$")  # LevelDB's write-ahead logs (its info log is "LOG")
+PLAN_FILE = "power-loss.plan"
+
+
+class Disk:
+    """A replica's data disk under injected faults (`store.faults`).
+
+    LevelDB appends every write to its log file and hands it to the kernel at once, so kill -9
+    loses nothing (the page cache survives it); a sync write fsyncs that file. A power loss
+    keeps of each log file only what an fsync covered: `synced()` notes, after each synced
+    write, the log file's size then (one fstat; no cost at all on unsynced writes, and with
+    --unsafe-no-fsync there are none). Concurrent unsynced writes that land before the fstat
+    count as covered: the kernel may well have written them back, so what is kept is always a
+    state a real power loss can leave.
+
+    The loss itself happens when the process is gone: `lose_unsynced()` writes the plan
+    (file -> bytes to keep) next to the database and the next start applies it before
+    LevelDB opens (`recover`), so no LevelDB thread of the dying process writes after the
+    cut. LevelDB replays a log cut at a record boundary as if the later writes never were;
+    data it had moved into its table files (which it fsyncs itself) stays, as it would.
+
+    `mode` is the injected disk fault (`DiskMode`): FSYNC_FAIL makes `synced()` raise
+    FsyncFailed, FULL is read by the replica (etcd's NOSPACE alarm)."""
+
+    def __init__(self, db_dir: str) -> None:
+        self.db_dir = db_dir
+        self.mode = DiskMode.OK
+        self._synced: dict[str, int] = {}  # log file name -> bytes its last fsync covered
+        self._fd: int | None = None  # the current log file, as last seen
+        self._name = ""
+        self._size = -1
+        self._lock = threading.Lock()  # the I/O thread's compactions sync too
+        # What is there now was replayed by LevelDB's open into table files, or is empty.
+        for name, size in self._log_sizes().items():
+            self._synced[name] = size
+
+    def _log_sizes(self) -> dict[str, int]:
+        sizes = {}
+        with os.scandir(self.db_dir) as it:
+            for entry in it:
+                if _LOG_FILE.match(entry.name):
+                    try:
+                        sizes[entry.name] = entry.stat().st_size
+                    except FileNotFoundError:
+                        pass  # deleted meanwhile (its data is in a table file)
+        return sizes
+
+    def synced(self) -> None:
+        """Called after each synced write (see the class docstring)."""
+        if self.mode is DiskMode.FSYNC_FAIL:
+            raise FsyncFailed()
+        with self._lock:
+            if self._fd is not None:
+                size = os.fstat(self._fd).st_size
+                if size != self._size:
+                    self._size = self._synced[self._name] = size
+                    return
+            # A synced write always appends to the current log: one that did not grow the
+            # file we hold went to a newer one (LevelDB switched logs with its memtable).
+            self._reopen()
+
+    def _reopen(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        sizes = self._log_sizes()
+        if not sizes:
+            return
+        self._name = max(sizes, key=lambda n: int(n.split(".")[0]))
+        try:
+            self._fd = os.open(os.path.join(self.db_dir, self._name), os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        self._size = self._synced[self._name] = os.fstat(self._fd).st_size
+
+    def lose_unsynced(self) -> dict[str, int]:
+        """Record (durably) what a power loss now drops; the next start drops it. Returns the
+        plan (file -> bytes kept, for the files that lose bytes)."""
+        with self._lock:
+            plan = truncation_plan(self._log_sizes(), self._synced)
+        _write_durably(os.path.join(os.path.dirname(self.db_dir), PLAN_FILE), json.dumps(plan).encode())
+        return plan
+
+    @staticmethod
+    def recover(db_dir: str) -> dict[str, int] | None:
+        """Apply a power loss recorded by `lose_unsynced` (before LevelDB opens `db_dir`);
+        returns the bytes dropped per file, None when there was none."""
+        path = os.path.join(os.path.dirname(db_dir), PLAN_FILE)
+        try:
+            with open(path, "rb") as f:
+                plan = json.loads(f.read() or b"{}")
+        except FileNotFoundError:
+            return None
+        dropped = {}
+        for name, keep in plan.items():
+            target = os.path.join(db_dir, name)
+            try:
+                size = os.path.getsize(target)
+            except FileNotFoundError:
+                continue
+            if size > keep:
+                os.truncate(target, keep)
+                _fsync_path(target)
+                dropped[name] = size - keep
+        os.unlink(path)
+        _fsync_path(os.path.dirname(path))
+        log.warning("power loss: dropped what was not synced: %s",
+                    ", ".join(f"{n} lost {b} bytes" for n, b in sorted(dropped.items())) or "nothing")
+        return dropped
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_durably(path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_path(os.path.dirname(path))

@@ -11,6 +11,9 @@ Every error a replica answers with is a `kubemu.wire.WireError`; the codes clien
     OutcomeUnknown  the write was proposed but its fate is unknown (leadership lost before it
                     applied, or it did not apply in time): it may still commit.
     Gone            a revision below the compact revision (details["compact_revision"]).
+    NoSpace         etcd's NOSPACE alarm: the replica's disk is full, so a write that would grow
+                    the store (a put, a txn with a put, a lease grant) is refused, not executed;
+                    reads, deletes and compaction go on.
     Invalid, NotFound, Conflict, TooLarge   the state machine's answer (see `to_wire_error`).
 """
 from __future__ import annotations
@@ -20,7 +23,7 @@ from kubemu import wire
 from .mvcc import (Compacted, DuplicateKey, FutureRevision, InvalidRequest, KeyNotFound, LeaseExists,
                    LeaseNotFound, StoreError, TooLarge)
 
-__all__ = ["NotLeader", "to_wire_error"]
+__all__ = ["NoSpace", "NotLeader", "to_wire_error"]
 
 
 class NotLeader(wire.Unavailable):
@@ -40,6 +43,16 @@ class NotLeader(wire.Unavailable):
     @property
     def endpoint(self) -> str | None:
         return self.details.get("endpoint")
+
+
+class NoSpace(wire.WireError):
+    """etcd's ErrGRPCNoSpace (see the module docstring)."""
+
+    code = "NoSpace"
+
+    @classmethod
+    def alarm(cls, member: str) -> NoSpace:
+        return cls("etcdserver: mvcc: database space exceeded", {"alarm": "NOSPACE", "member": member})
 
 
 # StoreError class -> wire error class (etcd's gRPC codes, more or less)

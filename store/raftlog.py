@@ -29,7 +29,9 @@ to entries that did not reach the disk. (The state machine may then be durable a
 the persisted commit index; Raft hands out those entries again and the KV store skips them.)
 `needs_sync(ready)` tells whether save() fsyncs. `fsync=False` (`--unsafe-no-fsync`, as etcd's
 flag of that name) writes the same batches without ever syncing: for measuring what the fsyncs
-cost, never for data anyone wants back after a crash of the machine.
+cost, never for data anyone wants back after a crash of the machine. Every synced write reports
+to the replica's `store.backend.Disk` when one is given (injected faults: a failing fsync, and
+what a power loss keeps).
 
 `compact(meta)` records a compaction (after `Raft.compact`) and deletes the entries it covers,
 in one synced batch as well. No snapshot data is written: recovery does not need it, since the
@@ -46,12 +48,15 @@ LevelDB writes and fsyncs), one call at a time; the counters are plain ints read
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import msgpack
 import plyvel
 
 from .raft import Entry, EntryKind, HardState, PersistentState, Ready, SnapshotMeta
+
+if TYPE_CHECKING:
+    from .backend import Disk
 
 __all__ = ["RaftStorage", "CorruptLog"]
 
@@ -85,8 +90,9 @@ def _decode_entry(key: bytes, value: bytes) -> Entry:
 class RaftStorage:
     """The durable half of one Raft node (see the module docstring)."""
 
-    def __init__(self, db: plyvel.DB, prefix: bytes = b"raft/", fsync: bool = True):
+    def __init__(self, db: plyvel.DB, prefix: bytes = b"raft/", fsync: bool = True, disk: Disk | None = None):
         self._db = db
+        self._disk = disk
         self._fsync = fsync
         self._prefix = prefix
         self._view = db.prefixed_db(prefix)
@@ -155,6 +161,8 @@ class RaftStorage:
         self._view.put(_META + name, value, sync=sync)
         if sync:
             self.fsyncs += 1
+            if self._disk is not None:
+                self._disk.synced()
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -202,6 +210,8 @@ class RaftStorage:
         self.entries_written += len(rd.entries)
         if sync:
             self.fsyncs += 1
+            if self._disk is not None:
+                self._disk.synced()
         else:
             self.unsynced_writes += 1
         return sync
@@ -226,6 +236,8 @@ class RaftStorage:
         else:
             self.first_index = meta.index + 1
         self.fsyncs += self._fsync
+        if self._fsync and self._disk is not None:
+            self._disk.synced()
         return deleted
 
     @staticmethod

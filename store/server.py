@@ -100,6 +100,13 @@ Wire methods (params; keys and values are bytes; answers are the KVStore's etcd-
         than 1024 batches behind, or on a replica that restores a snapshot, ends with Unavailable.
     raft {msgs: [Message.to_wire(), ...]}, raft_snapshot {sender, id, seq, last, data}   peers
         (with --wire-secrets: only from members' identities, each message from its own sender)
+    fault {action, ...} -> {name, faults}                    the admin only (with --wire-secrets)
+        injected faults for Jepsen-style tests, this replica's part of them (`store.faults`):
+        partitions and delays of Raft traffic, a full disk (etcd's NOSPACE alarm: writes that
+        grow the store are refused with NoSpace), a failing fsync (the replica stops, as etcd
+        does on a failed WAL write: exit 1, and what it had not synced is lost), power-loss
+        (what was not synced is lost and the replica dies at once, SIGKILL). They last the
+        process's life.
 
 Leases: the leader keeps a `LeaseClock` (reset with on_become_leader when it takes over),
 answers keepalives, and proposes lease_revoke for expired leases from one loop timer armed at
@@ -131,6 +138,7 @@ from kubemu import wire
 from kubemu.gcfreeze import GcFreezer
 from kubemu.sdnotify import notify, watchdog_interval
 
+from . import faults
 from ._auto_compaction import AutoCompaction
 from ._bootstrap import choose_mode, create_raft
 from ._leases import LeaseExpiry
@@ -139,8 +147,8 @@ from ._pending_requests import PendingRequests
 from ._peers import FRAME, PeerSender, SnapshotChunks, impostor, peer_credentials, refuse_peer
 from ._snapshot_envelope import unwrap_snapshot, wrap_snapshot
 from ._watch_hub import WatchHub, history
-from .backend import LevelDBBackend
-from .errors import NotLeader, to_wire_error
+from .backend import Disk, FsyncFailed, LevelDBBackend, is_disk_failure
+from .errors import NoSpace, NotLeader, to_wire_error
 from .mvcc import (Compacted, Event, KVStore, StoreError, check_request_size, compact_op, lease_grant_op,
                    lease_revoke_op, put_op, txn_op)
 from .options import Options, parse_peers, parse_retention
@@ -242,6 +250,9 @@ class Replica:
         self._loop_task: asyncio.Task | None = None
         self._server: wire.Server | None = None
         self.db: plyvel.DB | None = None
+        self.disk: Disk | None = None
+        self._faults = faults.FaultState()
+        self._disk_full = False  # the injected NOSPACE alarm, checked per proposal
 
     # ============================================================================ life cycle
 
@@ -278,13 +289,15 @@ class Replica:
 
     def _open_storage(self) -> None:
         os.makedirs(self.opts.data_dir, mode=0o700, exist_ok=True)
-        self.db = plyvel.DB(os.path.join(self.opts.data_dir, "db"), create_if_missing=True,
-                            write_buffer_size=MEMTABLE_BYTES)
-        self.storage = RaftStorage(self.db, prefix=b"raft/", fsync=not self.opts.unsafe_no_fsync)
+        db_dir = os.path.join(self.opts.data_dir, "db")
+        Disk.recover(db_dir)  # a power loss injected into the previous run takes effect now
+        self.db = plyvel.DB(db_dir, create_if_missing=True, write_buffer_size=MEMTABLE_BYTES)
+        self.disk = Disk(db_dir)
+        self.storage = RaftStorage(self.db, prefix=b"raft/", fsync=not self.opts.unsafe_no_fsync, disk=self.disk)
         if self.opts.unsafe_no_fsync:
             log.warning("--unsafe-no-fsync: the Raft log is never fsynced; a crash of the machine "
                         "can lose acknowledged writes")
-        self.kv = KVStore(LevelDBBackend(self.db, prefix=b"kv/"))
+        self.kv = KVStore(LevelDBBackend(self.db, prefix=b"kv/", disk=self.disk))
         raw = self.storage.get_meta(b"members")
         if raw:
             try:
@@ -309,9 +322,26 @@ class Replica:
         if task.cancelled() or self._halt:
             return
         exc = task.exception()
+        if is_disk_failure(exc):
+            self._disk_failed(exc)
         log.critical("the Raft loop failed; the replica stops", exc_info=exc)
         self.exit_code = 1
         self._spawn(self.shutdown(graceful=False))
+
+    def _disk_failed(self, exc: BaseException) -> None:
+        """etcd's answer to a failed WAL write or fsync: the member stops at once (its
+        `lg.Fatal`), and nothing it had not synced can be trusted (an fsync that failed may have
+        dropped the dirty pages: Linux marks them clean)."""
+        log.critical("failed to save Raft hard state and entries: %s; this member stops", exc)
+        if isinstance(exc, FsyncFailed):
+            self.disk.lose_unsynced()
+        os._exit(1)
+
+    def _power_off(self) -> None:
+        plan = self.disk.lose_unsynced()
+        log.warning("power loss (injected): the unsynced tail of %s is lost; stopping at once",
+                    ", ".join(sorted(plan)) or "no file")
+        os.kill(os.getpid(), signal.SIGKILL)
 
     async def shutdown(self, graceful: bool = True) -> None:
         if self._stopping:
@@ -351,6 +381,8 @@ class Replica:
         self._io.shutdown(wait=True)  # a persist in flight finishes before the database closes
         if self.db is not None and not self.db.closed:
             self.db.close()
+        if self.disk is not None:
+            self.disk.close()
 
     async def _hand_off_leadership(self) -> None:
         raft = self.raft
@@ -505,6 +537,9 @@ class Replica:
             if m.type == MT.SNAP:
                 raise self._bad_input(f"snapshot from {m.frm} outside raft_snapshot")
             parsed.append(m)
+        injected = self._peers.faults
+        if injected is not None:
+            parsed = [m for m in parsed if injected.accepts(m.frm)]
         self._step_all(parsed)
 
     def _check_peer_message(self, m: Message) -> str | None:
@@ -539,6 +574,8 @@ class Replica:
             raise self._bad_input(f"raft_snapshot from unknown sender {sender!r}")
         if (why := impostor(wire.peer_identity.get(), sender)) is not None:
             raise self._bad_input(why)
+        if self._peers.faults is not None and not self._peers.faults.accepts(sender):
+            return  # an injected partition cuts the link
         try:
             blob = self._snap_rx.add(sender, id, seq, last, data)
         except ValueError as exc:
@@ -755,6 +792,8 @@ class Replica:
         self._require_leader()
         try:
             op = parse_request(req)  # fail malformed requests before they cost a log entry
+            if self._disk_full and faults.grows_store(op):
+                raise NoSpace.alarm(self.name)  # etcd's quota check, before the proposal
             rid = self._new_rid()
             data = _pack([self.name, rid, req])
             check_request_size(len(data))
@@ -837,7 +876,7 @@ class Replica:
             "lease_keepalive": self.rpc_lease_keepalive, "lease_leases": self.rpc_lease_leases,
             "status": self.rpc_status, "member_list": self.member_list, "member_add": self.rpc_member_add,
             "member_remove": self.rpc_member_remove, "move_leader": self.rpc_move_leader,
-            "watch": self.rpc_watch,
+            "watch": self.rpc_watch, "fault": self.rpc_fault,
         }
 
     def rpc_put(self, key, value=b"", lease=0, prev_kv=False) -> asyncio.Future:
@@ -919,7 +958,29 @@ class Replica:
             "msgs_sent": m.msgs_sent, "msgs_dropped": m.msgs_dropped, "bad_peer_input": m.bad_peer_input,
             "leader_changes": m.leader_changes, "watchers": len(self._watches), "leases": len(kv.leases()),
             "members": self.member_list(),
+            "alarms": ["NOSPACE"] if self._disk_full else [],
+            "faults": None if self._faults.healthy else faults.describe(self._faults),
         }
+
+    def rpc_fault(self, **params) -> dict:
+        """Injected faults (see the module docstring and `store.faults`)."""
+        try:
+            req = faults.parse_request(params)
+        except ValueError as exc:
+            raise wire.Invalid(f"fault: {exc}") from None
+        if req.action == "power-loss":
+            self._halt = True  # from now on nothing is written or sent: the power is off
+            self._kick.set()
+            self.loop.call_later(0.05, self._power_off)  # after the answer has left
+            log.warning("power loss injected")
+            return {"name": self.name, "faults": faults.describe(self._faults)}
+        state = self._faults = faults.apply(self._faults, req)
+        self._peers.faults = faults.peer_faults(state, self.name, list(self.members))
+        self.disk.mode = state.disk
+        self._disk_full = state.disk is faults.DiskMode.FULL
+        if req.action != "list":
+            log.warning("injected faults now: %s", faults.describe(state) if not state.healthy else "none")
+        return {"name": self.name, "faults": faults.describe(state)}
 
     def _db_size(self) -> int:
         """Bytes of the LevelDB files (etcd's dbSize is the file size too)."""

@@ -182,3 +182,76 @@ def test_both_backends_agree_with_a_dict(shared_db, batches, queries):
             assert mem.get(k) == ldb.get(k) == model.get(k)
     finally:
         ldb.close()
+
+
+# --- Disk: injected disk faults under the replica's LevelDB -------------------------------------
+
+def _open_with_disk(data_dir):
+    from store.backend import Disk
+    db_dir = str(data_dir / "db")
+    Disk.recover(db_dir)
+    db = plyvel.DB(db_dir, create_if_missing=True)
+    return db, Disk(db_dir)
+
+
+def test_power_loss_drops_exactly_what_no_fsync_covered(tmp_path):
+    db, disk = _open_with_disk(tmp_path)
+    kv = LevelDBBackend(db, prefix=b"kv/", disk=disk)
+    kv.write([(b"before", b"1")])  # unsynced, then covered by the next fsync
+    kv.write([(b"synced", b"2")], sync=True)
+    kv.write([(b"after-1", b"3")])
+    kv.write([(b"after-2", b"4")])
+    plan = disk.lose_unsynced()
+    assert len(plan) == 1
+    db.close()
+    disk.close()
+    # kill -9 would keep every write (the page cache survives it); the next start applies the loss
+    db, disk = _open_with_disk(tmp_path)
+    assert [k for k, _ in LevelDBBackend(db, prefix=b"kv/").iterate()] == [b"before", b"synced"]
+    assert not (tmp_path / "power-loss.plan").exists()
+    db.close()
+    disk.close()
+
+
+def test_power_loss_without_any_fsync_loses_everything_since_the_open(tmp_path):
+    db, disk = _open_with_disk(tmp_path)
+    LevelDBBackend(db, disk=disk).write([(b"old", b"1")], sync=True)
+    db.close()
+    disk.close()
+    db, disk = _open_with_disk(tmp_path)  # the open moved "old" into a table file
+    LevelDBBackend(db, disk=disk).write([(b"new", b"2")])
+    disk.lose_unsynced()
+    db.close()
+    disk.close()
+    db, disk = _open_with_disk(tmp_path)
+    assert [k for k, _ in LevelDBBackend(db).iterate()] == [b"old"]
+    db.close()
+    disk.close()
+
+
+def test_an_injected_fsync_failure_raises_eio(tmp_path):
+    import errno
+
+    from store.backend import FsyncFailed
+    from store.faults import DiskMode
+    db, disk = _open_with_disk(tmp_path)
+    kv = LevelDBBackend(db, disk=disk)
+    disk.mode = DiskMode.FSYNC_FAIL
+    kv.write([(b"a", b"1")])  # no fsync, no failure
+    with pytest.raises(FsyncFailed) as info:
+        kv.write([(b"b", b"2")], sync=True)
+    assert info.value.errno == errno.EIO
+    db.close()
+    disk.close()
+
+
+def test_disk_failures_are_told_from_other_errors():
+    import errno
+
+    from store.backend import FsyncFailed, is_disk_failure
+    assert is_disk_failure(FsyncFailed())
+    assert is_disk_failure(OSError(errno.ENOSPC, "No space left on device"))
+    assert is_disk_failure(plyvel.IOError("IO error: db/000005.log: Input/output error"))
+    assert not is_disk_failure(TimeoutError())
+    assert not is_disk_failure(ConnectionResetError(errno.ECONNRESET, "reset"))
+    assert not is_disk_failure(ValueError("bug"))

@@ -28,6 +28,13 @@ def _forged_timeout_now(frm: str, to: str, term: int) -> dict:
 
 # -------------------------------------------------------------------------- the pure rules
 
+def test_the_fault_method_is_the_admins_alone():
+    members = {"store-0", "store-1"}.__contains__
+    assert refuse_peer(wa.ADMIN, "fault", members) is None
+    for who in ("system:store:store-1", "kube-apiserver-etcd-client", "system:node:node-1", None):
+        assert "is for the admin" in refuse_peer(who, "fault", members)
+
+
 def test_peer_methods_are_for_members_only():
     members = {"store-0", "store-1"}.__contains__
     assert refuse_peer("system:store:store-1", "raft", members) is None
@@ -108,6 +115,9 @@ def test_forged_raft_messages_are_refused_and_leadership_stays(state_dir):
             # the apiserver's identity may
             async with wire.Client(c.endpoints[leader], credentials=apiserver, timeout=60) as cl:
                 await cl.call("put", {"key": b"k0", "value": b"v"})
+                # but injected faults are the admin's alone
+                with pytest.raises(wire.Forbidden, match="for the admin"):
+                    await cl.call("fault", {"action": "partition", "from": [leader], "to": [target]})
 
         asyncio.run(attack())
         # a stepped TIMEOUT_NOW makes the target campaign at once (term + 1) when it handles it
@@ -122,6 +132,11 @@ def test_forged_raft_messages_are_refused_and_leadership_stays(state_dir):
                                     catch_exceptions=False)
         assert result.exit_code == 0, result.output
         assert sorted(row.get("role") for row in json.loads(result.stdout)) == ["follower", "follower", "leader"]
+        result = CliRunner().invoke(cli_main, ["--state-dir", str(state_dir), "store", "--endpoints",
+                                               ",".join(c.endpoints.values()), "fault", "list"],
+                                    catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        assert result.stdout.count(": no faults") == 3
         log = c.log_text(target)
         assert log.count("refused a connection without PLAIN credentials") == 1
         assert log.count("for the store's members") == 1  # the call; the notification was quiet
