@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the image catalog file (default: the state directory's images.yaml, NODE_DIR/../../images.yaml; "
                         "absent: the shipped defaults only)")
     api = p.add_argument_group("the node in the API (with --api)")
-    api.add_argument("--api", help="the apiserver's wire endpoint; without it, static pods only")
+    api.add_argument("--api", help="the apiserver's wire endpoint, or a comma-separated list of them to fail "
+                                    "over between; without it, static pods only")
     api.add_argument("--wire-credentials", type=credentials_flag, metavar="FILE", help=CREDENTIALS_HELP)
     api.add_argument("--cpu", help="the node's cpu capacity (default: this machine's cpu count)")
     api.add_argument("--memory", help="the node's memory capacity (default: this machine's memory)")

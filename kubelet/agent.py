@@ -675,7 +675,7 @@ class Kubelet:
     def _start_container(self, pod_dir: str, worker: PodWorker, action: StartContainer) -> None:
         spec = _container_spec(worker.pod, action.container)
         self.launched[(pod_dir, action.container)] = action.restart_count
-        env = {**_base_env(worker.pod), **dict(action.env)}
+        env = {**_base_env(worker.pod, self.opts.node), **dict(action.env)}
         try:
             placement = self._placement(pod_dir, worker, action.container, _memory_limit(spec))
             mounts = self._mounts(pod_dir, worker, spec, env)
@@ -939,11 +939,14 @@ def _read(path: str) -> str:
         raise NodeFileError(f"cannot read the node's {path}: {exc.strerror or exc}") from None
 
 
-def _base_env(pod: dict) -> dict[str, str]:
+def _base_env(pod: dict, node: str) -> dict[str, str]:
     """What every container gets under its own variables (kubelet/envvars.py)."""
-    # HOSTNAME is what the container's hostname is (spec.hostname, else the pod's name), as a
-    # runtime sets it: an Indexed Job's pod <job>-<index>, not its generated name
-    return {"HOSTNAME": pod_hostname(pod), "KUBERNETES_POD_NAME": pod["metadata"]["name"],
+    # HOSTNAME is what the container's hostname is, as a runtime sets it: a hostNetwork pod
+    # shares the node's (its name: what kube-scheduler's and kube-controller-manager's leader
+    # election identity starts with), any other spec.hostname, else the pod's name (an Indexed
+    # Job's pod <job>-<index>, not its generated name)
+    hostname = node if (pod.get("spec") or {}).get("hostNetwork") is True else pod_hostname(pod)
+    return {"HOSTNAME": hostname, "KUBERNETES_POD_NAME": pod["metadata"]["name"],
             "KUBERNETES_NAMESPACE": pod["metadata"]["namespace"]}
 
 

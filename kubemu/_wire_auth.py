@@ -11,17 +11,28 @@ each handshake, so identities added later, a node joining, are known without a r
 libzmq then stamps every message of that connection with the identity ("User-Id" metadata),
 which the Server hands to handlers as `peer_identity`: nothing a client sends can change it.
 
-Why PLAIN and not CURVE: the handshake authenticates and each message then costs nothing more
-(the ipc sockets sit in 0700 directories and tcp binds only loopback, so the secret crosses
-no network). CURVE encrypts every message: on this machine a 256 KiB round trip went from
-0.21 ms to 2.4 ms of CPU, while list replies, watch batches and Raft appends are that size.
+Why PLAIN and not CURVE on loopback and ipc: the handshake authenticates and each message then
+costs nothing more (the ipc sockets sit in 0700 directories and tcp binds only loopback, so the
+secret crosses no network). CURVE encrypts every message: on this machine a 256 KiB round trip
+went from 0.21 ms to 2.4 ms of CPU, while list replies, watch batches and Raft appends are that
+size.
+
+Beyond loopback, CURVE (`CurveAuth`, ZeroMQ's CurveZMQ: the server's key pair, and each client's
+key pair whose public half the server knows): a wire server refuses to listen on any other
+address without it, since there a secret would cross the network in the clear. The server's
+ZAP responder hands the client's public key to an `identify(key) -> identity | None` hook
+(`kubemu.wirekeys.KnownKeys` reads ``<state>/pki/wire-curve/clients/<identity>.key``; the
+apiserver can map keys issued at join time through its own), and the identity it names is the
+connection's User-Id, exactly as with PLAIN. A client presents `CurveCredentials`: the server's
+public key, which it must know beforehand (a pinned key, as a joining node gets with its join),
+and its own key pair.
 
 One ZAP responder serves one ZeroMQ context (libzmq asks ``inproc://zeromq.zap.01`` of the
 server socket's context): a thread, shared by every authenticating Server of that context
 (each has its own ZAP domain), started with the first and stopped with the last. Its replies
 are quick (one small file read), and a thread keeps it independent of which event loop runs
 which Server. A refused handshake is one log line, at most one per identity every 10 s and 1/s
-overall (`ratelimit.LogThrottle`).
+overall (`ratelimit.LogThrottle`): an unknown CURVE key is logged once, then at most every 10 s.
 """
 from __future__ import annotations
 
@@ -48,6 +59,7 @@ log = logging.getLogger("kubemu.wire")
 SUFFIX = ".secret"
 ZAP_ENDPOINT = "inproc://zeromq.zap.01"  # fixed by RFC 27
 MAX_IDENTITY = 253  # PLAIN allows 255 bytes; a DNS subdomain is at most 253
+CURVE_KEY_CHARS = 40  # a 32-byte CURVE key in Z85
 
 # the identities kubemu's own clients present are Kubernetes user names: ADMIN, SCHEDULER,
 # CONTROLLER_MANAGER, node_identity(node) (kubemu.api.identity); and these three
@@ -69,6 +81,14 @@ class Credentials(NamedTuple):
     secret: str
 
 
+class CurveCredentials(NamedTuple):
+    """What a client presents with CURVE (Z85 keys, 40 bytes each): the server's public key,
+    known beforehand, and the client's own key pair."""
+    server_key: bytes
+    public: bytes
+    secret: bytes
+
+
 # ------------------------------------------------------------------------------ secrets
 
 def check_identity(identity: str) -> str:
@@ -81,6 +101,21 @@ def check_identity(identity: str) -> str:
     return identity
 
 
+def check_curve_key(key: bytes | str, what: str) -> bytes:
+    """`key` as the 40 bytes of a Z85-encoded CURVE key; ValueError (one clear message) if it
+    is not one."""
+    from zmq.utils import z85
+
+    try:
+        raw = key.encode("ascii") if isinstance(key, str) else key
+        if isinstance(raw, bytes) and len(raw) == CURVE_KEY_CHARS:
+            z85.decode(raw)
+            return raw
+    except (ValueError, KeyError, IndexError):  # UnicodeEncodeError is a ValueError
+        pass
+    raise ValueError(f"{what}: not a CURVE key (expected {CURVE_KEY_CHARS} characters of Z85)")
+
+
 def secret_path(directory: str | os.PathLike, identity: str) -> Path:
     return Path(directory) / (check_identity(identity) + SUFFIX)
 
@@ -91,25 +126,31 @@ def _private_dir(directory: Path) -> None:
         os.chmod(directory, 0o700)
 
 
-def ensure_secret(directory: str | os.PathLike, identity: str) -> Path:
-    """The secret file of `identity` in `directory`, made (mode 0600, a fresh random secret)
-    if it does not exist yet; an existing one is kept."""
-    path = secret_path(directory, identity)
+def create_private(path: Path, text: Callable[[], str]) -> None:
+    """Write ``text()`` to `path` (mode 0600, its directory 0700) unless the file exists; an
+    existing one is kept."""
     _private_dir(path.parent)
     if path.exists():
-        return path
+        return
     # written whole under a private name, then linked into place: a reader never sees it half
-    # written, and of two writers racing the first link wins and the other's secret is dropped
+    # written, and of two writers racing the first link wins and the other's text is dropped
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{_secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         with os.fdopen(fd, "w") as f:
-            f.write(_secrets.token_urlsafe(32) + "\n")
+            f.write(text())
         os.link(tmp, path)
     except FileExistsError:
         pass
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def ensure_secret(directory: str | os.PathLike, identity: str) -> Path:
+    """The secret file of `identity` in `directory`, made (mode 0600, a fresh random secret)
+    if it does not exist yet; an existing one is kept."""
+    path = secret_path(directory, identity)
+    create_private(path, lambda: _secrets.token_urlsafe(32) + "\n")
     return path
 
 
@@ -171,9 +212,11 @@ def lookup_secret(directory: str | os.PathLike, identity: str) -> str | None:
 # ------------------------------------------------------------------------------ the server side
 
 class ServerAuth:
-    """What a `wire.Server` needs to require authentication: where the secrets are, and
+    """What a `wire.Server` needs to require PLAIN authentication: where the secrets are, and
     optionally `authorize(identity, method, params)`, called before every request and
     notification, which raises a WireError (Forbidden) to refuse it."""
+
+    mechanism = "PLAIN"
 
     def __init__(self, secrets_dir: str | os.PathLike,
                  authorize: Callable[[str, str, dict], None] | None = None):
@@ -188,9 +231,62 @@ class ServerAuth:
         expected = lookup_secret(self.secrets_dir, user)
         return expected is not None and hmac.compare_digest(expected.encode(), secret.encode())
 
+    def identify(self, creds: list[bytes]) -> str | None:
+        """The identity a ZAP request's PLAIN credentials prove, None if they prove none."""
+        if len(creds) != 2:
+            return None
+        try:
+            user, secret = creds[0].decode(), creds[1].decode()
+        except UnicodeDecodeError:
+            return None
+        return user if self.check(user, secret) else None
+
+    def refusal(self, creds: list[bytes]) -> tuple[str, str]:
+        """(who, why) for the log line of refused credentials."""
+        user = creds[0].decode(errors="replace") if len(creds) == 2 else ""
+        shown = user if len(user) <= 100 else user[:100] + "..."
+        return f"as {shown!r}", "unknown identity or wrong secret"
+
+
+class CurveAuth:
+    """What a `wire.Server` needs to require CURVE: its key pair (Z85), `identify(public_key)`
+    naming the identity of a client's public key (Z85 str) or None for a key it does not know,
+    and `authorize` as for `ServerAuth`. `identify` runs on the ZAP thread at each handshake:
+    it must be quick and thread-safe."""
+
+    mechanism = "CURVE"
+
+    def __init__(self, public: bytes | str, secret: bytes | str, identify: Callable[[str], str | None],
+                 authorize: Callable[[str, str, dict], None] | None = None):
+        self.public = check_curve_key(public, "the server's CURVE public key")
+        self.secret = check_curve_key(secret, "the server's CURVE secret key")
+        self._identify = identify
+        self.authorize = authorize
+
+    def identify(self, creds: list[bytes]) -> str | None:
+        if len(creds) != 1 or len(creds[0]) != 32:
+            return None
+        key = _z85(creds[0])
+        try:
+            identity = self._identify(key)
+            return None if identity is None else check_identity(identity)
+        except Exception:  # a bug in the hook must not open the door, nor kill the ZAP thread
+            log.exception("identifying CURVE key %s failed", key)
+            return None
+
+    def refusal(self, creds: list[bytes]) -> tuple[str, str]:
+        key = _z85(creds[0]) if len(creds) == 1 and len(creds[0]) == 32 else "?"
+        return f"with CURVE key {key}", "not a key this server knows"
+
+
+def _z85(raw: bytes) -> str:
+    from zmq.utils import z85
+
+    return z85.encode(raw).decode()
+
 
 class _Domain(NamedTuple):
-    auth: ServerAuth
+    auth: ServerAuth | CurveAuth
     server: str  # its name, for the log
 
 
@@ -258,31 +354,28 @@ class _Responder:
         envelope, rid = frames[:2], frames[3]
         domain_name = frames[4].decode(errors="replace")
         address = frames[5].decode(errors="replace")
-        mechanism, creds = frames[7], frames[8:]
+        mechanism, creds = frames[7].decode(errors="replace"), frames[8:]
         domain = self.domains.get(domain_name)
-        user = ""
+        who = ""
         if domain is None:
             why = f"unknown ZAP domain {domain_name!r}"
-        elif mechanism != b"PLAIN" or len(creds) != 2:
-            why = f"mechanism {mechanism.decode(errors='replace')} (this server requires PLAIN credentials)"
+        elif mechanism != domain.auth.mechanism:
+            why = f"mechanism {mechanism} (this server requires {domain.auth.mechanism} credentials)"
         else:
-            try:
-                user, secret = creds[0].decode(), creds[1].decode()
-            except UnicodeDecodeError:
-                user, secret = "", ""
-            if domain.auth.check(user, secret):
+            user = domain.auth.identify(creds)
+            if user is not None:
                 return [*envelope, b"1.0", rid, b"200", b"OK", user.encode(), b""]
-            why = "unknown identity or wrong secret"
-        self._refused(domain.server if domain else "wire", user, address, why)
+            who, why = domain.auth.refusal(creds)
+        self._refused(domain.server if domain else "wire", who, address, why)
         return [*envelope, b"1.0", rid, b"400", b"bad credentials", b"", b""]
 
-    def _refused(self, server: str, user: str, address: str, why: str) -> None:
-        shown = user if len(user) <= 100 else user[:100] + "..."
-        quiet = self._throttle.allow((server, user), time.monotonic())
+    def _refused(self, server: str, who: str, address: str, why: str) -> None:
+        quiet = self._throttle.allow((server, who), time.monotonic())
         if quiet is None:
             return
         more = f" (and {quiet} more, not logged)" if quiet else ""
-        log.warning("%s: refused a connection as %r from %s: %s%s", server, shown, address or "?", why, more)
+        who = f" {who}" if who else ""
+        log.warning("%s: refused a connection%s from %s: %s%s", server, who, address or "?", why, more)
 
 
 _lock = threading.Lock()
@@ -290,7 +383,7 @@ _responders: dict[zmq.Context, _Responder] = {}
 _domain_ids = itertools.count(1)
 
 
-def register(ctx: zmq.Context, auth: ServerAuth, server: str) -> str:
+def register(ctx: zmq.Context, auth: ServerAuth | CurveAuth, server: str) -> str:
     """Start answering ZAP requests in `ctx` for a new domain of `auth`; returns the domain
     (set it as the server socket's ZAP_DOMAIN before binding). `unregister` when done."""
     with _lock:

@@ -11,8 +11,9 @@ import os
 import zmq
 import zmq.asyncio
 
-from ._wire_codec import (ERROR, REPLY, STREAM_END, STREAM_ITEM, STREAM_START, _describe, decode_reply,
-                          encode_call, encode_cancel, encode_notify, encode_stream)
+from ._wire_auth import CurveCredentials, check_curve_key
+from ._wire_codec import (ERROR, REPLY, STREAM_END, STREAM_ITEM, STREAM_START, USER_AGENT_PROPERTY, _describe,
+                          decode_reply, encode_call, encode_cancel, encode_notify, encode_stream)
 from ._wire_endpoints import _check_connect_endpoint
 from ._wire_errors import BadRequest, Cancelled, OutcomeUnknown, TooLarge, Unauthorized, Unavailable, WireError
 from ._wire_limits import CLIENT_LINGER_MS, DEFAULT_MAX_FRAME, HWM, MAXMSGSIZE_FACTOR
@@ -46,9 +47,11 @@ def _expire_stream(fut: asyncio.Future, method: str, timeout: float) -> None:
 
 
 # the connection lost, a handshake refused (the server's ZAP said no, or the mechanisms differ:
-# one side wants credentials the other does not have), or a handshake that went through
+# one side wants credentials the other does not have), a handshake cut short (a CURVE server
+# that cannot decrypt it: the client holds another server key), or a handshake that went through
 _MONITORED = int(zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                 | zmq.EVENT_HANDSHAKE_SUCCEEDED)
+                 | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_SUCCEEDED)
+_CUT_SHORT = int(zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 _DISCONNECTED = int(zmq.EVENT_DISCONNECTED)
 _REFUSED_AUTH = int(zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 _REFUSED_PROTOCOL = int(zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL)
@@ -205,10 +208,17 @@ class Client:
     belongs to that loop."""
 
     def __init__(self, endpoint: str, *, timeout: float = 10.0, max_frame: int = DEFAULT_MAX_FRAME,
-                 context: zmq.Context | None = None, credentials: tuple[str, str] | None = None):
+                 context: zmq.Context | None = None, credentials: tuple[str, str] | CurveCredentials | None = None,
+                 user_agent: str | None = None):
         self._ipv6 = _check_connect_endpoint(endpoint)
-        self.credentials = credentials  # (identity, secret), presented with PLAIN
+        if isinstance(credentials, CurveCredentials):
+            credentials = CurveCredentials(*(check_curve_key(key, f"CURVE credentials: the {what}")
+                                             for what, key in zip(("server key", "public key", "secret key"),
+                                                                  credentials)))
+        self.credentials = credentials  # (identity, secret), presented with PLAIN; or CurveCredentials
+        self.user_agent = user_agent  # sent in the handshake (ZMQ_METADATA X-User-Agent)
         self._refused: Unauthorized | None = None  # the last handshake's refusal, until one succeeds
+        self._cut_short = False  # the last CURVE handshake ended without a word: said when unreachable
         self.endpoint = endpoint
         self.timeout = timeout
         self.max_frame = max_frame
@@ -261,10 +271,16 @@ class Client:
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 200)
             if self._ipv6:
                 sock.setsockopt(zmq.IPV6, 1)
-            if self.credentials is not None:
+            if isinstance(self.credentials, CurveCredentials):
+                sock.setsockopt(zmq.CURVE_SERVERKEY, self.credentials.server_key)
+                sock.setsockopt(zmq.CURVE_PUBLICKEY, self.credentials.public)
+                sock.setsockopt(zmq.CURVE_SECRETKEY, self.credentials.secret)
+            elif self.credentials is not None:
                 user, secret = self.credentials
                 sock.setsockopt(zmq.PLAIN_USERNAME, user.encode())
                 sock.setsockopt(zmq.PLAIN_PASSWORD, secret.encode())
+            if self.user_agent:
+                sock.setsockopt(zmq.METADATA, f"{USER_AGENT_PROPERTY}:{self.user_agent}".encode())
             address = f"inproc://kubemu-wire-monitor-{os.getpid()}-{next(_monitor_ids)}"
             sock.monitor(address, _MONITORED)
             monitor = zmq.Socket(ctx, zmq.PAIR)
@@ -384,7 +400,7 @@ class Client:
             elif not fut.cancelled():
                 fut.exception()  # a lost connection may have failed it while we were not looking
         if attempts == 0:
-            raise Unavailable(f"could not reach {self.endpoint} within {timeout:g}s; {method!r} was not sent",
+            raise Unavailable(f"{self._unreachable()} within {timeout:g}s; {method!r} was not sent",
                               {"method": method, "timeout": timeout, "attempts": 0})
         raise Unavailable(f"no reply to idempotent call {method!r} after {attempts} attempt(s) "
                           f"within {timeout:g}s", {"method": method, "timeout": timeout, "attempts": attempts})
@@ -448,7 +464,7 @@ class Client:
                     raise fresh(self._refused)
                 remaining = deadline - loop.time()
                 if remaining <= 0:
-                    raise Unavailable(f"could not reach {self.endpoint}; {method!r} was not sent",
+                    raise Unavailable(f"{self._unreachable()}; {method!r} was not sent",
                                       {"method": method})
                 waiter = self._pump.writable()
                 # also re-try on a timer: correctness must not hinge on one FD notification
@@ -525,6 +541,10 @@ class Client:
         event = int.from_bytes(frames[0][:2], "little")
         if event == _SUCCEEDED:
             self._refused = None
+            self._cut_short = False
+            return
+        if event == _CUT_SHORT:
+            self._cut_short = isinstance(self.credentials, CurveCredentials)
             return
         if event in (_REFUSED_AUTH, _REFUSED_PROTOCOL):
             self._on_refused(event == _REFUSED_AUTH)
@@ -548,16 +568,29 @@ class Client:
             if rid not in self._unsent:
                 stream._finish(Unavailable(f"connection to {self.endpoint} lost"))
 
+    def _unreachable(self) -> str:
+        if self._cut_short:
+            # a CURVE server drops a handshake it cannot decrypt without telling why
+            return (f"could not reach {self.endpoint}: it ended the CURVE handshake (is "
+                    f"{self.credentials.server_key.decode()} its public key?)")
+        return f"could not reach {self.endpoint}"
+
     def _on_refused(self, by_zap: bool) -> None:
         """Calls waiting for a connection fail now with Unauthorized instead of timing out:
         libzmq retries the handshake, but the same credentials will not do better."""
-        user = self.credentials[0] if self.credentials is not None else None
-        if by_zap:
-            why = f"{self.endpoint} refused the credentials of {user!r}"
+        creds = self.credentials
+        if isinstance(creds, CurveCredentials):
+            user = f"CURVE key {creds.public.decode()}"
+        else:
+            user = repr(creds[0]) if creds is not None else None
+        if by_zap and isinstance(creds, CurveCredentials):
+            why = f"{self.endpoint} refused {user}: not a key it knows"
+        elif by_zap:
+            why = f"{self.endpoint} refused the credentials of {user}"
         elif user is None:
             why = f"{self.endpoint} refused the handshake: it requires credentials and this client has none"
         else:
-            why = (f"{self.endpoint} refused the handshake: this client presents credentials ({user!r}) "
+            why = (f"{self.endpoint} refused the handshake: this client presents credentials ({user}) "
                    f"and the server takes none, or speaks another mechanism")
         self._refused = Unauthorized(why, {"endpoint": self.endpoint})
         self._pump.wake_writers()

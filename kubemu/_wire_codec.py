@@ -15,6 +15,8 @@ log = logging.getLogger("kubemu.wire")
 REQ, STREAM, CANCEL = 1, 2, 3
 REPLY, ERROR, STREAM_START, STREAM_ITEM, STREAM_END, PING = 4, 5, 6, 7, 8, 9
 NOTIFY = 10  # client -> server, one way: nothing ever comes back
+# the handshake property (ZMQ_METADATA) a client names itself with, as HTTP's User-Agent
+USER_AGENT_PROPERTY = "X-User-Agent"
 
 
 class Request(NamedTuple):

@@ -1,5 +1,5 @@
-"""Wire endpoints: building ipc:// and tcp:// addresses, checking what a server binds and a
-client connects to, and clearing the socket file a dead server left behind."""
+"""Wire endpoints: building ipc:// and tcp:// addresses, splitting a list of them, checking what a
+server binds and a client connects to, and clearing the socket file a dead server left behind."""
 from __future__ import annotations
 
 import errno
@@ -8,6 +8,7 @@ import logging
 import os
 import socket
 import stat
+from collections.abc import Iterable
 from typing import NamedTuple
 
 log = logging.getLogger("kubemu.wire")
@@ -47,6 +48,21 @@ def _private_dir(directory: str) -> bool:
     return True
 
 
+def split_endpoints(endpoints: str | Iterable[str], what: str = "wire") -> list[str]:
+    """A comma-separated string or an iterable of endpoints as a list, in the order given,
+    blanks and repeats dropped; ValueError when none is left."""
+    if isinstance(endpoints, str):
+        endpoints = endpoints.split(",")
+    found: list[str] = []
+    for ep in endpoints:
+        ep = ep.strip()
+        if ep and ep not in found:
+            found.append(ep)
+    if not found:
+        raise ValueError(f"no {what} endpoints given")
+    return found
+
+
 def tcp_endpoint(port: int = 0, host: str = "127.0.0.1") -> str:
     if not isinstance(port, int) or not 0 <= port <= 65535:
         raise ValueError(f"bad tcp port {port!r}")
@@ -61,7 +77,9 @@ class _BindSpec(NamedTuple):
     ipv6: bool
 
 
-def _parse_bind_endpoint(endpoint: str, allow_public: bool) -> _BindSpec:
+def _parse_bind_endpoint(endpoint: str, encrypted: bool) -> _BindSpec:
+    """What to bind for `endpoint`; ValueError for a bad one, and for a tcp address beyond
+    loopback unless the server is `encrypted` (CURVE): a PLAIN secret must not cross a network."""
     if endpoint.startswith("ipc://"):
         path = endpoint[len("ipc://"):]
         if not path:
@@ -84,9 +102,9 @@ def _parse_bind_endpoint(endpoint: str, allow_public: bool) -> _BindSpec:
         loopback = ipaddress.ip_address(bare).is_loopback
     except ValueError:
         loopback = False  # "*", an interface name or a host name: could be anything
-    if not loopback and not allow_public:
-        raise ValueError(f"refusing to bind {endpoint!r}: not a loopback address "
-                         f"(pass allow_public=True to expose the server to the network)")
+    if not loopback and not encrypted:
+        raise ValueError(f"refusing to listen on {endpoint!r} without CURVE: not a loopback address "
+                         f"(beyond loopback a wire server requires auth=CurveAuth(...))")
     return _BindSpec(f"tcp://{host}:{port}", None, ":" in bare)
 
 

@@ -13,9 +13,9 @@ import zmq
 import zmq.asyncio
 
 from . import _wire_auth
-from ._wire_auth import ServerAuth
-from ._wire_codec import (CANCEL, NOTIFY, STREAM, _describe, decode_request, encode_error, encode_ping, encode_reply,
-                          encode_stream_end, encode_stream_item, encode_stream_start)
+from ._wire_auth import CurveAuth, ServerAuth
+from ._wire_codec import (CANCEL, NOTIFY, STREAM, USER_AGENT_PROPERTY, _describe, decode_request, encode_error,
+                          encode_ping, encode_reply, encode_stream_end, encode_stream_item, encode_stream_start)
 from ._wire_backlog import PeerBacklog
 from ._wire_endpoints import _clear_stale_ipc, _parse_bind_endpoint, _private_dir
 from ._wire_errors import BadRequest, Cancelled, Internal, TooLarge, Unavailable, UnknownMethod, WireError
@@ -41,8 +41,12 @@ _SYNC, _CORO, _GEN = 0, 1, 2
 # `auth`), None without authentication. Set by the Server around each handler call; a
 # handler's task copies it, so concurrent requests each see their own.
 peer_identity: ContextVar[str | None] = ContextVar("peer_identity", default=None)
+# What the peer named itself in its handshake (`Client(user_agent=...)`), read with the
+# identity: on a Server with `auth` (its messages carry their connection's metadata); else None.
+peer_user_agent: ContextVar[str | None] = ContextVar("peer_user_agent", default=None)
 # handshakes a server socket refused before asking ZAP (e.g. a client without credentials)
 _HANDSHAKE_REFUSED = int(zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+_CRYPTOGRAPHIC = int(zmq.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC)
 
 
 class _Handler(NamedTuple):
@@ -86,10 +90,10 @@ class Server:
     WireError subclasses for typed errors."""
 
     def __init__(self, endpoint: str, handlers: dict[str, Callable], *, max_frame: int = DEFAULT_MAX_FRAME,
-                 allow_public: bool = False, name: str = "server",
+                 name: str = "server",
                  context: zmq.Context | None = None, keepalive: float | None = KEEPALIVE,
-                 auth: ServerAuth | None = None):
-        self._spec = _parse_bind_endpoint(endpoint, allow_public)
+                 auth: ServerAuth | CurveAuth | None = None):
+        self._spec = _parse_bind_endpoint(endpoint, encrypted=isinstance(auth, CurveAuth))
         self.endpoint = endpoint
         self.name = name
         self.max_frame = max_frame
@@ -202,10 +206,14 @@ class Server:
     # -- authentication -----------------------------------------------------------------
 
     def _require_credentials(self, ctx: zmq.Context, sock: zmq.Socket) -> None:
-        """PLAIN with this server's ZAP domain (the responder must exist before the bind:
-        without a ZAP handler libzmq would let any PLAIN client in)."""
+        """PLAIN or CURVE with this server's ZAP domain (the responder must exist before the
+        bind: without a ZAP handler libzmq would let any PLAIN client, or any CURVE key, in)."""
         self._zap_domain = _wire_auth.register(ctx, self._auth, self.name)
-        sock.setsockopt(zmq.PLAIN_SERVER, 1)
+        if isinstance(self._auth, CurveAuth):
+            sock.setsockopt(zmq.CURVE_SERVER, 1)
+            sock.setsockopt(zmq.CURVE_SECRETKEY, self._auth.secret)
+        else:
+            sock.setsockopt(zmq.PLAIN_SERVER, 1)
         sock.setsockopt_string(zmq.ZAP_DOMAIN, self._zap_domain)
         address = f"inproc://kubemu-wire-server-monitor-{os.getpid()}-{id(self)}"
         sock.monitor(address, _HANDSHAKE_REFUSED)
@@ -226,13 +234,17 @@ class Server:
 
     def _on_monitor_event(self, frames: list[bytes]) -> None:
         """One (rate-limited) line for a handshake refused before ZAP: a client without
-        credentials, or one speaking another mechanism."""
+        credentials, one speaking another mechanism, or (CURVE) one whose handshake does not
+        decrypt, as when it holds another server key."""
         code = int.from_bytes(frames[0][2:6], "little")
         quiet = self._throttle.allow("no credentials", self._loop.time())
         if quiet is not None:
             more = f" (and {quiet} more, not logged)" if quiet else ""
-            log.warning("%s: refused a connection without PLAIN credentials (handshake error %s)%s",
-                        self.name, hex(code), more)
+            if code == _CRYPTOGRAPHIC:
+                why = "whose CURVE handshake does not decrypt (does it hold this server's public key?)"
+            else:
+                why = f"without {self._auth.mechanism} credentials"
+            log.warning("%s: refused a connection %s (handshake error %s)%s", self.name, why, hex(code), more)
 
     def _on_authenticated(self, frames: list) -> None:
         """A message of an authenticated connection ([routing id, zmq.Frame, ...]): its
@@ -246,11 +258,17 @@ class Server:
         if not user:
             self._warn_peer(frames[0], "dropped a message from %s: %s", "no authenticated identity")
             return
+        try:
+            agent = frame.get(USER_AGENT_PROPERTY)
+        except zmq.ZMQError:  # the client named none
+            agent = None
         frames[1] = frame.bytes
         token = peer_identity.set(user)
+        agent_token = peer_user_agent.set(agent)
         try:
             self._on_message(frames, user)
         finally:
+            peer_user_agent.reset(agent_token)
             peer_identity.reset(token)
 
     def _authorized(self, ident: bytes, rid: int | None, user: str, method: str, params: dict,

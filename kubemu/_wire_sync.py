@@ -3,11 +3,12 @@ the `BlockingLoop` and `BlockingIterator` that every blocking client twin (store
 from __future__ import annotations
 
 import asyncio
-from typing import Awaitable, Callable, Iterator
+from typing import Awaitable, Callable, Iterable, Iterator
 
 import zmq
 
-from ._wire_client import Client, Stream
+from ._wire_client import Stream
+from ._wire_failover import client_for
 from ._wire_limits import CLIENT_LINGER_MS, DEFAULT_MAX_FRAME
 
 
@@ -88,15 +89,24 @@ class SyncStream(BlockingIterator):
         super().__init__(runner, stream, stream._open)
 
 
+async def _nothing() -> None:
+    pass
+
+
 class SyncClient:
     """`Client` for blocking code (command-line tools): owns a private event loop and ZeroMQ
     context. Not for use inside a running event loop; close it (or use ``with``)."""
 
-    def __init__(self, endpoint: str, *, timeout: float = 10.0, max_frame: int = DEFAULT_MAX_FRAME,
-                 credentials: tuple[str, str] | None = None):
+    def __init__(self, endpoint: str | Iterable[str], *, timeout: float = 10.0, max_frame: int = DEFAULT_MAX_FRAME,
+                 credentials: tuple[str, str] | None = None, **options):
+        """`endpoint`: one, or several (a list or a comma-separated string: a FailoverClient)."""
         self._runner = BlockingLoop("wire SyncClient")
-        self._client = Client(endpoint, timeout=timeout, max_frame=max_frame, context=self._runner.context,
-                              credentials=credentials)
+        try:
+            self._client = client_for(endpoint, timeout=timeout, max_frame=max_frame,
+                                      context=self._runner.context, credentials=credentials, **options)
+        except BaseException:  # a bad endpoint: free the loop and the context made for it
+            self._runner.close(_nothing)
+            raise
 
     @property
     def endpoint(self) -> str:

@@ -23,6 +23,11 @@ Retries: reads (get, list, get_scale, healthz, and opening a watch) are idempote
 within the one timeout by the wire; writes are sent once, so a timeout or a lost connection
 after sending surfaces as `OutcomeUnknown` (the write may or may not have happened).
 `retry_on_conflict(fn)` re-runs a read-modify-write on a Conflict (client-go's RetryOnConflict).
+
+Several apiservers (an HA control plane): give a list, or a comma-separated string, in
+preference order. The wire's `FailoverClient` then sends each request to a live apiserver (a
+dead one is skipped at once), retries reads on another, still sends writes once, and a watch
+whose apiserver goes away ends, to be started again from its last resourceVersion (informers do).
 """
 from __future__ import annotations
 
@@ -40,7 +45,7 @@ __all__ = [
     "ApiClient", "SyncApiClient", "Watch", "SyncWatch",
     "WireError", "NotFound", "Conflict", "AlreadyExists", "Invalid", "Gone", "Expired", "Unavailable",
     "OutcomeUnknown", "TooLarge", "TooManyRequests", "BadRequest", "Internal", "Cancelled",
-    "is_not_found", "is_conflict", "is_already_exists", "is_expired", "is_gone",
+    "is_not_found", "is_conflict", "is_already_exists", "is_expired", "is_gone", "is_too_large_resource_version",
     "retry_on_conflict", "retry_on_conflict_sync", "DEFAULT_RETRY_STEPS",
 ]
 
@@ -94,6 +99,15 @@ def is_expired(e: BaseException) -> bool:
 
 def is_gone(e: BaseException) -> bool:
     return isinstance(e, Gone)
+
+
+def is_too_large_resource_version(e: BaseException) -> bool:
+    """The 504 "Too large resource version": the apiserver's store has not reached the
+    resourceVersion asked for (client-go's IsTooLargeResourceVersionError): list again."""
+    if not isinstance(e, WireError) or e.code != "Timeout" or not isinstance(e.details, dict):
+        return False
+    causes = e.details.get("causes")
+    return isinstance(causes, list) and "ResourceVersionTooLarge" in causes
 
 
 # -- retry_on_conflict -------------------------------------------------------------------------
@@ -228,17 +242,24 @@ class Watch:
 
 
 class ApiClient:
-    """The asyncio API client; one wire `Client` (one DEALER socket) shared by all calls.
+    """The asyncio API client; one wire `Client` (one DEALER socket) shared by all calls, or for
+    several apiservers (a list, or a comma-separated string, in preference order) a wire
+    `FailoverClient`: reads and watches go to any live apiserver, writes are still sent once.
 
     Who is asking is what `credentials` (identity, secret) authenticate, never a parameter: an
     apiserver that requires wire credentials takes the identity from the handshake."""
 
-    def __init__(self, endpoint: str, *, timeout: float = 10, credentials: tuple[str, str] | None = None,
-                 context=None, wire_client: wire.Client | None = None):
-        self.wire = wire_client if wire_client is not None else wire.Client(
-            endpoint, timeout=timeout, context=context, credentials=credentials)
-        self.endpoint = endpoint
+    def __init__(self, endpoint: str | list[str], *, timeout: float = 10,
+                 credentials: tuple[str, str] | None = None, context=None,
+                 wire_client: wire.Client | wire.FailoverClient | None = None, user_agent: str | None = None,
+                 write_guard: Callable[[], bool] | None = None):
+        self.wire = wire_client if wire_client is not None else wire.client_for(
+            endpoint, timeout=timeout, context=context, credentials=credentials, user_agent=user_agent)
+        self.endpoint = ",".join(wire.split_endpoints(endpoint))
         self.timeout = timeout
+        # checked just before each write is sent: a leader-elected component's elector says
+        # whether it may still act (False: the write is not sent, Unavailable)
+        self.write_guard = write_guard
 
     async def __aenter__(self) -> ApiClient:
         return self
@@ -256,6 +277,8 @@ class ApiClient:
             raise _refine(err) from None
 
     async def _write(self, method: str, params: dict, timeout: float | None = None):
+        if self.write_guard is not None and not self.write_guard():
+            raise Unavailable(f"{method!r} not sent: not the leader", {"method": method, "reason": "NotLeader"})
         try:
             return await self.wire.call(method, params, timeout=timeout, idempotent=False)
         except WireError as err:
@@ -326,6 +349,15 @@ class ApiClient:
     async def update(self, resource: str, obj: dict, namespace: str | None = None, *,
                      timeout: float | None = None) -> dict:
         return await self._write("update", _ns({"resource": resource, "object": obj}, namespace), timeout)
+
+    async def update_approval(self, obj: dict, *, timeout: float | None = None) -> dict:
+        """A CertificateSigningRequest's approval subresource: its Approved/Denied conditions."""
+        return await self._write("update_approval", {"resource": "certificatesigningrequests",
+                                                     "object": obj}, timeout)
+
+    async def review(self, resource: str, obj: dict, *, timeout: float | None = None) -> dict:
+        """An authorization review (a SubjectAccessReview, ...) answered; nothing is stored."""
+        return await self._read("review", {"resource": resource, "object": obj}, timeout)
 
     async def finalize(self, resource: str, obj: dict, *, timeout: float | None = None) -> dict:
         """A Namespace's finalize subresource: the update that may change its spec.finalizers."""
@@ -412,10 +444,11 @@ class SyncApiClient:
     """`ApiClient` for blocking code: the same methods, returning results instead of coroutines.
     Owns a private event loop; not for use inside a running loop."""
 
-    def __init__(self, endpoint: str, *, timeout: float = 10, credentials: tuple[str, str] | None = None):
+    def __init__(self, endpoint: str | list[str], *, timeout: float = 10,
+                 credentials: tuple[str, str] | None = None):
         self._sync = wire.SyncClient(endpoint, timeout=timeout, credentials=credentials)
         self._api = ApiClient(endpoint, timeout=timeout, wire_client=self._sync._client)
-        self.endpoint = endpoint
+        self.endpoint = self._api.endpoint
         self.timeout = timeout
 
     def _run(self, coro):
@@ -450,6 +483,9 @@ class SyncApiClient:
 
     def update_status(self, *a, **kw) -> dict:
         return self._run(self._api.update_status(*a, **kw))
+
+    def update_approval(self, *a, **kw) -> dict:
+        return self._run(self._api.update_approval(*a, **kw))
 
     def patch(self, *a, **kw) -> dict:
         return self._run(self._api.patch(*a, **kw))

@@ -10,6 +10,7 @@ import re
 import signal
 import sys
 import time
+from collections.abc import Sequence
 
 import click
 from rich.console import Console
@@ -86,9 +87,13 @@ def _cidr(_ctx, param, value: str | None) -> str | None:
 
 
 @main.command()
-@click.option("--nodes", default=1, show_default=True, type=click.IntRange(1, 64), help="number of nodes")
-@click.option("--store-replicas", default=3, show_default=True, type=click.Choice(["3", "5"]),
-              help="store (etcd) replicas on the control-plane node")
+@click.option("--nodes", default=None, type=click.IntRange(1, 64),
+              help="number of nodes, the control-plane nodes among them  [default: --control-plane-nodes]")
+@click.option("--control-plane-nodes", default="1", show_default=True, type=click.Choice(["1", "3", "5"]),
+              help="control-plane nodes (node-0 on): each runs a store replica, an apiserver, a scheduler and a "
+                   "controller-manager (kubeadm's stacked etcd)")
+@click.option("--store-replicas", default=None, type=click.Choice(["3", "5"]),
+              help="store (etcd) replicas on the one control-plane node  [default: 3]")
 @click.option("--hollow-nodes", default=0, show_default=True, type=click.IntRange(0, 5000),
               help="extra hollow nodes (no processes per pod), all played by one process on node-0")
 @click.option("--fast", is_flag=True, help="scale every Kubernetes timing down for demos and tests (see README)")
@@ -109,18 +114,27 @@ def _cidr(_ctx, param, value: str | None) -> str | None:
 @click.option("--service-cidr", callback=_cidr, default=None,
               help=f"the Services' addresses (default {netplan.DEFAULT_SERVICE_CIDR}, or the next free /12)")
 @pass_ctx
-def up(ctx: Ctx, nodes: int, store_replicas: str, hollow_nodes: int, fast: bool, detach: bool,
-       timeout: float, api_port: int | None, name: str | None, no_kubeconfig: bool, network_mode: str | None,
-       pod_network_cidr: str | None, service_cidr: str | None) -> None:
+def up(ctx: Ctx, nodes: int | None, control_plane_nodes: str, store_replicas: str | None, hollow_nodes: int,
+       fast: bool, detach: bool, timeout: float, api_port: int | None, name: str | None, no_kubeconfig: bool,
+       network_mode: str | None, pod_network_cidr: str | None, service_cidr: str | None) -> None:
     """Create the cluster (kubeadm's role): the PKI and kubeconfigs, one init per node, the
-    control plane as static pods of node-0; wait until every node is Ready; create the addons
-    (kube-proxy's DaemonSet, the cluster DNS, the default StorageClass) unless they exist and
-    wait for kube-proxy on every node; then, as kind does, merge a context for it into your
-    kubeconfig and make it current."""
+    control plane as static pods of node-0 (of node-0..N-1 with --control-plane-nodes N); wait
+    until every node is Ready; create the addons (kube-proxy's DaemonSet, the cluster DNS, the
+    default StorageClass) unless they exist and wait for kube-proxy on every node; then, as
+    kind does, merge a context for it into your kubeconfig and make it current."""
+    control_plane = int(control_plane_nodes)
+    if nodes is not None and nodes < control_plane:
+        raise click.BadParameter(f"{nodes} is fewer than --control-plane-nodes {control_plane}",
+                                 param_hint="--nodes")
+    if store_replicas is not None and control_plane > 1:
+        raise click.BadParameter(f"applies to one control-plane node: with --control-plane-nodes {control_plane} "
+                                 "the store has one replica on each", param_hint="--store-replicas")
     try:
-        names, hollow = cluster.up(ctx.state, nodes, fast=fast, store_replicas=int(store_replicas),
+        names, hollow = cluster.up(ctx.state, nodes or control_plane, fast=fast,
+                                   store_replicas=int(store_replicas or cluster.STORE_REPLICAS),
                                    hollow_nodes=hollow_nodes, api_port=api_port, network_mode=network_mode,
-                                   pod_network_cidr=pod_network_cidr, service_cidr=service_cidr)
+                                   pod_network_cidr=pod_network_cidr, service_cidr=service_cidr,
+                                   control_plane_count=control_plane)
     except RuntimeError as exc:
         fail(str(exc))
     try:
@@ -158,19 +172,20 @@ def up(ctx: Ctx, nodes: int, store_replicas: str, hollow_nodes: int, fast: bool,
     if detach:
         return
     console.print("\nrunning in the foreground: Ctrl-C stops every node in order")
-    _wait_for_interrupt(ctx)
+    _wait_for_interrupt(ctx, cluster.control_plane_nodes(control_plane))
 
 
-def _wait_for_interrupt(ctx: Ctx) -> None:
-    """Run until Ctrl-C (or SIGTERM), node-0's init exits, or no node is left; reap every
-    init that exits (they are our children) and say how it ended, then stop the cluster."""
+def _wait_for_interrupt(ctx: Ctx, control_plane: list[str]) -> None:
+    """Run until Ctrl-C (or SIGTERM), the last running control-plane node's init exits, or no
+    node is left; reap every init that exits (they are our children) and say how it ended,
+    then stop the cluster."""
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     interrupted = True
     try:
         while not stop:
             none_left = not ctx.state.running_nodes()  # before reaping: the last to go is said
-            ended = _reap_inits(ctx.state)
+            ended = _reap_inits(ctx.state, control_plane)
             if any(stops for _line, stops in ended) or none_left:
                 interrupted = False
                 break
@@ -200,13 +215,14 @@ def _remove_context(ctx: Ctx) -> None:
         click.echo(f'Deleted kubectl context "{removed[0]}" from {removed[1]}')
 
 
-def _reap_inits(state: StateDir, say: bool = True) -> list[tuple[str, bool]]:
+def _reap_inits(state: StateDir, control_plane: Sequence[str] = (), say: bool = True) -> list[tuple[str, bool]]:
     """Reap our exited children; for each node's init among them, what to say (printed if `say`)."""
     inits = {o.pid: n for n in state.nodes() if (o := state.owned(n)) is not None}
     ended = []
     for pid, status in reap_exited():
         if pid in inits:
-            ended.append(cluster.init_exit_report(inits[pid], os.waitstatus_to_exitcode(status)))
+            ended.append(cluster.init_exit_report(inits[pid], os.waitstatus_to_exitcode(status), control_plane,
+                                                  state.running_nodes()))
             if say:
                 console.print(ended[-1][0])
     return ended
@@ -540,6 +556,9 @@ _register_kubectl(main)
 
 from .top import top  # noqa: E402
 main.add_command(top)
+
+from .token_cli import token  # noqa: E402
+main.add_command(token)
 
 if __name__ == "__main__":
     main()

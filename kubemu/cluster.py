@@ -1,10 +1,17 @@
 """`kubemu up` and `kubemu down`: the kubeadm analog. Writes the PKI and kubeconfigs (kubeadm's
-certs and kubeconfig phases, kubemu/pki.py), each node's units and, on the control-plane node
-(node-0), the static pod manifests of the control plane; starts one init per node in its own
-session and cgroup; waits for every node to be Ready; creates the addons, kube-proxy's DaemonSet
-and the cluster DNS (kubemu/addons.py); later stops them in order, leaving no process of theirs behind and
-touching no other (kubemu/ownership.py). Worker nodes reach the control plane by its endpoint,
-as `kubeadm join` does."""
+certs and kubeconfig phases, kubemu/pki.py), each node's units and, on the control-plane nodes
+(node-0, or node-0..N-1 with `--control-plane-nodes N`), the static pod manifests of the control
+plane; starts one init per node in its own session and cgroup; waits for every node to be Ready;
+creates the addons, kube-proxy's DaemonSet and the cluster DNS (kubemu/addons.py); later stops
+them in order, leaving no process of theirs behind and touching no other (kubemu/ownership.py).
+Worker nodes reach the control plane by its endpoints, as `kubeadm join` does.
+
+With N control-plane nodes the layout is kubeadm's stacked etcd topology: each control-plane
+node runs one store replica, an apiserver (every apiserver talks to every replica), a scheduler
+and a controller-manager (those two elect one leader each). Every client of the wire gets every
+apiserver's endpoint, in its own order of preference (its own node's first), and fails over
+between them; the apiservers share one HTTPS port (SO_REUSEPORT), so the kernel spreads
+kubectl's connections over the live ones as a load balancer in front of kubeadm's would."""
 from __future__ import annotations
 
 import functools
@@ -17,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,14 +54,22 @@ class Timings:
     toleration_seconds: float = 300       # DefaultTolerationSeconds for not-ready/unreachable
     scheduler_backoff: tuple = (1.0, 10.0)
     file_check_frequency: float = 20
+    # kube-scheduler's and kube-controller-manager's --leader-elect-lease-duration,
+    # --leader-elect-renew-deadline and --leader-elect-retry-period
+    leader_elect: tuple = (15.0, 10.0, 2.0)
 
 
 DEFAULT_TIMINGS = Timings()
 FAST_TIMINGS = Timings(kubelet_restart_sec=1, pod_time_scale=0.1, lease_duration=4, node_status_update=1,
                        node_status_report=30, node_monitor_period=0.5, node_monitor_grace=4,
                        node_startup_grace=6, eviction_rate=1, toleration_seconds=5,
-                       scheduler_backoff=(0.1, 1.0), file_check_frequency=2)
+                       scheduler_backoff=(0.1, 1.0), file_check_frequency=2, leader_elect=(6.0, 4.0, 1.0))
+# The first control-plane node: the only one by default; hollow nodes and kube-proxy's side of
+# the host link live there.
 CONTROL_PLANE_NODE = "node-0"
+# kubeadm's HA clusters have an odd number of control-plane nodes: a store quorum survives
+# losing (N-1)/2 of them.
+CONTROL_PLANE_NODE_COUNTS = (1, 3, 5)
 # Each pod's most processes (the kubelet's --pod-max-pids): a fork bomb in one pod stays in it.
 POD_MAX_PIDS = 4096
 CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
@@ -100,9 +116,9 @@ HOLLOW_PREFIX = "hollow-node-"
 HOLLOW_IDENTITY = wireauth.node_identity("hollow")  # one process plays every hollow node: one identity
 
 
-# The control plane boots the way kubeadm boots it: as static pods of node-0's kubelet. Each
-# store replica is one pod (namespace kube-system, like etcd's), its data under node-0's
-# directory, all of them reachable through ipc:// sockets there.
+# The control plane boots the way kubeadm boots it: as static pods of the control-plane nodes'
+# kubelets. Each store replica is one pod (namespace kube-system, like etcd's), its data under
+# its node's directory, reachable through an ipc:// socket there.
 STORE_REPLICAS = 3
 STORE_POD = """\
 # Written by `kubemu up`: store replica {name} (the etcd of kubemu) as a static pod.
@@ -159,13 +175,50 @@ BIND_ADDRESS = "127.0.0.1"
 CONTEXT = "kubemu"  # the context `up` merges into the user's kubeconfig (kind's kind-kind)
 
 
-def store_endpoints(state: StateDir, replicas: int = STORE_REPLICAS) -> dict[str, str]:
-    node_dir = state.node_dir(CONTROL_PLANE_NODE)
-    return {f"store-{i}": f"ipc://{node_dir / f'store-{i}.sock'}" for i in range(replicas)}
+def control_plane_nodes(count: int = 1) -> list[str]:
+    return node_names(count)
 
 
-def api_endpoint(state: StateDir) -> str:
-    return f"ipc://{state.node_dir(CONTROL_PLANE_NODE) / 'apiserver.sock'}"
+def store_nodes(control_plane_count: int = 1, replicas: int = STORE_REPLICAS) -> dict[str, str]:
+    """Store replica -> the node that runs it: one control-plane node runs all `replicas`;
+    N of them run one each, store-i on node-i (stacked etcd: `replicas` does not apply)."""
+    if control_plane_count == 1:
+        return {f"store-{i}": CONTROL_PLANE_NODE for i in range(replicas)}
+    return {f"store-{i}": node for i, node in enumerate(control_plane_nodes(control_plane_count))}
+
+
+def store_endpoints(state: StateDir, replicas: int = STORE_REPLICAS, control_plane_count: int = 1) -> dict[str, str]:
+    return {name: f"ipc://{state.node_dir(node) / f'{name}.sock'}"
+            for name, node in store_nodes(control_plane_count, replicas).items()}
+
+
+def store_data_dir(state: StateDir, name: str, node: str) -> Path:
+    return state.node_dir(node) / "data" / name
+
+
+def apiserver_endpoint(state: StateDir, node: str) -> str:
+    """Where the apiserver of control-plane node `node` serves the wire."""
+    return f"ipc://{state.node_dir(node) / 'apiserver.sock'}"
+
+
+def api_endpoint(state: StateDir, control_plane_count: int = 1) -> str:
+    """Every apiserver's endpoint, comma-joined, node-0's first (<state>/api-endpoint)."""
+    return node_api_endpoint(state, CONTROL_PLANE_NODE, control_plane_count)
+
+
+def preference(endpoints: list[str], index: int) -> list[str]:
+    """`endpoints` rotated to start at `index` (modulo their number): node-i's order of
+    preference, so that node-i on a control-plane node asks its own apiserver first and the
+    workers' first choices are spread over the apiservers."""
+    k = index % len(endpoints)
+    return endpoints[k:] + endpoints[:k]
+
+
+def node_api_endpoint(state: StateDir, node: str, control_plane_count: int = 1) -> str:
+    """The apiserver endpoints the clients on `node` use, in their order of preference."""
+    endpoints = [apiserver_endpoint(state, n) for n in control_plane_nodes(control_plane_count)]
+    _, _, index = node.rpartition("-")
+    return ",".join(preference(endpoints, int(index) if index.isdigit() else 0))
 
 
 # A testing knob: seconds (a float) the CronJob controller's clock runs ahead of real time, read
@@ -177,27 +230,34 @@ LOCAL_PATH_DIR = "local-path"
 
 
 def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings, api_port: int,
-                       net: netplan.Record | None = None) -> dict[str, list[str]]:
+                       net: netplan.Record | None = None, node: str = CONTROL_PLANE_NODE,
+                       control_plane_count: int = 1) -> dict[str, list[str]]:
+    """The argv of control-plane node `node`'s apiserver, scheduler and controller-manager."""
     from . import pki  # here: importing cryptography costs every command ~0.1 s
-    api = api_endpoint(state)
-    logs = state.node_dir(CONTROL_PLANE_NODE) / "logs"
+    api = node_api_endpoint(state, node, control_plane_count)
+    logs = state.node_dir(node) / "logs"
     secrets = wireauth.secrets_dir(state.root)
+    # several apiservers: one HTTPS port, the kernel spreads connections over them
+    sharing = ["--permit-port-sharing"] if control_plane_count > 1 else []
+    lease, renew, retry = t.leader_elect
+    leader_elect = ["--leader-elect-lease-duration", f"{lease:g}s", "--leader-elect-renew-deadline", f"{renew:g}s",
+                    "--leader-elect-retry-period", f"{retry:g}s"]
     return {
-        "apiserver": [sys.executable, "-m", "components.apiserver", "--listen", api,
+        "apiserver": [sys.executable, "-m", "components.apiserver", "--listen", apiserver_endpoint(state, node),
                       "--store-endpoints", ",".join(endpoints.values()),
                       "--audit-log", str(logs / "audit.log"), "--state-dir", str(state.root),
                       "--wire-secrets", str(secrets),
                       "--store-credentials", str(wireauth.secret_path(secrets, wireauth.APISERVER)),
                       "--kubelet-client-credentials", str(wireauth.secret_path(secrets, wireauth.KUBELET_CLIENT))]
-                     + apiserver_tls_flags(state.pki_dir, api_port)
+                     + apiserver_tls_flags(state.pki_dir, api_port) + sharing
                      + (netplan.apiserver_flags(net) if net else []),
         "scheduler": [sys.executable, "-m", "components.scheduler", "--api", api,
                       "--wire-credentials", str(wireauth.secret_path(secrets, wireauth.SCHEDULER)),
                       "--backoff-initial", f"{t.scheduler_backoff[0]:g}",
-                      "--backoff-max", f"{t.scheduler_backoff[1]:g}"],
+                      "--backoff-max", f"{t.scheduler_backoff[1]:g}", *leader_elect],
         "controller-manager": [sys.executable, "-m", "components.controller_manager", "--api", api,
                                "--wire-credentials",
-                               str(wireauth.secret_path(secrets, wireauth.CONTROLLER_MANAGER)),
+                               str(wireauth.secret_path(secrets, wireauth.CONTROLLER_MANAGER)), *leader_elect,
                                "--node-monitor-period", f"{t.node_monitor_period:g}",
                                "--node-monitor-grace-period", f"{t.node_monitor_grace:g}",
                                "--node-startup-grace-period", f"{t.node_startup_grace:g}",
@@ -205,6 +265,8 @@ def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings, a
                                "--default-toleration-seconds", f"{t.toleration_seconds:g}",
                                "--time-scale", f"{t.pod_time_scale:g}",
                                "--root-ca-file", str(state.pki_dir / f"{pki.CA_NAME}.crt"),
+                               "--cluster-signing-cert-file", str(state.pki_dir / f"{pki.CA_NAME}.crt"),
+                               "--cluster-signing-key-file", str(state.pki_dir / f"{pki.CA_NAME}.key"),
                                "--cronjob-clock-offset-file", str(state.root / CRONJOB_CLOCK_OFFSET),
                                "--local-path-dir-template", str(state.node_dir("{node}") / LOCAL_PATH_DIR)]
                               + (netplan.controller_manager_flags(net) if net else []),
@@ -224,29 +286,71 @@ def apiserver_tls_flags(pki_dir: Path, api_port: int) -> list[str]:
 
 
 def write_control_plane(state: StateDir, replicas: int = STORE_REPLICAS, timings: Timings = DEFAULT_TIMINGS, *,
-                        api_port: int, net: netplan.Record | None = None) -> None:
-    """node-0's static pod manifests (store replicas, apiserver, scheduler, controller-manager),
+                        api_port: int, net: netplan.Record | None = None, control_plane_count: int = 1) -> None:
+    """Each control-plane node's static pod manifests (its store replicas, apiserver, scheduler,
+    controller-manager), the control plane's manifests an earlier `up` wrote elsewhere removed,
     and <state>/store-endpoints and <state>/api-endpoint for clients. The PKI is written
-    before (write_pki): the apiserver's flags name its files."""
-    endpoints = store_endpoints(state, replicas)
+    before (write_pki): the apiserver's flags name its files. RuntimeError, before anything is
+    written, when a store replica's data lies on another node than this layout puts it."""
+    placement = store_nodes(control_plane_count, replicas)
+    elsewhere = misplaced_store_data(state, placement)
+    if elsewhere:
+        raise RuntimeError(
+            f"the store's data in {', '.join(map(str, elsewhere))} was written by a cluster with another number "
+            "of control-plane nodes; `kubemu up` again with that number (or remove the state directory)")
+    endpoints = store_endpoints(state, replicas, control_plane_count)
     secrets = wireauth.secrets_dir(state.root)
     for identity in (wireauth.APISERVER, wireauth.KUBELET_CLIENT, wireauth.SCHEDULER, wireauth.CONTROLLER_MANAGER,
                      *map(wireauth.store_identity, endpoints)):
         wireauth.ensure_secret(secrets, identity)
-    manifests = state.node_dir(CONTROL_PLANE_NODE) / "manifests"
-    for stale in manifests.glob("store-*.yaml"):  # fewer replicas than last time
-        if stale.stem not in endpoints:
-            stale.unlink()
     peers = ",".join(f"{name}={ep}" for name, ep in endpoints.items())
+    pods: dict[str, dict[str, str]] = {node: {} for node in control_plane_nodes(control_plane_count)}
     for name, endpoint in endpoints.items():
-        _write_if_changed(manifests / f"{name}.yaml", STORE_POD.format(
-            name=name, python=sys.executable, data_dir=state.node_dir(CONTROL_PLANE_NODE) / "data" / name,
-            endpoint=endpoint, peers=peers, secrets=secrets, requests=json.dumps(CONTROL_PLANE_REQUESTS["store"])))
-    for name, argv in control_plane_argv(state, endpoints, timings, api_port, net).items():
-        _write_if_changed(manifests / f"{name}.yaml", COMPONENT_POD.format(  # JSON is YAML: every path quoted right
-            name=name, argv=json.dumps(argv), requests=json.dumps(CONTROL_PLANE_REQUESTS[name])))
+        node = placement[name]
+        pods[node][name] = STORE_POD.format(
+            name=name, python=sys.executable, data_dir=store_data_dir(state, name, node), endpoint=endpoint,
+            peers=peers, secrets=secrets, requests=json.dumps(CONTROL_PLANE_REQUESTS["store"]))
+    for node in pods:
+        for name, argv in control_plane_argv(state, endpoints, timings, api_port, net, node,
+                                             control_plane_count).items():
+            pods[node][name] = COMPONENT_POD.format(  # JSON is YAML: every path quoted right
+                name=name, argv=json.dumps(argv), requests=json.dumps(CONTROL_PLANE_REQUESTS[name]))
+    _remove_stale_control_plane(state, pods)
+    for node, manifests in pods.items():
+        for name, text in manifests.items():
+            _write_if_changed(state.node_dir(node) / "manifests" / f"{name}.yaml", text)
     (state.root / "store-endpoints").write_text("".join(f"{ep}\n" for ep in endpoints.values()))
-    state.api_endpoint_file.write_text(api_endpoint(state) + "\n")
+    state.api_endpoint_file.write_text(api_endpoint(state, control_plane_count) + "\n")
+
+
+def misplaced_store_data(state: StateDir, placement: dict[str, str]) -> list[Path]:
+    """The data directories of `placement`'s store replicas that lie on another node than it
+    puts them: the replica started there would begin empty while its log is elsewhere."""
+    return [data for node in state.nodes() for name, there in placement.items()
+            if there != node and (data := store_data_dir(state, name, node)).is_dir()]
+
+
+def _remove_stale_control_plane(state: StateDir, wanted: dict[str, dict[str, str]]) -> None:
+    """Remove the control plane's manifests an earlier `up` wrote that this layout does not
+    want (fewer store replicas, fewer control-plane nodes); a file without kubemu's first words
+    is the user's and stays."""
+    for node in state.nodes():
+        keep = wanted.get(node, {})
+        for path in (state.node_dir(node) / "manifests").glob("*.yaml"):
+            if path.stem not in keep and _control_plane_manifest(path.stem) and _written_by_up(path):
+                path.unlink(missing_ok=True)
+
+
+def _control_plane_manifest(stem: str) -> bool:
+    return stem in CONTROL_PLANE_REQUESTS or (stem.startswith("store-") and stem[len("store-"):].isdigit())
+
+
+def _written_by_up(path: Path) -> bool:
+    try:
+        with path.open() as f:
+            return f.readline().startswith(WRITTEN_BY)
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def remove_old_kube_proxy(state: StateDir) -> list[Path]:
@@ -257,12 +361,7 @@ def remove_old_kube_proxy(state: StateDir) -> list[Path]:
     removed = []
     for node in state.nodes():
         path = state.node_dir(node) / "manifests" / OLD_KUBE_PROXY_MANIFEST
-        try:
-            with path.open() as f:
-                ours = f.readline().startswith(WRITTEN_BY)
-        except (OSError, UnicodeDecodeError):
-            continue
-        if ours:
+        if _written_by_up(path):
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
@@ -408,17 +507,18 @@ def unmerge_user_kubeconfig(state: StateDir) -> tuple[str, Path] | None:
     return (record["name"], path) if removed else None
 
 
-def kubelet_args(state: StateDir, node: str, t: Timings, net: netplan.Record | None = None) -> str:
+def kubelet_args(state: StateDir, node: str, t: Timings, net: netplan.Record | None = None,
+                 control_plane_count: int = 1) -> str:
     """The node's kubelet flags; its wire identity's secret is made here if missing."""
     credentials = wireauth.ensure_secret(wireauth.secrets_dir(state.root), wireauth.node_identity(node))
-    args = ["--api", api_endpoint(state), "--wire-credentials", str(credentials),
+    args = ["--api", node_api_endpoint(state, node, control_plane_count), "--wire-credentials", str(credentials),
             "--listen", state.kubelet_endpoint(node), "--wire-secrets", str(wireauth.secrets_dir(state.root)),
             "--backoff-initial", "10", "--backoff-max", "300",
             "--time-scale", f"{t.pod_time_scale:g}", "--file-check-frequency", f"{t.file_check_frequency:g}",
             "--node-lease-duration-seconds", str(t.lease_duration),
             "--node-status-update-frequency", f"{t.node_status_update:g}",
             "--node-status-report-frequency", f"{t.node_status_report:g}"]
-    if node == CONTROL_PLANE_NODE:  # kubeadm's control-plane label and taint
+    if node in control_plane_nodes(control_plane_count):  # kubeadm's control-plane label and taint
         args += ["--node-labels", f"{CONTROL_PLANE_ROLE}=",
                  "--register-with-taints", f"{CONTROL_PLANE_ROLE}:NoSchedule"]
     if net is not None:
@@ -520,7 +620,7 @@ def wait_started(state: StateDir, nodes: list[str], timeout: float) -> dict[str,
     raise TimeoutError(f"node(s) {', '.join(missing)} did not finish starting within {timeout:g}s")
 
 
-def write_hollow(state: StateDir, count: int, t: Timings) -> list[str]:
+def write_hollow(state: StateDir, count: int, t: Timings, control_plane_count: int = 1) -> list[str]:
     """node-0's hollow-kubelet.service for `count` hollow nodes (none: the unit is removed)."""
     unit = state.node_dir(CONTROL_PLANE_NODE) / "units" / "hollow-kubelet.service"
     if count <= 0:
@@ -528,8 +628,8 @@ def write_hollow(state: StateDir, count: int, t: Timings) -> list[str]:
         return []
     credentials = wireauth.ensure_secret(wireauth.secrets_dir(state.root), HOLLOW_IDENTITY)
     argv = [sys.executable, "-m", "kubelet", "--hollow", "--nodes", str(count), "--node-prefix", HOLLOW_PREFIX,
-            "--api", api_endpoint(state), "--wire-credentials", str(credentials),
-            "--node-lease-duration-seconds", str(t.lease_duration),
+            "--api", node_api_endpoint(state, CONTROL_PLANE_NODE, control_plane_count),
+            "--wire-credentials", str(credentials), "--node-lease-duration-seconds", str(t.lease_duration),
             "--node-status-update-frequency", f"{t.node_status_update:g}",
             "--node-status-report-frequency", f"{t.node_status_report:g}"]
     unit.write_text(HOLLOW_UNIT.format(count=count, argv=" ".join(f'"{a}"' for a in argv),
@@ -539,11 +639,18 @@ def write_hollow(state: StateDir, count: int, t: Timings) -> list[str]:
 
 def up(state: StateDir, count: int, *, fast: bool = False, store_replicas: int = STORE_REPLICAS,
        hollow_nodes: int = 0, watchdog_sec: float = 30, api_port: int | None = None, network_mode: str | None = None,
-       pod_network_cidr: str | None = None, service_cidr: str | None = None) -> tuple[list[str], list[str]]:
+       pod_network_cidr: str | None = None, service_cidr: str | None = None,
+       control_plane_count: int = 1) -> tuple[list[str], list[str]]:
     """Write and boot the cluster; (the nodes with an init, the hollow nodes). `api_port`:
     see preferred_api_port; the port chosen is state.api_port(). The pod network (`network_mode`
     cni, host or None for cni where possible; kubemu/network.py) is made before any node starts,
-    and before the PKI: the apiserver's certificate names its addresses."""
+    and before the PKI: the apiserver's certificate names its addresses. The first
+    `control_plane_count` nodes are control-plane nodes (`store_replicas` applies to one)."""
+    if control_plane_count not in CONTROL_PLANE_NODE_COUNTS:
+        raise RuntimeError(f"{control_plane_count} control-plane nodes: choose one of "
+                           f"{', '.join(map(str, CONTROL_PLANE_NODE_COUNTS))}")
+    if count < control_plane_count:
+        raise RuntimeError(f"{count} node(s) cannot hold {control_plane_count} control-plane nodes")
     already = stoppable(state)
     if already:
         raise RuntimeError(f"a cluster is already running in {state.root} (nodes: {', '.join(already)}); "
@@ -557,10 +664,12 @@ def up(state: StateDir, count: int, *, fast: bool = False, store_replicas: int =
         for identity in (addons.IDENTITY, KUBE_PROXY):  # before the apiserver starts
             wireauth.ensure_secret(wireauth.secrets_dir(state.root), identity)
         for node in nodes:
-            write_node(state, node, timings.kubelet_restart_sec, watchdog_sec, kubelet_args(state, node, timings, net))
+            write_node(state, node, timings.kubelet_restart_sec, watchdog_sec,
+                       kubelet_args(state, node, timings, net, control_plane_count))
         remove_old_kube_proxy(state)
-        write_control_plane(state, store_replicas, timings, api_port=port, net=net)
-        hollow = write_hollow(state, hollow_nodes, timings)
+        write_control_plane(state, store_replicas, timings, api_port=port, net=net,
+                            control_plane_count=control_plane_count)
+        hollow = write_hollow(state, hollow_nodes, timings, control_plane_count)
         for node in nodes:
             start_init(state, node)
     except BaseException:
@@ -596,10 +705,12 @@ def kill_node(state: StateDir, node: str, timeout: float = 10.0) -> int:
     return owned.pid
 
 
-def init_exit_report(node: str, returncode: int) -> tuple[str, bool]:
+def init_exit_report(node: str, returncode: int, control_plane: Sequence[str] = (CONTROL_PLANE_NODE,),
+                     running: Sequence[str] = ()) -> tuple[str, bool]:
     """What the foreground `kubemu up` says when a node's init, its child, has exited (its
     Popen-style return code: -N for signal N), and whether the cluster stops with it: it
-    does when the node held the control plane."""
+    does when the node was the last running one of the `control_plane` nodes (`running`: the
+    nodes whose init still runs)."""
     if returncode < 0:
         try:
             how = f"init was killed ({signal.Signals(-returncode).name})"
@@ -609,9 +720,12 @@ def init_exit_report(node: str, returncode: int) -> tuple[str, bool]:
         how = "init shut down"
     else:
         how = f"init exited with status {returncode}"
-    if node == CONTROL_PLANE_NODE:
-        return f"{node}: {how}; the control plane ran there: stopping the cluster", True
-    return f"{node}: {how}", False
+    if node not in control_plane:
+        return f"{node}: {how}", False
+    left = [n for n in control_plane if n != node and n in running]
+    if left:
+        return f"{node}: {how}; the control plane runs on {', '.join(left)}", False
+    return f"{node}: {how}; the control plane ran there: stopping the cluster", True
 
 
 def ready_nodes(state: StateDir, timeout: float = 5.0) -> dict[str, bool] | None:
@@ -651,17 +765,22 @@ def apply_addons(state: StateDir, timeout: float) -> tuple[list[str], list[str]]
     the default StorageClass (kubemu/addons.py), each object created unless it exists; then
     kube-proxy's rollout waited for, within the same `timeout`: Services answer once its pods
     run. (What was created, what could not be or did not roll out, one line each.)"""
+    from . import clusterinfo, pki
     from .apiclient import SyncApiClient  # the wire's asyncio client only when asked
 
     net = network.load(state.root) or network.host_record(state.root, "no network record", None)
     secrets = wireauth.secrets_dir(state.root)  # the secrets are made by `up`
-    proxy = addons.kube_proxy(net, api_endpoint(state), str(wireauth.secret_path(secrets, KUBE_PROXY)),
-                              CONTROL_PLANE_NODE)
-    objects = (proxy + addons.coredns(net, api_endpoint(state), str(wireauth.secret_path(secrets, addons.IDENTITY)))
+    api_endpoints = state.api_endpoint()  # every apiserver's, as `up` wrote them
+    proxy = addons.kube_proxy(net, api_endpoints, str(wireauth.secret_path(secrets, KUBE_PROXY)), CONTROL_PLANE_NODE)
+    objects = (proxy + addons.coredns(net, api_endpoints, str(wireauth.secret_path(secrets, addons.IDENTITY)))
                + [addons.storage_class()])
     deadline = time.monotonic() + timeout
-    with SyncApiClient(api_endpoint(state), timeout=10, credentials=wireauth.state_credentials(state.root)) as api:
+    with SyncApiClient(api_endpoints, timeout=10, credentials=wireauth.state_credentials(state.root)) as api:
         created, problems = addons.create_if_absent(api, objects, timeout)
+        try:  # kubeadm's bootstrap-token phase: what `kubemu join` discovers the cluster by
+            clusterinfo.ensure(api, server_url(state.api_port()), (state.pki_dir / f"{pki.CA_NAME}.crt").read_bytes())
+        except wire.WireError as err:
+            problems.append(f"configmap kube-public/cluster-info: {err}")
         late = addons.wait_rolled_out(api, proxy[-1], max(0.0, deadline - time.monotonic()))
     return created, problems + ([late] if late else [])
 

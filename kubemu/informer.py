@@ -20,7 +20,8 @@ The loop (the Reflector's ListAndWatch):
  3. Apply each event to the cache, then call the handlers; remember the resourceVersion of every
     event (bookmarks included).
  4. When the watch ends or fails (apiserver restarted, connection lost), WATCH again from the
-    last resourceVersion seen; on `Expired` (410: that version was compacted away) go back to 1.
+    last resourceVersion seen; on `Expired` (410: that version was compacted away) or "Too large
+    resource version" (504: that apiserver's store has not reached it) go back to 1.
     Failures back off (jittered exponential, capped; reset after a healthy watch). A watch that
     ends at once without delivering anything counts as a failure, so nothing busy-loops.
 
@@ -40,7 +41,7 @@ import random
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubemu.apiclient import ApiClient, is_expired
+from kubemu.apiclient import ApiClient, is_expired, is_too_large_resource_version
 from kubemu.cache import (NAMESPACE_INDEX, DeletedFinalStateUnknown, IndexFunc, Indexer, meta_namespace_index_func,
                           meta_namespace_key)
 from kubemu.wire import Gone
@@ -180,9 +181,9 @@ class Informer:
             except Exception as err:  # noqa: BLE001
                 if self._delivered:
                     expired_streak = 0
-                if is_expired(err) or isinstance(err, Gone):
+                if is_expired(err) or isinstance(err, Gone) or is_too_large_resource_version(err):
                     self.stats["expired"] += 1
-                    log.info("%s: watch from %s expired (%s); relisting", self.resource,
+                    log.info("%s: watch from %s refused (%s); relisting", self.resource,
                              self.last_resource_version, err)
                     need_list = True
                     # relist at once; but a server that keeps answering 410 must not make us spin

@@ -1,7 +1,8 @@
 """Where a cluster lives on disk, and how every command finds it.
 
     <state dir>/                      --state-dir, $KUBEMU_STATE_DIR, or ~/.kubemu (mode 0700)
-      api-endpoint                    the apiserver's endpoint (written by `kubemu up`)
+      api-endpoint                    the apiservers' wire endpoints, comma-joined, node-0's first
+                                      (written by `kubemu up`; one unless --control-plane-nodes 3|5)
       store-endpoints                 the store replicas' endpoints, one a line
       api-port                        the apiserver's HTTPS port on 127.0.0.1 (kept for the next `up`)
       pki/                            kubeadm's: ca.crt/key, apiserver.crt/key, sa.key/pub, admin.crt/key,
@@ -10,8 +11,13 @@
       merged-kubeconfig.json          which context `up` merged into which user kubeconfig, for `down`
       images.yaml                     the image catalog (optional, the user's; kubemu never writes it)
       nodes/<node>/units/*.service    what init supervises (kubelet.service, written by `kubemu up`)
-      nodes/<node>/manifests/         the kubelet's static pods
-      nodes/<node>/logs/              init.log and one <unit>.log per unit
+      nodes/<node>/manifests/         the kubelet's static pods (a control-plane node's: its store
+                                      replica(s), apiserver, scheduler, controller-manager)
+      nodes/<node>/logs/              init.log and one <unit>.log per unit; audit.log on a
+                                      control-plane node (its apiserver's)
+      nodes/<node>/data/store-<i>/    a control-plane node's store replica's data (all of them on
+                                      node-0 with one control-plane node, else store-i on node-i)
+      nodes/<node>/store-<i>.sock, apiserver.sock   a control-plane node's wire endpoints
       nodes/<node>/init.sock          init's control socket; notify.sock, init.pid beside it
       nodes/<node>/kubelet.conf       the kubelet's kubeconfig (system:node:<node>); its cert in pki/
       nodes/<node>/owner.json         what kubemu started: init's PID and start time, the node's cgroup
@@ -103,7 +109,8 @@ class StateDir:
         return self.root / "api-endpoint"
 
     def api_endpoint(self) -> str | None:
-        """The apiserver's wire endpoint that `kubemu up` wrote, or None (no control plane)."""
+        """The apiservers' wire endpoints that `kubemu up` wrote (comma-joined, in order of
+        preference), or None (no control plane)."""
         try:
             return self.api_endpoint_file.read_text().strip() or None
         except OSError:

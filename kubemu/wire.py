@@ -3,6 +3,9 @@
 A `Server` owns one ROUTER socket; a `Client` owns one DEALER socket. Any number of requests
 and server-push streams can be in flight on one client at once; every message carries the
 client's request id, and ids are per client. `SyncClient` wraps `Client` for command-line tools.
+`FailoverClient` is `Client`'s interface over several servers of the same methods (HA
+apiservers; `kubemu._wire_failover` has its rules), and `client_for(endpoints)` gives a `Client`
+for one endpoint and a `FailoverClient` for a list (or a comma-separated string).
 
 Envelope
 --------
@@ -100,7 +103,8 @@ Decisions
   edge-triggered ZMQ_FD (`_Pump`), not through zmq.asyncio futures, which cost two loop
   iterations per message. A Server or Client belongs to the loop that started it.
 * Endpoints: `ipc://` sockets live in a 0700 directory; tcp binds only loopback addresses
-  unless ``allow_public=True``. Linux limits a unix socket path to 107 bytes.
+  unless the server requires CURVE (``auth=CurveAuth(...)``). Linux limits a unix socket path
+  to 107 bytes.
 * Authentication (`kubemu._wire_auth`): a Server made with ``auth=ServerAuth(secrets_dir,
   authorize)`` takes only connections that present an identity and its secret with ZeroMQ's
   PLAIN mechanism (``Client(..., credentials=(identity, secret))``), checked by a ZAP
@@ -111,29 +115,41 @@ Decisions
   rate-limited log line of any rejected message. A refused handshake is one rate-limited log
   line on the server; the client's waiting calls fail at once with `Unauthorized` (not after
   their timeout). Without `auth` and `credentials` nothing of this runs.
+* Beyond loopback: ``auth=CurveAuth(public, secret, identify, authorize)`` requires CurveZMQ
+  instead (every message encrypted); a client presents ``credentials=CurveCredentials(
+  server_key, public, secret)``; ``identify(client_public_key)`` names the identity handlers
+  see, None refuses the key at the handshake (`kubemu.wirekeys` holds the key files). A client
+  holding another server key is dropped by the server without a word: its calls end with
+  Unavailable, which names the server key it tried.
+* User agent: ``Client(..., user_agent="kube-scheduler/node-0_4242")`` names the client in its
+  handshake (ZMQ_METADATA ``X-User-Agent``, HTTP's User-Agent header); an authenticated
+  Server's handlers read it from `peer_user_agent` (a ContextVar, None if the client named
+  none). It is what the client says of itself, for logs and the audit log, never a credential.
 """
 from __future__ import annotations
 
-from ._wire_auth import Credentials, ServerAuth
+from ._wire_auth import Credentials, CurveAuth, CurveCredentials, ServerAuth
 from ._wire_client import IDEMPOTENT_ATTEMPTS, STREAM_BUFFER, Client, Stream
 from ._wire_codec import (CANCEL, ERROR, NOTIFY, PING, REPLY, REQ, STREAM, STREAM_END, STREAM_ITEM, STREAM_START,
                           Reply, Request, decode_reply, decode_request, encode_call, encode_cancel, encode_error,
                           encode_notify, encode_ping, encode_reply, encode_stream, encode_stream_end,
                           encode_stream_item, encode_stream_start)
-from ._wire_endpoints import SUN_PATH_MAX, ipc_endpoint, tcp_endpoint
+from ._wire_endpoints import SUN_PATH_MAX, ipc_endpoint, split_endpoints, tcp_endpoint
 from ._wire_errors import (BadRequest, Cancelled, Conflict, Forbidden, Gone, Internal, Invalid, NotFound,
                            OutcomeUnknown, TooLarge, TooManyRequests, Unauthorized, Unavailable, UnknownMethod,
                            WireError, error_from_code)
 from ._wire_limits import CLIENT_LINGER_MS, DEFAULT_MAX_FRAME, HWM, MAXMSGSIZE_FACTOR
 from ._wire_server import (KEEPALIVE, PEER_BUFFER_BYTES, SERVER_LINGER_MS, SLOW_PEER_TIMEOUT, SLOW_STREAM_TIMEOUT,
-                           Server, peer_identity)
+                           Server, peer_identity, peer_user_agent)
+from ._wire_failover import FailoverClient, FailoverStream, Preference, client_for
 from ._wire_sync import SyncClient, SyncStream
 
 __all__ = [
     "WireError", "NotFound", "Conflict", "Invalid", "Unavailable", "TooLarge", "BadRequest",
     "UnknownMethod", "Internal", "Gone", "Cancelled", "OutcomeUnknown", "Unauthorized", "Forbidden", "TooManyRequests",
-    "error_from_code", "Credentials", "ServerAuth", "peer_identity",
-    "DEFAULT_MAX_FRAME", "ipc_endpoint", "tcp_endpoint", "Server", "Client", "Stream",
+    "error_from_code", "Credentials", "ServerAuth", "CurveCredentials", "CurveAuth", "peer_identity", "peer_user_agent",
+    "DEFAULT_MAX_FRAME", "ipc_endpoint", "tcp_endpoint", "split_endpoints", "Server", "Client", "Stream",
+    "FailoverClient", "FailoverStream", "Preference", "client_for",
     "SyncClient", "SyncStream", "Request", "Reply", "decode_request", "decode_reply",
     "encode_call", "encode_stream", "encode_notify", "encode_cancel", "encode_reply", "encode_error",
     "encode_stream_start", "encode_stream_item", "encode_stream_end", "encode_ping",

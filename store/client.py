@@ -192,19 +192,6 @@ def _range_end(key: bytes, range_end, prefix: bool) -> bytes | None:
     return _b(range_end, "range_end")
 
 
-def _split_endpoints(endpoints) -> list[str]:
-    if isinstance(endpoints, str):
-        endpoints = endpoints.split(",")
-    found: list[str] = []
-    for ep in endpoints:
-        ep = ep.strip()
-        if ep and ep not in found:
-            found.append(ep)
-    if not found:
-        raise ValueError("no store endpoints given")
-    return found
-
-
 class _Backoff:
     """Short, growing, jittered pauses between retries that cannot succeed at once."""
 
@@ -279,7 +266,7 @@ class StoreClient:
                  dial_timeout: float = DEFAULT_DIAL_TIMEOUT, resume_timeout: float = DEFAULT_RESUME_TIMEOUT,
                  max_frame: int = wire.DEFAULT_MAX_FRAME, context: zmq.Context | None = None,
                  credentials: tuple[str, str] | None = None):
-        self.endpoints = _split_endpoints(endpoints)
+        self.endpoints = wire.split_endpoints(endpoints, "store")
         self.credentials = credentials  # (identity, secret) for replicas that require them
         for ep in self.endpoints:
             wire.Client(ep)  # validates the address now rather than on first use (no socket yet)

@@ -54,9 +54,9 @@ paths); Gone reason Expired `too old resource version: 1 (5)`; TooLarge over 1.5
 among others for a parameter nested deeper than `kubemu.api.limits.MAX_DEPTH` (refused at the door,
 before any handler walks it: `object is nested more than 100 levels deep (the limit)`).
 
-Services get their clusterIP and nodePorts from in-process allocators (`serviceips`, driven by
-`servicestrategy`), rebuilt from the stored Services before the first Service write; the
-apiserver keeps the `kubernetes` Service in `default` and its endpoints pointing at its HTTPS door
+Services get their clusterIP and nodePorts from allocations kept in the store, so every apiserver
+shares them (`servicealloc`: IPAddress objects and the NodePort bitmap, decided by `servicestrategy`
+over `serviceips`' bitmaps, repaired by `servicerepair`'s loops); the apiserver keeps the `kubernetes` Service in `default` and its endpoints pointing at its HTTPS door
 on --advertise-address (`kubernetes_service`).
 
 Parts: `storage` (objects in the store), `handlers` (the methods), `watchcache` (one store watch

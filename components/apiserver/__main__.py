@@ -1,8 +1,9 @@
 """python -m components.apiserver --listen ENDPOINT --store-endpoints EP1,EP2,EP3 [--audit-log FILE]
-       [--secure-port 6443 --bind-address 127.0.0.1 --advertise-address 127.0.0.1
+       [--secure-port 6443 --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --permit-port-sharing
         --tls-cert-file F --tls-private-key-file F
         --client-ca-file F --service-account-key-file F --service-account-signing-key-file F]
-       [--service-cluster-ip-range 10.96.0.0/12] [--service-node-port-range 30000-32767]"""
+       [--service-cluster-ip-range 10.96.0.0/12] [--service-node-port-range 30000-32767]
+       [--wire-listen-address tcp://HOST:PORT [--wire-curve-dir DIR]]"""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +12,7 @@ import logging
 import os
 import sys
 
-from kubemu import eventloop
+from kubemu import eventloop, wirekeys
 from kubemu._wire_auth import credentials_flag
 from kubemu.serviceaccount_token import DEFAULT_ISSUER
 
@@ -39,11 +40,21 @@ def build_parser() -> argparse.ArgumentParser:
                         "(<identity>.secret); its requests are then authorized with RBAC")
     p.add_argument("--store-credentials", metavar="FILE", type=credentials_flag, default=None,
                    help="present this identity's secret (<identity>.secret) to the store replicas")
+    p.add_argument("--wire-listen-address", metavar="tcp://HOST:PORT", default=None,
+                   help="also serve the wire on this tcp address, which may be beyond loopback: with CURVE, every "
+                        "peer presenting a client key of --wire-curve-dir, its requests authorized with RBAC")
+    p.add_argument("--wire-curve-dir", metavar="DIR", default=None,
+                   help="the wire's CURVE keys: server.key_secret (made if absent; give server.key to the "
+                        "clients) and clients/<identity>.key, the public key of each peer it knows "
+                        "(default <--state-dir>/pki/wire-curve)")
     https = p.add_argument_group("HTTPS (the Kubernetes REST API), as kube-apiserver names its flags")
     https.add_argument("--secure-port", type=int, default=SECURE_PORT,
                        help=f"port of the HTTPS API (default {SECURE_PORT}; 0: not served)")
     https.add_argument("--bind-address", default=BIND_ADDRESS,
                        help=f"address the HTTPS API listens on (default {BIND_ADDRESS})")
+    https.add_argument("--permit-port-sharing", action="store_true",
+                       help="bind the secure port with SO_REUSEPORT, so that the apiservers of one cluster share "
+                            "it and the kernel spreads connections over those alive (default false)")
     https.add_argument("--advertise-address", default=ADVERTISE_ADDRESS,
                        help="the address the `kubernetes` Service's endpoints name, listened on too when "
                             f"it is not --bind-address (default {ADVERTISE_ADDRESS})")
@@ -96,12 +107,26 @@ def https_config(args: argparse.Namespace) -> HTTPSConfig:
     except ValueError:
         raise SystemExit(f"--advertise-address {args.advertise_address}: not an IP address") from None
     return HTTPSConfig(port=args.secure_port, bind_address=args.bind_address,
-                       advertise_address=args.advertise_address, cert_file=args.tls_cert_file,
+                       permit_port_sharing=args.permit_port_sharing, advertise_address=args.advertise_address,
+                       cert_file=args.tls_cert_file,
                        key_file=args.tls_private_key_file, client_ca_file=args.client_ca_file,
                        service_account_key_files=args.service_account_key_file,
                        service_account_signing_key_file=args.service_account_signing_key_file,
                        service_account_issuer=args.service_account_issuer,
                        kubelet_client_credentials=args.kubelet_client_credentials)
+
+
+def curve_dir(args: argparse.Namespace) -> str | None:
+    """Where the CURVE keys of --wire-listen-address are, or SystemExit saying what is missing."""
+    if not args.wire_listen_address:
+        return None
+    if not args.wire_listen_address.startswith("tcp://"):
+        raise SystemExit(f"--wire-listen-address {args.wire_listen_address}: expected tcp://HOST:PORT")
+    if args.wire_curve_dir:
+        return args.wire_curve_dir
+    if args.state_dir:
+        return str(wirekeys.curve_dir(args.state_dir))
+    raise SystemExit("--wire-listen-address needs --wire-curve-dir (or --state-dir) for its CURVE keys")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                                       bookmark_interval=args.bookmark_interval, state_dir=args.state_dir,
                                       https=https_config(args), wire_secrets=args.wire_secrets,
                                       store_credentials=args.store_credentials,
-                                      services=service_config(args)).run())
+                                      services=service_config(args), wire_listen=args.wire_listen_address,
+                                      wire_curve_dir=curve_dir(args)).run())
     except StartupError as err:
         print(f"apiserver: {err}", file=sys.stderr)
         return 1

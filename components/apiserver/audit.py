@@ -1,10 +1,13 @@
 """The audit log: one JSON line per mutating request (Kubernetes' audit at level Metadata).
 
     {"time": "2024-05-01T12:00:00.123456Z", "verb": "create", "resource": "pods",
-     "namespace": "default", "name": "web", "code": 201, "user": "system:anonymous"}
+     "namespace": "default", "name": "web", "code": 201, "user": "system:anonymous",
+     "userAgent": "kubectl/v1.30.0"}
 
 `code` is the HTTP status Kubernetes would answer with (409 for a conflict, ...); a wire error
-code with no HTTP twin is written as is in "reason". Lines are appended and flushed at once
+code with no HTTP twin is written as is in "reason". `userAgent` is what the client called
+itself (HTTPS: the User-Agent header; the wire: its handshake's X-User-Agent), absent when it
+said nothing. Lines are appended and flushed at once
 (each write is one short `write` on an O_APPEND file, so lines never interleave).
 """
 from __future__ import annotations
@@ -35,7 +38,8 @@ class AuditLog:
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
     def record(self, *, verb: str, resource: str, namespace: str | None, name: str | None,
-               code: int, user: str | None, reason: str | None = None, received: str | None = None) -> None:
+               code: int, user: str | None, reason: str | None = None, received: str | None = None,
+               user_agent: str | None = None) -> None:
         """One line; `time` is when the request was received (kube's RequestReceived stage), so a
         request is in the log at the time it came, whatever its answer's effects raced with."""
         if self._fd is None:
@@ -43,6 +47,8 @@ class AuditLog:
         line = {"time": received or now_rfc3339(), "verb": verb, "resource": resource,
                 "namespace": namespace or "", "name": name or "", "code": code,
                 "user": user or ANONYMOUS}
+        if user_agent:
+            line["userAgent"] = user_agent
         if reason:
             line["reason"] = reason
         try:

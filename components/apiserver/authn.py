@@ -20,6 +20,10 @@ Two authenticators, tried in kube-apiserver's order, the first that knows the ca
   a token bound to a Pod or Secret (TokenRequest's boundObjectRef) only while that object
   exists with the uid the token names (asked through `bound_lookup(kind, namespace, name)`;
   without one, bound objects are not checked).
+* bootstrap tokens (`<id>.<secret>`, kubemu.bootstraptoken), when a `bootstrap_lookup(name)`
+  (an awaitable of the kube-system Secret of that name, or None) is given: the token's Secret
+  must hold this secret, be unexpired, allow authentication and not be being deleted; the
+  user is system:bootstrap:<id> in system:bootstrappers and the token's auth-extra-groups.
 
 Every authenticated user also gets the group system:authenticated. A bad certificate does not
 stop a good token from authenticating the request (kube-apiserver's union authenticator goes on
@@ -36,6 +40,7 @@ from pathlib import Path
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, ExtensionOID
 
+from kubemu import bootstraptoken
 from kubemu import serviceaccount_token as satoken
 from kubemu.api.identity import UserInfo, authenticated
 from kubemu.pki import signed_by, subject_of
@@ -43,6 +48,7 @@ from kubemu.wire import NotFound, WireError
 
 TokenLookup = Callable[[str, str], Awaitable[str | None]]         # (namespace, name) -> uid
 BoundLookup = Callable[[str, str, str], Awaitable[str | None]]    # (kind, namespace, name) -> uid
+SecretLookup = Callable[[str], Awaitable[dict | None]]            # kube-system Secret name -> it
 CERT_CACHE_SIZE = 1024   # verified client certificates remembered (a verify per request costs)
 
 
@@ -143,6 +149,16 @@ def service_account_lookup(api) -> TokenLookup:
     return lambda namespace, name: _uid(api, "serviceaccounts", namespace, name)
 
 
+def bootstrap_secret_lookup(api) -> SecretLookup:
+    """A bootstrap_lookup over the handlers' API: a kube-system Secret, None when there is none."""
+    async def lookup(name: str) -> dict | None:
+        try:
+            return await api.get("secrets", name, bootstraptoken.NAMESPACE)
+        except NotFound:
+            return None
+    return lookup
+
+
 def bound_object_lookup(api) -> BoundLookup:
     """A bound_lookup over the handlers' API: the uid of the Pod or Secret a token is bound
     to, None when there is none."""
@@ -153,6 +169,7 @@ class Authenticator:
     def __init__(self, client_ca_file: str | None, service_account_key_files: list[str],
                  issuer: str = satoken.DEFAULT_ISSUER, token_lookup: TokenLookup | None = None,
                  *, bound_lookup: BoundLookup | None = None,
+                 bootstrap_lookup: SecretLookup | None = None,
                  clock: Callable[[], float] = time.time):
         self.client_cas = load_certificates(client_ca_file) if client_ca_file else []
         self.keys = [key for path in service_account_key_files
@@ -161,6 +178,7 @@ class Authenticator:
         self.audiences = (issuer,)   # --api-audiences defaults to the issuer
         self.token_lookup = token_lookup
         self.bound_lookup = bound_lookup
+        self.bootstrap_lookup = bootstrap_lookup
         self.clock = clock
         self._certs: OrderedDict[bytes, tuple] = OrderedDict()
 
@@ -214,6 +232,8 @@ class Authenticator:
                                  ) -> tuple[UserInfo, tuple[str, ...]]:
         """(user, the audiences the token was accepted for) of a bearer token, checked against
         `audiences` (default: the API's); AuthenticationError when it authenticates nobody."""
+        if self.bootstrap_lookup is not None and bootstraptoken.is_token(token):
+            return await self._bootstrap_token(token), audiences or self.audiences
         try:
             verified = satoken.verify(token, self.keys, self.issuer,
                                       audiences=audiences or self.audiences, now=self.clock())
@@ -231,6 +251,14 @@ class Authenticator:
         if self.bound_lookup is not None:
             await self._check_bound(verified)
         return satoken.user_info(verified), verified.audiences
+
+    async def _bootstrap_token(self, token: str) -> UserInfo:
+        token_id, secret = bootstraptoken.parse(token)
+        found = await self.bootstrap_lookup(bootstraptoken.secret_name(token_id))
+        decided = bootstraptoken.authenticated_user(found, token_id, secret, self.clock())
+        if isinstance(decided, str):
+            raise AuthenticationError(f"bootstrap token: {decided}")
+        return authenticated(*decided)
 
     async def _check_bound(self, verified: satoken.Verified) -> None:
         """The objects the token is bound to are still there, the same ones (kube-apiserver's

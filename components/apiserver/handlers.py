@@ -5,10 +5,11 @@ result conditionally on the revision it read (retrying from the read when anothe
 there first and the request named no resourceVersion of its own). With `dry_run` everything
 runs but the write: the answer is what would have been stored, its resourceVersion unchanged.
 
-A Service's clusterIP and nodePorts come from `Allocations` (servicestrategy.py), rebuilt from the
-Services in the store before the first Service write (kube-apiserver's repair), taken before the
-write, given back if it fails and when the Service goes; a dry run only checks them (it takes
-nothing, so it never stands in the way of a real request while it awaits).
+A Service's clusterIP and nodePorts are taken in the store (servicealloc.py: IPAddress objects and
+the NodePort bitmap, shared by every apiserver) before the write, given back if it fails and when
+the Service goes; a dry run only checks them (it takes nothing, so it never stands in the way of a
+real request while it awaits). A write whose outcome is unknown keeps them: if the Service was not
+stored after all, the repair loops free them.
 """
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ import random
 from pathlib import Path
 from typing import Any, Callable, Literal
 
+from kubemu.api import certificates
+from kubemu.api.authz import Attributes, Decision
 from kubemu.api import fields as fieldsel
 from kubemu.api.fielderrors import ValidationError
 from kubemu.api import labels as labelsel
@@ -30,15 +33,16 @@ from kubemu.api.limits import MAX_DEPTH, MAX_VALUES, ShapeError, check_shape
 from kubemu.api.objects import scale_of
 from kubemu.api.resources import Resource, UnknownResourceError, field_set, registry_key, registry_prefix, \
     resolve
-from kubemu.wire import BadRequest, Conflict, Gone, NotFound, TooLarge, WireError
+from kubemu.wire import BadRequest, Conflict, Forbidden, Gone, NotFound, OutcomeUnknown, TooLarge, WireError
 from store.client import Compacted, FutureRevision
 
-from . import eviction, podlogs, storageadmission, warnings
+from . import caller, eviction, podlogs, storageadmission, warnings
 from . import strategy as st
+from .servicealloc import Held, ServiceAllocator
 from .serviceips import DEFAULT_NODE_PORT_RANGE, DEFAULT_SERVICE_CIDR, parse_port_range
 from .servicestrategy import Allocations
 from .audit import HTTP_CODES, AuditLog, now_rfc3339
-from .caller import caller_name
+from .caller import caller_name, caller_user_agent
 from .namespaces import NamespaceCache
 from .storage import MAX_OBJECT_BYTES, Storage, encode
 from .strategy import Remove, Unchanged, Write, modified, not_found
@@ -54,7 +58,8 @@ SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "default")
 # How the audit log names the methods that are not plain verbs: (verb, subresource)
 AUDITED_AS = {"bind": ("create", "/binding"), "update_status": ("update_status", "/status"),
               "update_scale": ("update_scale", "/scale"), "delete_collection": ("deletecollection", ""),
-              "evict": ("create", "/eviction"), "finalize": ("update", "/finalize")}
+              "evict": ("create", "/eviction"), "finalize": ("update", "/finalize"),
+              "update_approval": ("update", "/approval")}
 CREATED = ("create", "evict")  # answered 201
 
 FieldValidation = Literal["Strict", "Warn", "Ignore"]
@@ -181,14 +186,19 @@ def _decode_continue(token: str, prefix: str) -> tuple[bytes, int]:
 
 class API:
     """The wire methods. `handlers()` is the Server's handler table. `clock` (a UTC datetime) and
-    `rand` (generateName suffixes, uids) are for tests; `services` allocates Services' clusterIPs
-    and nodePorts (--service-cluster-ip-range, --service-node-port-range)."""
+    `rand` (generateName suffixes, uids) are for tests; `services` are the ranges of Services'
+    clusterIPs and nodePorts (--service-cluster-ip-range, --service-node-port-range), allocated
+    in the store by `service_allocator`."""
 
     def __init__(self, storage: Storage, cache: WatchCache, audit: AuditLog, *,
                  bookmark_interval: float = BOOKMARK_INTERVAL, state_dir: str | None = None,
                  clock: Callable[[], datetime.datetime] | None = None, rand: random.Random | None = None,
-                 services: Allocations | None = None):
+                 services: Allocations | None = None,
+                 authorize: Callable[[Attributes], Decision] | None = None):
+        """`authorize` (RBAC's) answers the admission checks that ask the authorizer: who may
+        approve or sign a CertificateSigningRequest for its signer."""
         self.storage = storage
+        self.authorize = authorize
         self.state_dir = Path(state_dir) if state_dir else None
         self.cache = cache
         self.audit = audit
@@ -196,15 +206,16 @@ class API:
         self.namespaces = NamespaceCache(storage, cache)
         self.clock = clock or (lambda: datetime.datetime.now(datetime.timezone.utc))
         self.rand = rand or random.SystemRandom()
-        self.services = services or Allocations(DEFAULT_SERVICE_CIDR, parse_port_range(DEFAULT_NODE_PORT_RANGE))
-        self._services_repaired = False
-        self._services_lock = asyncio.Lock()
+        self.service_allocator = ServiceAllocator(
+            storage, services or Allocations(DEFAULT_SERVICE_CIDR, parse_port_range(DEFAULT_NODE_PORT_RANGE)),
+            clock=self.clock)
 
     def handlers(self) -> dict:
         mutating = {"create": self.create, "update": self.update, "update_status": self.update_status,
                     "patch": self.patch, "delete": self.delete, "bind": self.bind,
                     "update_scale": self.update_scale, "delete_collection": self.delete_collection,
-                    "evict": self.evict, "finalize": self.finalize}
+                    "evict": self.evict, "finalize": self.finalize,
+                    "update_approval": self.update_approval}
         out = {verb: self._audited(verb, fn) for verb, fn in mutating.items()}
         out.update({"get": _at_the_door(self.get), "list": _at_the_door(self.list),
                     "get_scale": _at_the_door(self.get_scale), "watch": _at_the_door(self.watch),
@@ -242,7 +253,8 @@ class API:
                 self.audit.record(verb=audit_verb, resource=resource + subresource,
                                   namespace=_text(params.get("namespace")) or _text(meta.get("namespace")) or
                                   (self._default_ns(resource)),
-                                  name=name, code=code, user=caller_name(), reason=reason, received=received)
+                                  name=name, code=code, user=caller_name(), reason=reason, received=received,
+                                  user_agent=caller_user_agent())
         wrapper.__name__ = wrapper.__qualname__ = verb
         wrapper.__signature__ = inspect.signature(fn, eval_str=True)  # the wire checks params against it
         return wrapper
@@ -321,25 +333,20 @@ class API:
 
     # --- writes
 
-    async def service_allocations(self) -> Allocations:
-        """The Service allocators, rebuilt from the Services in the store on first use."""
-        if not self._services_repaired:
-            async with self._services_lock:
-                if not self._services_repaired:
-                    listed = await self.list("services")
-                    for warning in self.services.rebuild(listed["items"]):
-                        log.warning("service allocation repair: %s", warning)
-                    self._services_repaired = True
-        return self.services
-
-    async def _allocate(self, old: dict | None, obj: dict, dry_run: bool):
-        """`obj` with its clusterIP and nodePorts, and the Transaction that took them (on a dry
-        run: found them free)."""
-        allocations = await self.service_allocations()
+    async def _allocate(self, old: dict | None, obj: dict, dry_run: bool) -> tuple[dict, Held]:
+        """`obj` with its clusterIP and nodePorts, and what was taken for it (on a dry run:
+        found free)."""
         try:
-            return allocations.update(old, obj, dry_run=dry_run)
+            return await self.service_allocator.update(old, obj, dry_run=dry_run)
         except ValidationError as err:
             raise st.invalid(err) from None
+
+    @staticmethod
+    async def _give_back(held: Held, err: BaseException) -> None:
+        """The Service write failed with `err`: give back what it took, unless the write may have
+        happened (then the repair loops free what no stored Service holds)."""
+        if not isinstance(err, OutcomeUnknown):
+            await held.revert()
 
     async def _commit(self, r: Resource, key: str, rev: int, outcome: st.Outcome, dry_run: bool,
                       old: dict) -> dict:
@@ -350,16 +357,16 @@ class API:
         if isinstance(outcome, Remove):
             out = await self._write(r, key, rev, outcome, dry_run)
             if not dry_run:
-                (await self.service_allocations()).release(old)
+                await self.service_allocator.release(old)
             return out
-        obj, txn = await self._allocate(old, outcome.obj, dry_run)
+        obj, held = await self._allocate(old, outcome.obj, dry_run)
         try:
             out = await self._write(r, key, rev, Write(obj), dry_run)
-        except BaseException:
-            txn.revert()
+        except BaseException as err:
+            await self._give_back(held, err)
             raise
         if not dry_run:
-            txn.commit()
+            await held.commit()
         return out
 
     async def _write(self, r: Resource, key: str, rev: int, outcome: st.Outcome, dry_run: bool) -> dict:
@@ -408,16 +415,17 @@ class API:
         """`field_manager` is accepted (kubectl sends it) and not recorded: no managedFields yet."""
         r = _resource(resource)
         obj = st.prepare_create(r, object, namespace, now=self.clock(), rand=self.rand,
-                                field_validation=field_validation, warn=warnings.add)
+                                field_validation=field_validation, warn=warnings.add,
+                                user=caller.current_user())
         if r.kind in storageadmission.FINALIZERS:
             await storageadmission.admit(self.storage, obj)
         if r.kind != "Service":
             return await self._create(r, obj, dry_run)
-        obj, txn = await self._allocate(None, obj, dry_run)
+        obj, held = await self._allocate(None, obj, dry_run)
         try:
             return await self._create(r, obj, dry_run)
-        except BaseException:
-            txn.revert()
+        except BaseException as err:
+            await self._give_back(held, err)
             raise
 
     async def _create(self, r: Resource, obj: dict, dry_run: bool) -> dict:
@@ -461,8 +469,18 @@ class API:
         return await self._update(resource, object, None, status=False, finalize=True, dry_run=dry_run,
                                   field_validation=field_validation)
 
+    async def update_approval(self, resource: Any, object: Any, dry_run: bool = False,
+                              field_validation: FieldValidation | None = None,
+                              field_manager: str | None = None) -> dict:
+        """A CertificateSigningRequest's approval subresource: an update of its Approved and
+        Denied conditions."""
+        if _resource(resource).kind != certificates.KIND:
+            raise NotFound(f"{resource} have no approval subresource", {"reason": "NotFound"})
+        return await self._update(resource, object, None, status=False, approval=True, dry_run=dry_run,
+                                  field_validation=field_validation)
+
     async def _update(self, resource: Any, new: Any, namespace: str | None, *, status: bool, dry_run: bool,
-                      field_validation: str | None, finalize: bool = False) -> dict:
+                      field_validation: str | None, finalize: bool = False, approval: bool = False) -> dict:
         r = _resource(resource)
         name, ns, precondition = st.update_target(r, new, namespace, status=status)
         key = _key(r, ns, name)
@@ -470,9 +488,26 @@ class API:
         if old is None:
             raise not_found(r, name)
         st.check_resource_version(r, name, precondition, rev)
-        outcome = st.prepare_update(r, old, rev, new, status=status, finalize=finalize,
-                                    field_validation=field_validation, warn=warnings.add)
+        outcome = st.prepare_update(r, old, rev, new, status=status, finalize=finalize, approval=approval,
+                                    now=self.clock(), field_validation=field_validation, warn=warnings.add)
+        self._admit_signer(r, old, outcome, "approval" if approval else "status" if status else "")
         return await self._commit(r, key, rev, outcome, dry_run, old)
+
+    def _admit_signer(self, r: Resource, old: dict, outcome, subresource: str) -> None:
+        """The CertificateApproval and CertificateSigning admissions: approving, and issuing a
+        certificate, need `approve` / `sign` on the request's signer (a caller the transport
+        did not authenticate is not asked about, as RBAC does not ask it either)."""
+        user = caller.current_user()
+        if r.kind != certificates.KIND or self.authorize is None or user is None \
+                or not isinstance(outcome, Write):
+            return
+        needed = certificates.signer_permission(old, outcome.obj, subresource)
+        if needed is None:
+            return
+        verb, signer = needed
+        if not any(self.authorize(a).allowed for a in certificates.signer_attributes(user, verb, signer)):
+            raise Forbidden(f'{r.plural}.{r.group} "{st.object_name(old)}" is forbidden: user not '
+                            f'permitted to {verb} requests with signerName "{signer}"', {"reason": "Forbidden"})
 
     # --- patch
 
@@ -480,13 +515,15 @@ class API:
                     patch_type: str = "merge", subresource: str | None = None, dry_run: bool = False,
                     field_validation: FieldValidation | None = None, field_manager: str | None = None) -> dict:
         r = _resource(resource)
-        status = st.patch_subresource(r, subresource)
+        sub = st.patch_subresource(r, subresource)
         key = _key(r, namespace if r.namespaced else None, name)
 
         def change(old: dict, rev: int):
             new, explicit = st.patched(r, old, rev, patch, patch_type)
-            return st.prepare_update(r, old, rev, new, status=status, field_validation=field_validation,
-                                     warn=warnings.add), explicit
+            outcome = st.prepare_update(r, old, rev, new, status=sub == "status", approval=sub == "approval",
+                                        now=self.clock(), field_validation=field_validation, warn=warnings.add)
+            self._admit_signer(r, old, outcome, sub)
+            return outcome, explicit
         return await self._guaranteed(r, key, name, change, dry_run=dry_run)
 
     # --- delete

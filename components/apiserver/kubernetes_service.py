@@ -9,7 +9,10 @@ Shell:
     Reconciler(api, desired).run()    creates or repairs the three at start, then every
                                       INTERVAL seconds, through the apiserver's own handlers;
                                       a round that fails is said in one log line (once while
-                                      the same error lasts) and the next round comes all the same
+                                      the same error lasts) and the next round comes all the same;
+                                      the apiservers of an HA cluster share the address and port,
+                                      so they want the same objects: a create another apiserver's
+                                      beat is no error
 
 As kube-apiserver writes them: the Service has the first address of the service range, port
 `https` 443 to the secure port, no selector (so the EndpointSlice controller leaves it alone);
@@ -185,3 +188,9 @@ class Reconciler:
                 log.info("repaired %s default/kubernetes", resource.partition(".")[0])
         except Conflict:
             pass  # someone else wrote it meanwhile: looked at again next round
+        except WireError:
+            # The apiservers of an HA cluster all make it at their start: the Service of the one
+            # that lost the race is refused for its address before its name (the address is
+            # allocated first, as kube-apiserver does), yet the Service is there.
+            if current is not None or await self._get(resource) is None:
+                raise

@@ -55,7 +55,7 @@ class Reviews:
         review = _review_object(r.kind, r.api_version, object)
         if r.kind == RULES_REVIEW:
             return self._rules_review(review)
-        attrs = access_attributes(review, namespace, caller.current.get())
+        attrs = access_attributes(review, namespace, caller.current_user())
         decision = self._rbac.authorize(attrs)
         status: dict = {"allowed": decision.allowed}
         if decision.reason:
@@ -64,7 +64,7 @@ class Reviews:
         return review
 
     def _rules_review(self, review: dict) -> dict:
-        user = _self(caller.current.get())
+        user = _self(caller.current_user())
         namespace = _dict(review.get("spec")).get("namespace")
         if not isinstance(namespace, str) or not namespace:
             raise BadRequest("no namespace on request", {"field": "spec.namespace"})

@@ -13,11 +13,13 @@ import signal
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import zmq
 from cryptography.exceptions import UnsupportedAlgorithm
 
 from kubemu import sdnotify
 from kubemu import serviceaccount_token as satoken
-from kubemu._wire_auth import Credentials, ServerAuth
+from kubemu import wirekeys
+from kubemu._wire_auth import Credentials, CurveAuth, ServerAuth
 from kubemu.api.authz import forbidden_message
 from kubemu.api.bootstrap_policy import bootstrap_objects
 from kubemu.api.resources import for_object
@@ -25,7 +27,7 @@ from kubemu.wire import Conflict, Forbidden, Invalid, Server, WireError
 from store.client import StoreClient
 
 from .audit import AuditLog
-from .authn import Authenticator, bound_object_lookup, service_account_lookup
+from .authn import Authenticator, bootstrap_secret_lookup, bound_object_lookup, service_account_lookup
 from .handlers import API, BOOKMARK_INTERVAL
 from .kubernetes_service import Reconciler, desired
 from .rbaccache import RBACCache
@@ -54,6 +56,7 @@ class HTTPSConfig:
     """kube-apiserver's flags for its secure port (port 0 or no certificate: not served)."""
     port: int = SECURE_PORT
     bind_address: str = BIND_ADDRESS
+    permit_port_sharing: bool = False  # SO_REUSEPORT: the apiservers of an HA cluster share the port
     advertise_address: str = ADVERTISE_ADDRESS  # where pods reach it: listened on too
     cert_file: str | None = None
     key_file: str | None = None
@@ -84,7 +87,10 @@ class APIServer:
     def __init__(self, listen: str, store_endpoints, *, audit_log: str | None = None,
                  bookmark_interval: float = BOOKMARK_INTERVAL, state_dir: str | None = None,
                  https: HTTPSConfig = HTTPSConfig(), wire_secrets: str | None = None,
-                 store_credentials: Credentials | None = None, services: ServiceConfig = ServiceConfig()):
+                 store_credentials: Credentials | None = None, services: ServiceConfig = ServiceConfig(),
+                 wire_listen: str | None = None, wire_curve_dir: str | None = None):
+        self.wire_listen = wire_listen  # also served there, with CURVE (keys in wire_curve_dir)
+        self.wire_curve_dir = wire_curve_dir
         self.services = services
         self.state_dir = state_dir
         self.wire_secrets = wire_secrets
@@ -100,12 +106,13 @@ class APIServer:
         client = StoreClient(self.store_endpoints, credentials=self.store_credentials)
         cache = WatchCache(client)
         audit = AuditLog(self.audit_path)
+        rbac = RBACCache(cache)
         api = API(Storage(client), cache, audit, bookmark_interval=self.bookmark_interval,
                   state_dir=self.state_dir,
-                  services=Allocations(self.services.cluster_ip_range, self.services.node_port_range))
-        rbac = RBACCache(cache)
+                  services=Allocations(self.services.cluster_ip_range, self.services.node_port_range),
+                  authorize=rbac.authorize)
         auth = ServerAuth(self.wire_secrets, self._wire_authorizer(rbac)) if self.wire_secrets else None
-        server = None
+        server = curve_server = None
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -114,11 +121,15 @@ class APIServer:
         https = None
         reconciler = None
         init = asyncio.create_task(self._bootstrap(api, rbac), name="bootstrap")
+        repair = asyncio.create_task(api.service_allocator.run(), name="service allocation repair")
         try:
             https, tokens = self._https_door(api, rbac)  # its files are read before anything listens
-            # TokenRequest on the wire too: the kubelet asks for its pods' projected tokens
-            server = Server(self.listen, {**api.handlers(), **tokens}, name="apiserver", auth=auth)
-            if auth is not None:
+            # TokenRequest and the access reviews on the wire too: the kubelet asks for its pods'
+            # projected tokens, the CSR approver (a SubjectAccessReview) whether a requester may
+            handlers = {**api.handlers(), "review": Reviews(rbac).review, **tokens}
+            server = Server(self.listen, handlers, name="apiserver", auth=auth)
+            curve_server = self._curve_server(handlers, rbac)
+            if auth is not None or curve_server is not None:
                 # authorizing needs the roles: the wire opens once they are there, as
                 # kube-apiserver is not ready before its RBAC bootstrap
                 await _first(init, stop.wait())
@@ -126,6 +137,11 @@ class APIServer:
                 await server.start()
                 log.info("serving on %s (store %s)%s", server.endpoint, ",".join(client.endpoints),
                          ", authenticating every peer" if auth else "")
+                if curve_server is not None:
+                    with _starting(f"--wire-listen-address {self.wire_listen}"):
+                        await curve_server.start()
+                    log.info("serving the wire on %s with CURVE (keys in %s)", curve_server.endpoint,
+                             self.wire_curve_dir)
                 if https is not None:
                     cfg = self.https
                     also = f" --advertise-address {cfg.advertise_address}" if len(cfg.hosts()) > 1 else ""
@@ -139,12 +155,15 @@ class APIServer:
         finally:
             log.info("shutting down")
             init.cancel()
+            repair.cancel()
             if reconciler is not None:
                 reconciler.cancel()
             if https is not None:
                 await https.close()
             if server is not None:
                 await server.close()
+            if curve_server is not None:
+                await curve_server.close()
             await rbac.close()
             await api.namespaces.close()
             await cache.close()
@@ -165,7 +184,8 @@ class APIServer:
             return None, {}
         with _starting("--client-ca-file / --service-account-key-file"):
             authn = Authenticator(cfg.client_ca_file, cfg.service_account_key_files, cfg.service_account_issuer,
-                                  token_lookup=service_account_lookup(api), bound_lookup=bound_object_lookup(api))
+                                  token_lookup=service_account_lookup(api), bound_lookup=bound_object_lookup(api),
+                                  bootstrap_lookup=bootstrap_secret_lookup(api))
         handlers = dict(api.handlers())
         reviews = Reviews(rbac)
         handlers["review"] = reviews.review
@@ -184,11 +204,28 @@ class APIServer:
         with _starting(f"--tls-cert-file {cfg.cert_file} / --tls-private-key-file {cfg.key_file}"
                        + (f" / --client-ca-file {cfg.client_ca_file}" if cfg.client_ca_file else "")):
             context = ssl_context(cfg.cert_file, cfg.key_file, cfg.client_ca_file)
-        return HTTPSServer(rest.serve, cfg.hosts(), cfg.port, context, on_close=rest.close), wire_tokens
+        return HTTPSServer(rest.serve, cfg.hosts(), cfg.port, context, on_close=rest.close,
+                           reuse_port=cfg.permit_port_sharing), wire_tokens
+
+    def _curve_server(self, handlers: dict, rbac: RBACCache) -> Server | None:
+        """The wire beyond loopback (--wire-listen-address), not yet listening: CURVE with this
+        apiserver's key pair (made if absent, as kube-apiserver makes its own serving certificate
+        in --cert-dir), a peer known by its public key in clients/, authorized with RBAC."""
+        if not self.wire_listen:
+            return None
+        directory = self.wire_curve_dir
+        with _starting(f"--wire-curve-dir {directory}"):
+            keys = wirekeys.ensure_keypair(directory, wirekeys.SERVER)
+        auth = CurveAuth(keys.public, keys.secret, wirekeys.KnownKeys(wirekeys.clients_dir(directory)),
+                         self._wire_authorizer(rbac))
+        with _starting(f"--wire-listen-address {self.wire_listen}"):
+            return Server(self.wire_listen, handlers, name="apiserver", auth=auth)
 
     async def _kubernetes_service(self, api: API, bootstrap: asyncio.Task, port: int) -> None:
         """Once the default namespace is there, keep the `kubernetes` Service pointing at the
-        HTTPS door (kube-apiserver's endpoint reconciler)."""
+        HTTPS door (kube-apiserver's endpoint reconciler). The apiservers of an HA cluster share
+        the advertised address and port (--permit-port-sharing): they all want the same three
+        objects, so several reconcilers agree instead of taking turns rewriting them."""
         await asyncio.shield(bootstrap)
         want = desired(self.services.cluster_ip_range, self.https.advertise_address, port)
         await Reconciler(api, want, self.services.cluster_ip_range).run()
@@ -241,10 +278,10 @@ class StartupError(Exception):
 @contextmanager
 def _starting(what: str):
     # ssl.SSLError is an OSError; cryptography's loaders raise ValueError, TypeError (a key
-    # that needs a password) and UnsupportedAlgorithm
+    # that needs a password) and UnsupportedAlgorithm; a wire bind, zmq.ZMQError
     try:
         yield
-    except (OSError, ValueError, TypeError, UnsupportedAlgorithm) as err:
+    except (OSError, ValueError, TypeError, UnsupportedAlgorithm, zmq.ZMQError) as err:
         raise StartupError(f"{what}: {err}") from None
 
 

@@ -1,5 +1,6 @@
 """The Service allocators of kube-apiserver (pkg/registry/core/service/ipallocator and
-portallocator), as pure, in-memory bitmaps.
+portallocator), as pure, in-memory bitmaps: each request fills them from what the store holds
+(servicealloc.py) and decides on them.
 
     IPAllocator(cidr, rand=)            ClusterIPs of --service-cluster-ip-range
     PortAllocator(PortRange, rand=)     NodePorts of --service-node-port-range
@@ -9,18 +10,18 @@ portallocator), as pure, in-memory bitmaps.
       .next_free(exclude)               a free value allocate_next could give, taking nothing
       .release(value)                   give one back (anything not held: nothing happens)
       .has(value)
+    PortAllocator.snapshot() / .restore(range, data)   the bitmap as a RangeAllocation stores it
     parse_port_range("30000-32767")  -> PortRange (ValueError if it is not one)
-    rebuild(ips, ports, services)    -> [warning, ...]  kube-apiserver's repair loops: the
-        allocators hold exactly what the Services hold; an IP or port outside its range, or one
-        two Services claim, is left out with one warning ("please recreate", as the repair says).
+    rebuild(ips, ports, services)    -> [warning, ...]  what the repair loops (servicerepair.py)
+        start from: the allocators hold exactly what the Services hold; an IP or port outside its
+        range, or one two Services claim, is left out with one warning ("please recreate", as the
+        repair says).
 
 Both split their range in two bands, as the real allocators do since 1.24/1.27: the lower
 "static" band (min(max(16, size/16), 256) addresses; min(max(16, size/32), 128) ports) is
 where users and installers pick fixed values (the `kubernetes` Service's first address, kube-dns'
 tenth), so dynamic allocation takes a random free value of the upper band, and the lower band
 only once the upper is full. An IPv4 range never gives out its network or broadcast address.
-The allocators live in the one apiserver process; the Services in the store are the record
-(`rebuild` at start), as kube-apiserver's repair loop rebuilds its bitmaps from them.
 """
 from __future__ import annotations
 
@@ -200,6 +201,31 @@ class PortAllocator:
 
     def free(self) -> int:
         return self.bits.size - len(self.bits.used)
+
+    def snapshot(self) -> tuple[str, bytes]:
+        """(range, data) of a RangeAllocation: bit i of the big-endian number `data` is the
+        range's i-th port, as upstream's allocation bitmap."""
+        number = 0
+        for offset in self.bits.used:
+            number |= 1 << offset
+        return str(self.range), number.to_bytes((number.bit_length() + 7) // 8, "big")
+
+    def restore(self, range_text, data) -> None:
+        """Hold exactly the ports a snapshot holds within this range (a snapshot of another range,
+        from an apiserver configured otherwise, is read port by port; anything unreadable holds
+        nothing)."""
+        self.bits.used.clear()
+        try:
+            stored = parse_port_range(range_text)
+        except ValueError:
+            return
+        number = int.from_bytes(data, "big") if isinstance(data, bytes) else 0
+        offset = 0
+        while number:
+            if number & 1 and self.range.contains(stored.base + offset):
+                self.bits.used.add(stored.base + offset - self.range.base)
+            number >>= 1
+            offset += 1
 
 
 # --- what a Service holds -----------------------------------------------------------------------

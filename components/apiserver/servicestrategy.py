@@ -1,5 +1,6 @@
 """What the apiserver does to a Service beyond validation (pkg/registry/core/service/storage's
-REST and its allocators), as pure functions over serviceips' allocators.
+REST and its allocators), as pure functions over serviceips' allocators (a view of what the
+store holds: servicealloc.py reads it, writes what was taken, and gives back).
 
     prepare_for_create(svc)              the server's status (no load balancer yet)
     prepare_for_update(old, new)         the values the server allocated, kept when the update
@@ -16,7 +17,8 @@ REST and its allocators), as pure functions over serviceips' allocators.
                               (kube-apiserver's dry-run allocators), so a real request meanwhile
                               is never refused for what a dry run only looked at.
       .release(svc)       give back what a deleted Service held
-      .rebuild(services)  -> [warning, ...]   the repair at start (serviceips.rebuild)
+      .blank()            empty allocators over the same ranges and randomness
+      .rebuild(services)  -> [warning, ...]   what the Services hold (serviceips.rebuild)
     Transaction.revert()  the write failed: give back what was taken (a dry run took nothing)
     Transaction.commit()  the write succeeded: give back what the old object held and the new
                           one does not
@@ -27,8 +29,6 @@ An allocation error is a ValidationError (422) in kube-apiserver's words, at the
 `spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated`. (A
 healthCheckNodePort that cannot be had is kube-apiserver's 500 InternalError; here it is a 422 at
 spec.healthCheckNodePort with the same words: the request is what is wrong.)
-The allocators are taken synchronously before the store write (one event loop: two creates
-never get the same address) and given back if the write fails.
 """
 from __future__ import annotations
 
@@ -187,6 +187,10 @@ class Allocations:
     def __init__(self, cidr: str, ports: PortRange, *, rand: random.Random | None = None):
         self.ips = IPAllocator(cidr, rand=rand)
         self.ports = PortAllocator(ports, rand=rand)
+
+    def blank(self) -> "Allocations":
+        """Empty allocators over the same ranges and randomness (a view to fill from the store)."""
+        return Allocations(str(self.ips.network), self.ports.range, rand=self.ips.bits.rand)
 
     def rebuild(self, services: Iterable[dict]) -> list[str]:
         return rebuild(self.ips, self.ports, services)

@@ -45,7 +45,8 @@ from typing import Any, Callable, NamedTuple
 from kubemu.api.fielderrors import UNKNOWN_FIELD, FieldError, ValidationError, forbidden, go_quote, not_supported
 from kubemu.api.objects import SCALABLE_KINDS, apply_scale, default_object, validate_object, \
     validate_object_update, validate_scale
-from kubemu.api import batch
+from kubemu.api import batch, certificates
+from kubemu.api.identity import UserInfo
 from kubemu.api.patch import PatchError, apply_patch, schema_for
 from kubemu.api.resources import Resource
 from kubemu.wire import BadRequest, Conflict, Forbidden, Invalid, NotFound, WireError
@@ -311,8 +312,10 @@ def too_large_resource_version(wanted: int, current: int) -> Timeout:
 # --- create -----------------------------------------------------------------------------------
 
 def prepare_create(r: Resource, object: Any, namespace: str | None, *, now: datetime.datetime,
-                   rand: random.Random, field_validation: str | None = None, warn: Warn = None) -> dict:
-    """The object a create stores (without a resourceVersion), or the error it is refused with."""
+                   rand: random.Random, field_validation: str | None = None, warn: Warn = None,
+                   user: UserInfo | None = None) -> dict:
+    """The object a create stores (without a resourceVersion), or the error it is refused with.
+    `user` is the caller (a CertificateSigningRequest records its requester)."""
     if not isinstance(object, dict):
         raise BadRequest("object must be a map", {"field": "object"})
     check_field_validation(field_validation, "CreateOptions")
@@ -357,10 +360,16 @@ def prepare_create(r: Resource, object: Any, namespace: str | None, *, now: date
         obj.pop("status", None)
     elif r.kind == "Job":
         obj = batch.prepare_job_for_create(obj)
+    elif r.kind == certificates.KIND:
+        certificates.prepare_for_create(obj, user)
     obj = default_object(obj)
     if "spec" in obj:
         _meta(obj)["generation"] = 1
-    return _validated(r, obj, validate_object(obj, strict=True), field_validation, warn)
+    obj = _validated(r, obj, validate_object(obj, strict=True), field_validation, warn)
+    if r.kind == certificates.KIND and (refused := certificates.subject_restriction_error(obj)):
+        raise Forbidden(f"{r.plural}.{r.group} \"{object_name(obj)}\" is forbidden: {refused}",
+                        {"reason": "Forbidden"})
+    return obj
 
 
 def admit_create(r: Resource, obj: dict, namespace_obj: dict | None) -> None:
@@ -393,10 +402,12 @@ def update_target(r: Resource, new: Any, namespace: str | None, *, status: bool)
 
 
 def prepare_update(r: Resource, old: dict, rev: int, new: dict, *, status: bool, finalize: bool = False,
+                   approval: bool = False, now: datetime.datetime | None = None,
                    field_validation: str | None = None, warn: Warn = None) -> Outcome:
     """`new` written over `old` (read at `rev`): what to store, or Remove if it finishes a deletion.
     `finalize` is a Namespace's finalize subresource: the only way to change its spec.finalizers
-    (a plain update keeps them, as kube-apiserver's namespace strategy does)."""
+    (a plain update keeps them, as kube-apiserver's namespace strategy does). `approval` is a
+    CertificateSigningRequest's approval subresource; `now` stamps its conditions."""
     check_field_validation(field_validation, "UpdateOptions")
     obj = _shallow(new)  # default_object deep-copies below: no nested part is changed before
     obj["apiVersion"], obj["kind"] = obj.get("apiVersion") or r.api_version, obj.get("kind") or r.kind
@@ -411,7 +422,12 @@ def prepare_update(r: Resource, old: dict, rev: int, new: dict, *, status: bool,
             obj["spec"] = {k: v for k, v in new_spec.items() if k != "finalizers"}
             if kept is not None:
                 obj["spec"]["finalizers"] = kept
-    if has_status(r):
+    subresource = "approval" if approval else "status" if status else ""
+    if r.kind == certificates.KIND:
+        obj = certificates.prepare_for_update(old, obj, subresource,
+                                              timestamp(now or datetime.datetime.now(datetime.timezone.utc)))
+        meta = _meta(obj)
+    elif has_status(r):
         if status:  # only status (and metadata) may change
             obj["spec"] = old.get("spec")
             if "spec" not in old:
@@ -434,8 +450,10 @@ def prepare_update(r: Resource, old: dict, rev: int, new: dict, *, status: bool,
     meta = _meta(obj)
     if obj.get("spec") != old.get("spec") and "generation" in old_meta:
         meta["generation"] = int(old_meta.get("generation") or 0) + 1
-    obj = _validated(r, obj, validate_object_update(old, obj, strict=True, require_resource_version=False),
-                     field_validation, warn)
+    errors = validate_object_update(old, obj, strict=True, require_resource_version=False)
+    if r.kind == certificates.KIND:
+        errors += certificates.update_errors(old, obj, subresource)
+    obj = _validated(r, obj, errors, field_validation, warn)
     meta = _meta(obj)
     if _without_rv(obj) == _without_rv(old):
         return Unchanged(old)  # nothing changed: no write (as the apiserver does)
@@ -455,14 +473,13 @@ def _may_finish(r: Resource, obj: dict) -> bool:
 
 # --- patch ------------------------------------------------------------------------------------
 
-def patch_subresource(r: Resource, subresource: Any) -> bool:
-    """Whether a patch is of the status subresource."""
-    if subresource not in (None, "", "status"):
+def patch_subresource(r: Resource, subresource: Any) -> str:
+    """The subresource a patch is of: "", "status" or (a CertificateSigningRequest's) "approval"."""
+    if subresource not in (None, "", "status", "approval"):
         raise BadRequest(f"unsupported subresource {subresource!r} for patch", {"field": "subresource"})
-    status = subresource == "status"
-    if status and not has_status(r):
-        raise NotFound(f"{r.plural} have no status subresource", {"reason": "NotFound"})
-    return status
+    if subresource and subresource not in r.subresources:
+        raise NotFound(f"{r.plural} have no {subresource} subresource", {"reason": "NotFound"})
+    return subresource or ""
 
 
 def patched(r: Resource, old: dict, rev: int, patch: Any, patch_type: Any) -> tuple[dict, bool]:

@@ -9,6 +9,16 @@ one is served from the store's own watch history (`store_events`), which fails w
 with an error, like the apiserver's terminate-slow-watchers; its client re-watches from its
 last resourceVersion. If the store watch itself fails, every watcher is ended (Unavailable) and
 the next watch starts a fresh cacher.
+
+A watch from a resourceVersion the cache has not reached yet (a list's resourceVersion is the
+store's revision, usually past the resource's last event; or a client failing over from another
+apiserver whose cache was ahead) is served by skipping the events up to it as they arrive, once
+the store itself is known to have reached it: every event after it then comes, in order. One
+the store has not reached (a client that saw a store which lost its tail, or a made-up number)
+is answered at once with kube's 504 "Too large resource version" (cause
+ResourceVersionTooLarge), and the client lists again. Kube-apiserver instead waits up to 3 s for
+its cache to catch up, then answers the 504; here the store answers, so waiting would only
+delay a watch that can be served now or refuse one that never could.
 """
 from __future__ import annotations
 
@@ -21,6 +31,7 @@ from kubemu.wire import Gone, Unavailable
 from store.client import Compacted, StoreClient
 
 from .storage import decode
+from .strategy import too_large_resource_version
 
 log = logging.getLogger("kubemu.apiserver.watchcache")
 
@@ -184,6 +195,7 @@ class WatchCache:
     def __init__(self, client: StoreClient):
         self.client = client
         self.cachers: dict[str, Cacher] = {}
+        self.reached = 0  # a store revision known to be reached (revisions only grow)
 
     def cacher(self, prefix: str) -> Cacher:
         c = self.cachers.get(prefix)
@@ -196,10 +208,20 @@ class WatchCache:
         cache watcher behind them (None: served from the store's history)."""
         cacher = self.cacher(prefix)
         await cacher.ensure_started()
+        if start > max(cacher.revision, self.reached):
+            await self._check_reached(prefix, start)
         w = cacher.register(start)
         if w is not None:
             return cache_events(cacher, w), w
         return store_events(self.client, prefix, start), None
+
+    async def _check_reached(self, prefix: str, start: int) -> None:
+        """The 504 "Too large resource version" unless the store has reached `start`."""
+        # the revision alone: one key (the prefix itself), not a count of the whole resource
+        current = (await self.client.range(prefix, count_only=True))["header"]["revision"]
+        self.reached = max(self.reached, current)
+        if start > current:
+            raise too_large_resource_version(start, current)
 
     def latest(self, prefix: str) -> int:
         c = self.cachers.get(prefix)

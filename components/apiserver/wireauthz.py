@@ -8,6 +8,7 @@
     delete_collection  deletecollection <r>   bind          create pods/binding
     evict         create pods/eviction        get_scale     get <r>/scale
     update_scale  update <r>/scale            log           get pods/log                token_request create serviceaccounts/token
+    update_approval  update <r>/approval      review        create <the review's resource>
     healthz       get /healthz (a non-resource request)
 
 The namespace is the one the request names, else the object's (create, update), else
@@ -38,6 +39,7 @@ _RESOURCE_METHODS: dict[str, tuple[str, str]] = {
     "delete": ("delete", ""), "delete_collection": ("deletecollection", ""), "bind": ("create", "binding"),
     "evict": ("create", "eviction"), "get_scale": ("get", "scale"), "update_scale": ("update", "scale"),
     "log": ("get", "log"), "finalize": ("update", "finalize"), "token_request": ("create", "token"),
+    "update_approval": ("update", "approval"), "review": ("create", ""),
 }
 _FIXED_RESOURCE = {"bind": "pods", "evict": "pods", "log": "pods", "token_request": "serviceaccounts"}
 _COLLECTION_VERBS = frozenset({"list", "watch", "deletecollection"})
@@ -69,11 +71,11 @@ def attributes(user: UserInfo, method: str, params: dict) -> Attributes | None:
         r = resolve(_FIXED_RESOURCE.get(method) or params.get("resource"))
     except UnknownResourceError:
         return None
-    if method == "patch" and params.get("subresource") == "status":
-        subresource = "status"
+    if method == "patch" and params.get("subresource") in ("status", "approval"):
+        subresource = params["subresource"]
     obj = params.get("object")
     meta = obj.get("metadata") if isinstance(obj, dict) and method in ("create", "update", "update_status",
-                                                                       "finalize") else None
+                                                                       "finalize", "update_approval") else None
     meta = meta if isinstance(meta, dict) else {}
     namespace = ""
     if r.namespaced:

@@ -5,7 +5,11 @@
                                              [--service-cluster-ip-range CIDR]]
                                            [--max-endpoints-per-slice N]
                                            [--endpoint-updates-batch-period SECONDS]
-                                           [--endpointslice-updates-batch-period SECONDS]"""
+                                           [--endpointslice-updates-batch-period SECONDS]
+                                           [--leader-elect[=BOOL]] [--leader-elect-lease-duration D]
+                                           [--leader-elect-renew-deadline D] [--leader-elect-retry-period D]
+                                           [--leader-elect-resource-namespace NS]
+                                           [--leader-elect-resource-name NAME]"""
 from __future__ import annotations
 
 import argparse
@@ -14,10 +18,13 @@ import logging
 import sys
 
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
 
 from components.controllers.endpointslice import DEFAULT_MAX_PER_SLICE, MAX_PER_SLICE_LIMIT
 from components.controllers.nodeipam import DEFAULT_NODE_MASK, NodeIPAMSettings
+from components.controllers.csrsigning import DEFAULT_DURATION as DEFAULT_SIGNING_DURATION
 from components.controllers.nodelifecycle import NodeLifecycleSettings
+from kubemu import leaderelector
 from kubemu._wire_auth import CREDENTIALS_HELP, credentials_flag
 
 from .app import CONTROLLERS, Config, run
@@ -71,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                                             "publisher, Endpoints and EndpointSlice "
                                             "controllers")
     p.add_argument("--api", required=True, metavar="ENDPOINT",
-                   help="the apiserver's wire endpoint (ipc:// or tcp://)")
+                   help="the apiserver's wire endpoint (ipc:// or tcp://), or a comma-separated list of "
+                        "them to fail over between")
     p.add_argument("--wire-credentials", type=credentials_flag, metavar="FILE", help=CREDENTIALS_HELP)
     p.add_argument("--controllers", type=_controllers, default=CONTROLLERS, metavar="LIST",
                    help=f"comma-separated controllers to run (default all: "
@@ -118,6 +126,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the cluster CA bundle (PEM) the root-ca-cert-publisher publishes as "
                         "the ConfigMap kube-root-ca.crt in every namespace (without it, that "
                         "controller does not run)")
+    p.add_argument("--cluster-signing-cert-file", metavar="PATH",
+                   help="the CA certificate (PEM) the csrsigning controller signs approved "
+                        "kubelet and apiserver client certificate requests with (without it "
+                        "and --cluster-signing-key-file, that controller does not run)")
+    p.add_argument("--cluster-signing-key-file", metavar="PATH",
+                   help="that CA's private key (PEM)")
+    p.add_argument("--cluster-signing-duration", type=_positive_seconds, metavar="SECONDS",
+                   default=DEFAULT_SIGNING_DURATION,
+                   help="the longest a signed certificate is valid (default "
+                        f"{DEFAULT_SIGNING_DURATION:g}: one year)")
     p.add_argument("--allocate-node-cidrs", action="store_true",
                    help="give every node a block of --cluster-cidr as its spec.podCIDR (the "
                         "nodeipam controller runs only with it)")
@@ -143,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default 0: never)")
     p.add_argument("--log-level", default="INFO", metavar="LEVEL",
                    help="logging level (default INFO)")
+    leaderelector.add_flags(p, "kube-controller-manager")
     return p
 
 
@@ -157,7 +176,27 @@ def read_root_ca(path: str) -> str:
     return data.decode("ascii")
 
 
-def config_from(args: argparse.Namespace) -> Config:
+def read_signing_ca(cert_file: str | None, key_file: str | None):
+    """The CA pair of --cluster-signing-cert-file and --cluster-signing-key-file (None without
+    them; ValueError, with the reason, for one without the other or a file that is not one)."""
+    from kubemu.pki import Pair
+    if not cert_file and not key_file:
+        return None
+    if not cert_file or not key_file:
+        raise ValueError("--cluster-signing-cert-file and --cluster-signing-key-file go together")
+    try:
+        with open(cert_file, "rb") as f:
+            cert = x509.load_pem_x509_certificate(f.read())
+        with open(key_file, "rb") as f:
+            key = serialization.load_pem_private_key(f.read(), password=None)
+    except (OSError, ValueError, TypeError) as err:
+        raise ValueError(f"error reading the cluster signing CA: {err}") from None
+    if cert.public_key() != key.public_key():
+        raise ValueError(f"{key_file} is not the key of {cert_file}")
+    return Pair(cert, key)
+
+
+def config_from(args: argparse.Namespace, election: leaderelector.Settings | None = None) -> Config:
     settings = NodeLifecycleSettings(
         node_monitor_grace_period=args.node_monitor_grace_period,
         node_startup_grace_period=args.node_startup_grace_period,
@@ -176,7 +215,11 @@ def config_from(args: argparse.Namespace) -> Config:
                   time_scale=args.time_scale,
                   cronjob_clock_offset_file=args.cronjob_clock_offset_file,
                   local_path_dir_template=args.local_path_dir_template,
+                  leader_election=election,
                   root_ca=read_root_ca(args.root_ca_file) if args.root_ca_file else None,
+                  cluster_signing=read_signing_ca(args.cluster_signing_cert_file,
+                                                  args.cluster_signing_key_file),
+                  cluster_signing_duration=args.cluster_signing_duration,
                   node_ipam=NodeIPAMSettings.parse(args.cluster_cidr,
                                                    args.node_cidr_mask_size or None,
                                                    args.service_cluster_ip_range)
@@ -186,8 +229,9 @@ def config_from(args: argparse.Namespace) -> Config:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    election = leaderelector.settings_from(parser, args)
     try:
-        config = config_from(args)
+        config = config_from(args, election)
     except ValueError as err:
         parser.error(str(err))
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stdout,

@@ -13,6 +13,7 @@ import logging
 import signal
 from dataclasses import dataclass
 
+from components.controllers.csrsigning import DEFAULT_DURATION as DEFAULT_SIGNING_DURATION
 from components.controllers.nodeipam import NodeIPAMSettings
 from components.controllers.nodelifecycle import NodeLifecycleSettings
 from components.controllers.endpointslice import DEFAULT_MAX_PER_SLICE
@@ -27,7 +28,7 @@ from components.controller_manager.nodelifecycle import NodeLifecycleController
 from components.controller_manager.replicaset import ReplicaSetController
 from components.controller_manager.rootcacertpublisher import RootCACertPublisher
 from components.controller_manager.serviceaccounts import ServiceAccountsController
-from kubemu import sdnotify
+from kubemu import leaderelector, sdnotify
 from kubemu.apiclient import ApiClient
 
 log = logging.getLogger("kubemu.controller_manager")
@@ -36,7 +37,8 @@ CONTROLLERS = ("replicaset", "deployment", "nodelifecycle", "nodeipam", "garbage
                "namespace", "serviceaccount", "root-ca-cert-publisher", "endpoint",
                "endpointslice", "daemonset", "statefulset", "disruption", "cronjob", "job",
                "ttl-after-finished", "persistentvolume-binder", "local-path-provisioner",
-               "pvc-protection", "pv-protection")
+               "pvc-protection", "pv-protection", "tokencleaner", "bootstrapsigner", "csrapproving",
+               "csrsigning", "csrcleaner")
 GC_PERIOD = 30.0   # seconds between garbage collector passes when nothing triggers one
 
 
@@ -60,6 +62,9 @@ class Config:
     time_scale: float = 1.0   # kubemu's --fast: the controllers' built-in delays (Job backoff)
     cronjob_clock_offset_file: str | None = None   # tests move the CronJob clock by this file
     local_path_dir_template: str | None = None     # "<state>/nodes/{node}/local-path"
+    cluster_signing: object | None = None   # the CA (pki.Pair) csrsigning signs with
+    cluster_signing_duration: float = DEFAULT_SIGNING_DURATION   # --cluster-signing-duration
+    leader_election: leaderelector.Settings | None = None   # None: no election, always act
 
 
 def build_controllers(config: Config, api: ApiClient, informers: SharedInformers) -> list:
@@ -95,12 +100,19 @@ def build_controllers(config: Config, api: ApiClient, informers: SharedInformers
             api, informers, config.local_path_dir_template),
         "pvc-protection": lambda: _shell("pvcprotection").PVCProtectionController(api, informers),
         "pv-protection": lambda: _shell("pvcprotection").PVProtectionController(api, informers),
+        "tokencleaner": lambda: _shell("tokencleaner").TokenCleaner(api, informers),
+        "bootstrapsigner": lambda: _shell("bootstrapsigner").BootstrapSigner(api, informers),
+        "csrapproving": lambda: _shell("csrapproving").CSRApprover(api, informers),
+        "csrcleaner": lambda: _shell("csrcleaner").CSRCleaner(api, informers),
+        "csrsigning": lambda: _shell("csrsigning").CSRSigner(
+            api, informers, config.cluster_signing, config.cluster_signing_duration),
     }
     # controllers that run only when configured, and the flag that says why not
     missing = {"root-ca-cert-publisher": (config.root_ca is None, "no --root-ca-file"),
                "nodeipam": (config.node_ipam is None, "no --allocate-node-cidrs"),
                "local-path-provisioner": (config.local_path_dir_template is None,
-                                          "no --local-path-dir-template")}
+                                          "no --local-path-dir-template"),
+               "csrsigning": (config.cluster_signing is None, "no --cluster-signing-cert-file")}
     names = []
     for name in config.controllers:
         off, why = missing.get(name, (False, ""))
@@ -116,7 +128,8 @@ def _shell(module: str):
 
 
 async def run(config: Config) -> int:
-    api = ApiClient(config.api, credentials=config.credentials)
+    api, elector = leaderelector.clients("kube-controller-manager", config.api, config.leader_election,
+                                         credentials=config.credentials)
     informers = SharedInformers(api, config.resync_period)
     controllers = build_controllers(config, api, informers)
     stop = asyncio.Event()
@@ -126,16 +139,29 @@ async def run(config: Config) -> int:
 
     watching = asyncio.create_task(informers.run(stop), name="informers")
     running: list[asyncio.Task] = []
+    holding: asyncio.Task | None = None
     code = 0
     try:
         log.info("starting %s against %s", ",".join(config.controllers), config.api)
         await _until(watching, informers.wait_for_sync(), stop.wait())
         if not stop.is_set() and not watching.done():
+            # ready as a standby too: its caches are warm for the moment it leads
+            sdnotify.notify("READY=1\nSTATUS=caches synced")
+            if elector is not None:
+                await _until(watching, elector.acquire(stop))
+        if not stop.is_set() and not watching.done():
             log.info("caches synced; controllers running")
-            sdnotify.notify("READY=1\nSTATUS=controllers running")
+            sdnotify.notify("STATUS=controllers running")
             running = [asyncio.create_task(c.run(stop), name=type(c).__name__)
                        for c in controllers]
-            await _until(watching, stop.wait())
+            if elector is None:
+                await _until(watching, stop.wait())
+            else:
+                holding = asyncio.create_task(elector.hold(), name="leader election")
+                await _until(watching, stop.wait(), _finished(holding))
+            if holding is not None and holding.done():
+                log.error("leaderelection lost")
+                code = 1
         if watching.done() and not stop.is_set():
             # the informers retry forever on their own; ending means a bug
             log.error("informers stopped unexpectedly: %r", watching.exception())
@@ -143,11 +169,21 @@ async def run(config: Config) -> int:
     finally:
         log.info("shutting down")
         stop.set()
-        await asyncio.gather(watching, *running, return_exceptions=True)
+        if holding is not None:
+            holding.cancel()
+        await asyncio.gather(watching, *running, *([holding] if holding else []), return_exceptions=True)
         for controller in controllers:
             await controller.close()
+        if elector is not None:
+            await elector.release()
+            await elector.close()
         await api.close()
     return code
+
+
+async def _finished(task: asyncio.Task) -> None:
+    """Wait for `task` without cancelling it when the waiting is cancelled."""
+    await asyncio.wait([task])
 
 
 async def _until(watching: asyncio.Task, *coros) -> None:

@@ -12,14 +12,16 @@ The indexes are what keeps a sync from scanning every pod in the cluster:
 * ``service``    - EndpointSlices by "<namespace>/<kubernetes.io/service-name label>" (the
   EndpointSlice controller's slices of one Service).
 
-ConfigMaps and ServiceAccounts are watched by name only (kube-root-ca.crt, default): the
-controllers that need them own those names, and nothing else of them is worth a copy.
+ConfigMaps and ServiceAccounts are watched by name only (kube-root-ca.crt, default), and
+Secrets are the bootstrap tokens only (kube-system, type bootstrap.kubernetes.io/token): the
+controllers that need them own those, and nothing else of them is worth a copy.
 """
 from __future__ import annotations
 
 import asyncio
 
 from components.controllers import endpointslice, rootcacertpublisher, serviceaccounts
+from kubemu import bootstraptoken
 from components.controllers.nodelifecycle import LEASE_NAMESPACE
 from components.controllers.podutil import controller_ref, meta
 from kubemu.api.resources import BY_KIND, Resource, for_kind
@@ -87,13 +89,17 @@ _INDEXERS = {
     "persistentvolumeclaims": {OWNER_INDEX: _by_owner, UID_INDEX: _by_uid},
     "storageclasses": {},
     "poddisruptionbudgets": {},
+    "secrets": {},
+    "certificatesigningrequests": {},
 }
-# Resources watched in one namespace only (the node lifecycle needs just the node leases).
-_NAMESPACES = {"leases": LEASE_NAMESPACE}
+# Resources watched in one namespace only (the node lifecycle needs just the node leases, the
+# token cleaner and bootstrap signer just the bootstrap tokens).
+_NAMESPACES = {"leases": LEASE_NAMESPACE, "secrets": bootstraptoken.NAMESPACE}
 # Resources watched by name only: the root CA publisher's ConfigMap and the ServiceAccount
 # controller's "default" in every namespace, never the users' ConfigMaps and ServiceAccounts.
 _FIELD_SELECTORS = {"configmaps": f"metadata.name={rootcacertpublisher.CONFIGMAP}",
-                    "serviceaccounts": f"metadata.name={serviceaccounts.DEFAULT}"}
+                    "serviceaccounts": f"metadata.name={serviceaccounts.DEFAULT}",
+                    "secrets": f"type={bootstraptoken.SECRET_TYPE}"}
 _RESOURCE_OF_KIND = {kind: r for (_, kind), r in BY_KIND.items()}
 
 

@@ -46,7 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m components.dns",
                                 description="kubemu's cluster DNS (CoreDNS's kubernetes plugin): "
                                             "Services, endpoints and pods under the cluster domain")
-    p.add_argument("--api", required=True, help="the apiserver's wire endpoint (ipc:// or tcp://)")
+    p.add_argument("--api", required=True,
+                   help="the apiserver's wire endpoint (ipc:// or tcp://), or a comma-separated list of "
+                        "them to fail over between")
     p.add_argument("--wire-credentials", type=credentials_flag, metavar="FILE", help=CREDENTIALS_HELP)
     p.add_argument("--cluster-domain", type=_domain, default=zone.DEFAULT_DOMAIN,
                    help=f"the zone served, at most {zone.MAX_DOMAIN_LENGTH} characters (default {zone.DEFAULT_DOMAIN})")

@@ -98,7 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m components.kube_proxy",
                                 description="kubemu's kube-proxy: Services to nftables rules in the fabric "
                                             "(or userspace forwarders)")
-    p.add_argument("--api", required=True, help="the apiserver's wire endpoint (ipc:// or tcp://)")
+    p.add_argument("--api", required=True,
+                   help="the apiserver's wire endpoint (ipc:// or tcp://), or a comma-separated list of "
+                        "them to fail over between")
     p.add_argument("--wire-credentials", type=credentials_flag, metavar="FILE", help=CREDENTIALS_HELP)
     p.add_argument("--hostname-override", required=True, metavar="NODE", help="this node's name")
     p.add_argument("--proxy-mode", choices=(NFTABLES, USERSPACE), default=NFTABLES,

@@ -1,5 +1,7 @@
 """python -m components.scheduler --api ENDPOINT [--wire-credentials FILE] [--backoff-initial S]
-[--backoff-max S] [--parallel-binds N] [--volume-bind-timeout S] [--log-level LEVEL]"""
+[--backoff-max S] [--parallel-binds N] [--volume-bind-timeout S] [--log-level LEVEL]
+[--leader-elect[=BOOL]] [--leader-elect-lease-duration D] [--leader-elect-renew-deadline D]
+[--leader-elect-retry-period D] [--leader-elect-resource-namespace NS] [--leader-elect-resource-name NAME]"""
 from __future__ import annotations
 
 import argparse
@@ -9,6 +11,7 @@ import sys
 
 from components.scheduling.backoff import DEFAULT_INITIAL, DEFAULT_MAX
 from components.scheduling.volumebinding import BIND_TIMEOUT
+from kubemu import leaderelector
 from kubemu._wire_auth import CREDENTIALS_HELP, credentials_flag
 
 from .scheduler import Scheduler
@@ -19,7 +22,9 @@ DEFAULT_PARALLEL_BINDS = 16
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m components.scheduler",
                                 description="kubemu's scheduler: binds pending pods to nodes")
-    p.add_argument("--api", required=True, help="the apiserver's wire endpoint (ipc:// or tcp://)")
+    p.add_argument("--api", required=True,
+                   help="the apiserver's wire endpoint (ipc:// or tcp://), or a comma-separated list of "
+                        "them to fail over between")
     p.add_argument("--wire-credentials", type=credentials_flag, metavar="FILE", help=CREDENTIALS_HELP)
     p.add_argument("--backoff-initial", type=float, default=DEFAULT_INITIAL,
                    help=f"seconds a pod waits after its first failed attempt, doubling after each "
@@ -33,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"seconds a pod waits for its claims to be bound on the chosen node before "
                         f"it is tried again (VolumeBinding's bindTimeoutSeconds, default {BIND_TIMEOUT:g})")
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    leaderelector.add_flags(p, "kube-scheduler")
     return p
 
 
@@ -45,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--parallel-binds must be at least 1")
     if not args.volume_bind_timeout > 0:
         parser.error("--volume-bind-timeout must be positive")
+    election = leaderelector.settings_from(parser, args)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stdout,
                         format="%(asctime)s scheduler[%(process)d] %(levelname)s %(name)s: %(message)s")
     try:
@@ -52,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
                                      backoff_max=args.backoff_max,
                                      parallel_binds=args.parallel_binds,
                                      credentials=args.wire_credentials,
-                                     volume_bind_timeout=args.volume_bind_timeout).run())
+                                     volume_bind_timeout=args.volume_bind_timeout,
+                                     leader_election=election).run())
     except KeyboardInterrupt:
         return 130
 

@@ -33,9 +33,9 @@ import time
 from components.scheduling.backoff import Backoff
 from components.scheduling import volumebinding
 from components.scheduling.framework import rejected, schedule
-from kubemu import sdnotify
+from kubemu import leaderelector, sdnotify
 from kubemu.api.pod import claim_names
-from kubemu.apiclient import ApiClient, Conflict, NotFound
+from kubemu.apiclient import Conflict, NotFound
 from kubemu.cache import meta_namespace_key, split_meta_namespace_key
 from kubemu.events import EventRecorder, format_time
 from kubemu.informer import Informer
@@ -72,12 +72,14 @@ class _Volumes:
 class Scheduler:
     def __init__(self, api_endpoint: str, *, backoff_initial: float = 1.0, backoff_max: float = 10.0,
                  parallel_binds: int = 16, credentials: tuple[str, str] | None = None,
-                 volume_bind_timeout: float = volumebinding.BIND_TIMEOUT):
+                 volume_bind_timeout: float = volumebinding.BIND_TIMEOUT,
+                 leader_election: leaderelector.Settings | None = None):
         self.endpoint = api_endpoint
         self.queue = SchedulingQueue(Backoff(backoff_initial, backoff_max))
         self.cache = SchedulerCache()
         self.rng = random.Random()   # ties among the best nodes are broken at random, as upstream
-        self.api = ApiClient(api_endpoint, credentials=credentials)
+        self.api, self.elector = leaderelector.clients("kube-scheduler", api_endpoint, leader_election,
+                                                       credentials=credentials)
         self.recorder = EventRecorder(self.api, component=triage.SCHEDULER_NAME)
         self.pods = Informer(self.api, "pods")
         self.nodes = Informer(self.api, "nodes")
@@ -104,14 +106,27 @@ class Scheduler:
             loop.add_signal_handler(sig, stop.set)
         informers = [asyncio.create_task(informer.run(stop), name=f"{informer.resource} informer")
                      for informer in self._informers()]
-        scheduling = None
+        scheduling = holding = None
+        code = 0
         try:
             if await self._synced(stop):
-                log.info("caches synced: %d nodes, %d pods to schedule; scheduling (api %s)",
-                         len(self.cache.nodes()), len(self.queue), self.endpoint)
-                sdnotify.notify("READY=1\nSTATUS=scheduling")
-                scheduling = asyncio.create_task(self._schedule_loop(), name="scheduling loop")
-                await stop.wait()
+                # ready as a standby too: a non-leader is healthy, it just does not schedule
+                sdnotify.notify("READY=1\nSTATUS=caches synced")
+                if self.elector is None or await self.elector.acquire(stop):
+                    log.info("caches synced: %d nodes, %d pods to schedule; scheduling (api %s)",
+                             len(self.cache.nodes()), len(self.queue), self.endpoint)
+                    sdnotify.notify("STATUS=scheduling")
+                    scheduling = asyncio.create_task(self._schedule_loop(), name="scheduling loop")
+                    waits = [asyncio.create_task(stop.wait())]
+                    if self.elector is not None:
+                        holding = asyncio.create_task(self.elector.hold(), name="leader election")
+                        waits.append(holding)
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                    if holding is not None and holding.done():
+                        log.error("leaderelection lost")
+                        code = 1
+                    for task in waits:
+                        task.cancel()
         finally:
             log.info("shutting down; queue: %s", self.queue.counts())
             stop.set()
@@ -123,8 +138,14 @@ class Scheduler:
             for task in self._writes:
                 task.cancel()
             await self.recorder.close()
+            if self.elector is not None:
+                if holding is not None:
+                    holding.cancel()
+                    await asyncio.gather(holding, return_exceptions=True)
+                await self.elector.release()
+                await self.elector.close()
             await self.api.close()
-        return 0
+        return code
 
     def _informers(self) -> list[Informer]:
         return [self.pods, self.nodes, self.claims, self.volumes, self.classes]

@@ -22,7 +22,15 @@ labelled `kubernetes.io/bootstrapping: rbac-defaults` and annotated
   * system:node-proxier (kube-proxy: reads Services, Endpoints, EndpointSlices and Nodes, writes
     Events) for the user system:kube-proxy, as kubeadm binds it (kubeadm:node-proxier);
   * system:coredns (the cluster DNS reads Services, Endpoints, EndpointSlices, Pods and
-    Namespaces) for the ServiceAccount kube-system/coredns, as kubeadm's CoreDNS addon binds it.
+    Namespaces) for the ServiceAccount kube-system/coredns, as kubeadm's CoreDNS addon binds it;
+  * TLS bootstrapping: system:node-bootstrapper (create and read CertificateSigningRequests)
+    and system:certificates.k8s.io:certificatesigningrequests:nodeclient (the CSR approver
+    approves kubelet client certificates for whoever holds it) for kubeadm's bootstrap token
+    group system:bootstrappers:kubeadm:default-node-token (kubeadm:kubelet-bootstrap,
+    kubeadm:node-autoapprove-bootstrap, and kubeadm:get-nodes to look its node up), and
+    ...:selfnodeclient for system:nodes (kubeadm:node-autoapprove-certificate-rotation);
+    the Role kubeadm:bootstrap-signer-clusterinfo in kube-public lets system:anonymous get the
+    ConfigMap cluster-info, which a joining node reads before it can authenticate.
 
 Where kubemu differs, and why:
 
@@ -32,7 +40,7 @@ Where kubemu differs, and why:
     what Kubernetes grants its controllers' own roles (system:controller:deployment-controller,
     replicaset-controller, namespace-controller, generic-garbage-collector, node-controller,
     root-ca-cert-publisher, service-account-controller, endpoint-controller,
-    endpointslice-controller);
+    endpointslice-controller, certificate-controller, bootstrap-signer, token-cleaner);
   * kubeadm authorizes kubelets with the Node authorizer (each kubelet reaches only its own
     node and pods) and leaves system:node unbound; kubemu has no Node authorizer and binds
     system:node to the group system:nodes, as Kubernetes did before 1.8: a kubelet may read
@@ -42,7 +50,8 @@ from __future__ import annotations
 
 import copy
 
-from .identity import (ADMIN_GROUP, AUTHENTICATED, CONTROLLER_MANAGER, KUBE_PROXY, NODES, SCHEDULER,
+from .certificates import KUBE_APISERVER_CLIENT, KUBE_APISERVER_CLIENT_KUBELET
+from .identity import (ADMIN_GROUP, ANONYMOUS, AUTHENTICATED, CONTROLLER_MANAGER, KUBE_PROXY, NODES, SCHEDULER,
                        SYSTEM_MASTERS, UNAUTHENTICATED)
 
 API_VERSION = "rbac.authorization.k8s.io/v1"
@@ -65,6 +74,12 @@ NODE_PROXIER = "system:node-proxier"
 COREDNS = "system:coredns"
 COREDNS_ACCOUNT = ("kube-system", "coredns")  # kubeadm's CoreDNS addon's ServiceAccount
 METRICS = "metrics.k8s.io"
+CERTIFICATES = "certificates.k8s.io"
+NODE_BOOTSTRAPPER = "system:node-bootstrapper"
+NODE_CLIENT = "system:certificates.k8s.io:certificatesigningrequests:nodeclient"
+SELF_NODE_CLIENT = "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient"
+BOOTSTRAP_TOKEN_GROUP = "system:bootstrappers:kubeadm:default-node-token"  # kubeadm's tokens' group
+CLUSTER_INFO_ROLE = "kubeadm:bootstrap-signer-clusterinfo"
 
 
 def rule(verbs, groups=(), resources=(), names=(), urls=()) -> dict:
@@ -105,6 +120,19 @@ def cluster_role_binding(name: str, role: str, *, groups=(), users=(), service_a
     return {"apiVersion": API_VERSION, "kind": "ClusterRoleBinding", "metadata": meta,
             "roleRef": {"apiGroup": GROUP, "kind": "ClusterRole", "name": role},
             "subjects": subjects}
+
+
+def role(name: str, namespace: str, rules: list[dict]) -> dict:
+    """A namespaced Role (kubeadm's own: not a bootstrap default)."""
+    return {"apiVersion": API_VERSION, "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace}, "rules": rules}
+
+
+def role_binding(name: str, namespace: str, role_name: str, *, users=()) -> dict:
+    return {"apiVersion": API_VERSION, "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": namespace},
+            "roleRef": {"apiGroup": GROUP, "kind": "Role", "name": role_name},
+            "subjects": [{"kind": "User", "apiGroup": GROUP, "name": u} for u in users]}
 
 
 def _aggregated_to(role: str) -> dict:
@@ -187,6 +215,17 @@ def _cluster_roles() -> list[dict]:
             rule(("create",), (CORE,), ("serviceaccounts/token",)),
             # the node heartbeat in kube-node-lease
             rule(("get", "create", "update", "patch", "delete"), (COORDINATION,), ("leases",)),
+            # its client certificate's renewal
+            rule(("create", "get", "list", "watch"), (CERTIFICATES,), ("certificatesigningrequests",)),
+        ]),
+        cluster_role(NODE_BOOTSTRAPPER, [
+            rule(("create", "get", "list", "watch"), (CERTIFICATES,), ("certificatesigningrequests",)),
+        ]),
+        cluster_role(NODE_CLIENT, [
+            rule(("create",), (CERTIFICATES,), ("certificatesigningrequests/nodeclient",)),
+        ]),
+        cluster_role(SELF_NODE_CLIENT, [
+            rule(("create",), (CERTIFICATES,), ("certificatesigningrequests/selfnodeclient",)),
         ]),
         cluster_role(SCHEDULER, [
             events_rule(),
@@ -235,6 +274,11 @@ def _cluster_roles() -> list[dict]:
             rule(("create",), (APPS,), ("controllerrevisions",)),
             rule(("create",), (BATCH,), ("jobs",)),
             rule(("create",), (CORE,), ("persistentvolumeclaims", "persistentvolumes")),
+            # ... and certificate-controller approves kubelet client certificates and signs
+            # for the signers the controller-manager runs
+            rule(("approve",), (CERTIFICATES,), ("signers",), names=(KUBE_APISERVER_CLIENT_KUBELET,)),
+            rule(("sign",), (CERTIFICATES,), ("signers",),
+                 names=(KUBE_APISERVER_CLIENT_KUBELET, KUBE_APISERVER_CLIENT)),
         ]),
         cluster_role(NODE_PROXIER, [
             rule(READ, (CORE,), ("services", "endpoints", "nodes")),
@@ -263,14 +307,34 @@ def _cluster_role_bindings() -> list[dict]:
         # kubeadm init (>= 1.29): admin.conf's group, and not a bootstrap default
         cluster_role_binding(ADMIN_GROUP, "cluster-admin", groups=(ADMIN_GROUP,),
                              defaults=False),
+        # kubeadm init's bootstrap-token phase (TLS bootstrapping; see the module docstring)
+        cluster_role_binding("kubeadm:kubelet-bootstrap", NODE_BOOTSTRAPPER,
+                             groups=(BOOTSTRAP_TOKEN_GROUP,), defaults=False),
+        cluster_role_binding("kubeadm:node-autoapprove-bootstrap", NODE_CLIENT,
+                             groups=(BOOTSTRAP_TOKEN_GROUP,), defaults=False),
+        cluster_role_binding("kubeadm:node-autoapprove-certificate-rotation", SELF_NODE_CLIENT,
+                             groups=(NODES,), defaults=False),
+        cluster_role_binding("kubeadm:get-nodes", "kubeadm:get-nodes",
+                             groups=(BOOTSTRAP_TOKEN_GROUP,), defaults=False),
     ]
 
 
-_OBJECTS = _cluster_roles() + _cluster_role_bindings()
+def _kubeadm_objects() -> list[dict]:
+    """kubeadm's own roles for bootstrapping (not labelled as bootstrap defaults)."""
+    get_nodes = cluster_role("kubeadm:get-nodes", [rule(("get",), (CORE,), ("nodes",))])
+    for field in ("labels", "annotations"):
+        get_nodes["metadata"].pop(field)
+    return [get_nodes,
+            role(CLUSTER_INFO_ROLE, "kube-public",
+                 [rule(("get",), (CORE,), ("configmaps",), names=("cluster-info",))]),
+            role_binding(CLUSTER_INFO_ROLE, "kube-public", CLUSTER_INFO_ROLE, users=(ANONYMOUS,))]
+
+
+_OBJECTS = _cluster_roles() + _kubeadm_objects() + _cluster_role_bindings()
 
 
 def bootstrap_objects() -> list[dict]:
-    """The ClusterRoles, then the ClusterRoleBindings, as new objects (the caller may keep them)."""
+    """The roles, then the bindings, as new objects (the caller may keep them)."""
     return copy.deepcopy(_OBJECTS)
 
 

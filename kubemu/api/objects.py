@@ -30,7 +30,8 @@ import copy
 import ipaddress
 from typing import Any, Callable
 
-from . import apps, batch, configobjects, pod, policy, rbacobjects, service, storage
+from . import apps, batch, certificates, configobjects, pod, policy, rbacobjects, service, storage
+from . import ipaddress as ipaddress_kind  # not the standard library's, which this module uses
 from .fielderrors import (DUPLICATE, FieldError, ValidationError, child, duplicate, forbidden,
                           index, not_supported, required)
 from .meta import (TYPES, Checker, check_int_or_percent, check_label_selector,
@@ -732,14 +733,15 @@ DEFAULTERS: dict[str, Callable[[Any], Any]] = {
     "Lease": default_lease, "ReplicaSet": default_replicaset, "Deployment": default_deployment,
     "Event": default_event, **rbacobjects.DEFAULTERS, **configobjects.DEFAULTERS,
     **service.DEFAULTERS, **apps.DEFAULTERS, **batch.DEFAULTERS, **storage.DEFAULTERS,
-    **policy.DEFAULTERS,
+    **policy.DEFAULTERS, **ipaddress_kind.DEFAULTERS, **certificates.DEFAULTERS,
 }
 VALIDATORS: dict[str, Callable[..., list[FieldError]]] = {
     "Namespace": validate_namespace, "Pod": pod.validate_pod, "Node": validate_node,
     "Lease": validate_lease, "ReplicaSet": validate_replicaset,
     "Deployment": validate_deployment, "Event": validate_event, **rbacobjects.VALIDATORS,
     **configobjects.VALIDATORS, **service.VALIDATORS, **apps.VALIDATORS, **batch.VALIDATORS,
-    **storage.VALIDATORS, **policy.VALIDATORS,
+    **storage.VALIDATORS, **policy.VALIDATORS, **ipaddress_kind.VALIDATORS,
+    **certificates.VALIDATORS,
 }
 
 
@@ -790,7 +792,8 @@ def validate_object_update(old: Any, new: Any, *, strict: bool = True,
         errors += validate_node_update(old, new)
     for updates in (rbacobjects.UPDATE_VALIDATORS, configobjects.UPDATE_VALIDATORS,
                     service.UPDATE_VALIDATORS, apps.UPDATE_VALIDATORS, batch.UPDATE_VALIDATORS,
-                    storage.UPDATE_VALIDATORS, policy.UPDATE_VALIDATORS):
+                    storage.UPDATE_VALIDATORS, policy.UPDATE_VALIDATORS,
+                    ipaddress_kind.UPDATE_VALIDATORS):
         if kind in updates:
             errors += updates[kind](old, new)
     return errors

@@ -10,6 +10,7 @@ cordon, uncordon, drain.
     kubemu events [--for pod/web] [-w]
     kubemu port-forward pod/web 18080:8000 [--address 127.0.0.1,::1]
     kubemu cordon|uncordon node-1       kubemu drain node-1 [--ignore-daemonsets] [--timeout 2m]
+    kubemu certificate approve|deny node-csr-x [--force]
 
 Output and errors read like kubectl's (tables aligned as its tabwriter aligns them, `Error from
 server (NotFound): pods "x" not found`, `The Deployment "web" is invalid: ...`); the exit
@@ -28,6 +29,7 @@ def register(group: click.Group) -> None:
     """Add the kubectl-style commands to the `kubemu` group."""
     # imported here: the command modules import kubemu.cli lazily, and kubemu.cli imports this
     from .cmd_apply import apply, create
+    from .cmd_certificate import certificate
     from .cmd_delete import delete
     from .cmd_describe import describe_cmd
     from .cmd_drain import cordon, drain_cmd, uncordon
@@ -39,5 +41,5 @@ def register(group: click.Group) -> None:
     from .cmd_scale import scale
 
     for command in (get, describe_cmd, apply, create, delete, expose, scale, rollout, events, port_forward,
-                    cordon, uncordon, drain_cmd):
+                    cordon, uncordon, drain_cmd, certificate):
         group.add_command(command)

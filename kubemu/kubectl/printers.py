@@ -447,6 +447,24 @@ def lease_row(lease: dict, now: float) -> Row:
     return [_meta(lease).get("name", ""), _spec(lease).get("holderIdentity") or "", _age(lease, now)]
 
 
+def ipaddress_row(ip: dict, now: float) -> Row:
+    """PARENTREF as kubectl prints it: <resource>[.<group>][/<namespace>]/<name>."""
+    ref = _spec(ip).get("parentRef")
+    parent = "<none>"
+    if isinstance(ref, dict):
+        resource = ".".join(str(p) for p in (ref.get("resource"), ref.get("group")) if p).lower()
+        parent = "/".join(str(p) for p in (resource, ref.get("namespace"), ref.get("name")) if p)
+    return [_meta(ip).get("name", ""), parent, _age(ip, now)]
+
+
+def csr_row(csr: dict, now: float) -> Row:
+    from kubemu.api.certificates import display_condition  # cryptography only when CSRs are shown
+    seconds = _spec(csr).get("expirationSeconds")
+    duration = human_duration(seconds) if isinstance(seconds, int) else NONE
+    return [_meta(csr).get("name", ""), _age(csr, now), _spec(csr).get("signerName", ""),
+            _spec(csr).get("username", ""), duration, display_condition(csr)]
+
+
 def event_times(event: dict, now: float) -> tuple[str, str, int]:
     """LAST SEEN, FIRST SEEN and the count, from the old (count, first/lastTimestamp) or the
     new (eventTime, series) fields."""
@@ -543,6 +561,9 @@ PRINTERS: dict[str, tuple[list[tuple[str, int]], RowFunc]] = {
                       endpointslice_row),
     "Namespace": ([("NAME", 0), ("STATUS", 0), ("AGE", 0)], namespace_row),
     "Lease": ([("NAME", 0), ("HOLDER", 0), ("AGE", 0)], lease_row),
+    "IPAddress": ([("NAME", 0), ("PARENTREF", 0), ("AGE", 0)], ipaddress_row),
+    "CertificateSigningRequest": ([("NAME", 0), ("AGE", 0), ("SIGNERNAME", 0), ("REQUESTOR", 0),
+                                   ("REQUESTEDDURATION", 0), ("CONDITION", 0)], csr_row),
     "Event": ([("LAST SEEN", 0), ("TYPE", 0), ("REASON", 0), ("OBJECT", 0), ("SUBOBJECT", 1),
                ("SOURCE", 1), ("MESSAGE", 0), ("FIRST SEEN", 1), ("COUNT", 1), ("NAME", 1)], event_row),
 }

@@ -130,7 +130,10 @@ def connect(obj) -> Iterator[SyncApiClient]:
     except ValueError as exc:
         fatal(str(exc))
     with _die_on_interrupt():
-        api = SyncApiClient(endpoint, timeout=CLIENT_TIMEOUT, credentials=credentials)
+        try:
+            api = SyncApiClient(endpoint, timeout=CLIENT_TIMEOUT, credentials=credentials)
+        except ValueError as exc:  # an endpoint (of --server, or a list of them) that is not one
+            fail(f"bad server {endpoint!r}: {exc}")
         try:
             yield api
         except WireError as err:

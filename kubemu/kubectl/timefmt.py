@@ -6,7 +6,7 @@ from typing import Any
 
 from components.controllers.podutil import parse_time
 
-__all__ = ["parse_time", "human_duration", "since", "until", "rfc1123z"]
+__all__ = ["parse_time", "human_duration", "short_human_duration", "since", "until", "rfc1123z"]
 
 UNKNOWN = "<unknown>"
 INVALID = "<invalid>"
@@ -39,6 +39,24 @@ def human_duration(seconds: float) -> str:
         days = (hours // 24) % 365
         return f"{hours // 24 // 365}y{days}d" if days else f"{hours // 24 // 365}y"
     return f"{hours // 24 // 365}y"
+
+
+def short_human_duration(seconds: float) -> str:
+    """apimachinery's duration.ShortHumanDuration (kubeadm token list's TTL): 45s, 15m, 23h, 3d, 2y."""
+    secs = int(seconds)
+    if secs < -1:
+        return INVALID
+    if secs < 0:
+        return "0s"
+    if secs < 60:
+        return f"{secs}s"
+    if secs < 3600:
+        return f"{secs // 60}m"
+    if secs < 48 * 3600:
+        return f"{secs // 3600}h"
+    if secs < 365 * 24 * 3600:
+        return f"{secs // (24 * 3600)}d"
+    return f"{secs // (365 * 24 * 3600)}y"
 
 
 def since(timestamp: Any, now: float) -> str:

@@ -822,9 +822,17 @@ def test_a_relists_volume_rewrite_is_off_the_loop_and_looks_objects_up_on_it(tmp
 def test_the_hostname_variable_is_the_pods_hostname():
     from kubelet.agent import _base_env
     pod = {"metadata": {"name": "idx-1-x7k2p", "namespace": "default"}, "spec": {"hostname": "idx-1"}}
-    assert _base_env(pod)["HOSTNAME"] == "idx-1"     # an Indexed Job's <job>-<index>
+    assert _base_env(pod, "node-1")["HOSTNAME"] == "idx-1"     # an Indexed Job's <job>-<index>
     del pod["spec"]["hostname"]
-    assert _base_env(pod)["HOSTNAME"] == "idx-1-x7k2p"
+    assert _base_env(pod, "node-1")["HOSTNAME"] == "idx-1-x7k2p"
+
+
+def test_a_host_network_pods_hostname_variable_is_the_nodes_name():
+    """A hostNetwork pod shares the node's hostname (leader election's identity starts with it)."""
+    from kubelet.agent import _base_env
+    pod = {"metadata": {"name": "kube-scheduler-node-1", "namespace": "kube-system"},
+           "spec": {"hostNetwork": True, "hostname": "ignored"}}
+    assert _base_env(pod, "node-1")["HOSTNAME"] == "node-1"
 
 
 def test_a_mounted_claim_is_not_looked_up_again_at_each_remount():

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
+import subprocess
+import sys
 
 import pytest
 
 from kubemu import apiclient, wire
 from kubemu.apiclient import (AlreadyExists, ApiClient, Expired, SyncApiClient, is_already_exists, is_conflict,
                               is_expired, is_not_found, retry_on_conflict, retry_on_conflict_sync)
+from kubemu.informer import Informer
 from store.client import SyncStoreClient
-from tests.components.apiserver import api, deployment, pod  # noqa: F401  (api is a fixture)
-from tests.conftest import DEADLINE
+from tests.components.apiserver import REPO, api, deployment, pod  # noqa: F401  (api is a fixture)
+from tests.conftest import DEADLINE, wait_for
 
 
 def run(coro):
@@ -311,3 +315,73 @@ def test_watching_while_the_apiserver_is_down_leaves_no_unretrieved_exception(ca
     run(main())
     gc.collect()
     assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]
+
+
+def test_a_client_of_two_apiservers_fails_over_when_the_one_it_uses_is_killed(api):
+    """A second apiserver process on the same store, listed first; SIGKILL it: calls go to the
+    other at once, a write is sent once, and an informer carries on with each event once."""
+    ns = _ns(api, "failover")
+    second = f"ipc://{api.dir}/api-2.sock"
+    env = dict(os.environ, KUBEMU_STATE_DIR=str(api.dir), PYTHONPATH=str(REPO))
+    env.pop("NOTIFY_SOCKET", None)
+    with open(api.dir / "apiserver-2.log", "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "components.apiserver", "--listen", second,
+             "--store-endpoints", ",".join(api.store.endpoints.values()),
+             "--audit-log", str(api.dir / "audit-2.log"), "--bookmark-interval", "0.5"],
+            env=env, cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+    try:
+        with wire.SyncClient(second, timeout=5.0) as probe:
+            wait_for(lambda: _serves(probe), message="the second apiserver to serve")
+
+        async def main():
+            async with ApiClient(f"{second},{api.endpoint}", timeout=DEADLINE) as c:
+                c.wire.connect()
+                informer = Informer(c, "configmaps", ns, backoff_max=0.5)
+                calls = []
+                informer.add_event_handler(on_add=lambda o: calls.append(("add", o["metadata"]["name"])),
+                                           on_update=lambda old, new: calls.append(("update",
+                                                                                    new["metadata"]["name"])),
+                                           on_delete=lambda o: calls.append(("delete", o)))
+                stop = asyncio.Event()
+                task = asyncio.ensure_future(informer.run(stop))
+                try:
+                    await c.create("configmaps", {"metadata": {"name": "before"}}, namespace=ns)
+                    await _until(lambda: ("add", "before") in calls)
+                    proc.kill()
+                    proc.wait()
+                    await _until(lambda: second not in c.wire.connected)
+                    after = await c.create("configmaps", {"metadata": {"name": "after"}}, namespace=ns)
+                    await _until(lambda: ("add", "after") in calls)
+                    assert calls == [("add", "before"), ("add", "after")]
+                    assert informer.stats["lists"] == 1
+                    assert (await c.get("configmaps", "after", ns))["metadata"]["uid"] == after["metadata"]["uid"]
+                finally:
+                    stop.set()
+                    await asyncio.gather(task, return_exceptions=True)
+        run(main())
+        # the write after the kill was audited once, by the apiserver that is left
+        creates = [line for line in api.audit_path.read_text().splitlines()
+                   if '"create"' in line and '"after"' in line]
+        assert len(creates) == 1, creates
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _serves(client: wire.SyncClient) -> bool:
+    try:
+        client.call("get", {"resource": "namespaces", "name": "default"}, timeout=2.0)
+        return True
+    except wire.WireError:
+        return False
+
+
+async def _until(condition) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE
+    while not condition():
+        assert loop.time() < deadline, "timed out waiting"
+        await asyncio.sleep(0.01)

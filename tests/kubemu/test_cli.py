@@ -393,3 +393,17 @@ def test_up_s_network_flags_are_checked_first(state_dir, args, said):
     done = kubemu(state_dir, "up", *args, check=False)
     assert done.returncode == 2 and said in done.stderr, done.stderr
     assert not (state_dir / "pki").exists()
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--control-plane-nodes", "2"], "Invalid value for '--control-plane-nodes': '2' is not one of '1', '3', '5'."),
+    (["--control-plane-nodes", "3", "--nodes", "2"], "Invalid value for --nodes: 2 is fewer than "
+                                                     "--control-plane-nodes 3"),
+    (["--control-plane-nodes", "3", "--store-replicas", "5"],
+     "Invalid value for --store-replicas: applies to one control-plane node: with --control-plane-nodes 3 the "
+     "store has one replica on each"),
+])
+def test_up_s_control_plane_flags_are_checked_first(state_dir, args, said):
+    done = kubemu(state_dir, "up", *args, check=False)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert not (state_dir / "pki").exists()

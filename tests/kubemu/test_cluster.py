@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import re
 import signal
 import socket
 import stat
@@ -201,6 +202,23 @@ def test_init_exit_report(node, code, said, stops):
     assert cluster.init_exit_report(node, code) == (said, stops)
 
 
+HA = ["node-0", "node-1", "node-2"]
+
+
+@pytest.mark.parametrize("node, running, said, stops", [
+    ("node-0", ["node-1", "node-2", "node-3"],
+     "node-0: init was killed (SIGKILL); the control plane runs on node-1, node-2", False),
+    ("node-1", ["node-2"], "node-1: init was killed (SIGKILL); the control plane runs on node-2", False),
+    ("node-3", ["node-0"], "node-3: init was killed (SIGKILL)", False),
+    ("node-2", ["node-3"],
+     "node-2: init was killed (SIGKILL); the control plane ran there: stopping the cluster", True),
+])
+def test_an_ha_cluster_stops_with_its_last_control_plane_node(node, running, said, stops):
+    """With three control-plane nodes, losing node-0 is what the layout is for: the
+    foreground `up` goes on while another control-plane node runs."""
+    assert cluster.init_exit_report(node, -signal.SIGKILL, HA, running) == (said, stops)
+
+
 
 # --- the apiserver's port, the PKI, kubeconfigs ----------------------------------------------
 
@@ -340,9 +358,10 @@ CNI_RECORD = netplan.cni_record("abcd1234", "10.244.0.0/16", "10.96.0.0/12", 24,
 HOST_RECORD = netplan.host_record("not root: CAP_NET_ADMIN is needed for pod networks", None, "abcd1234")
 
 
-def _kubelet_argv(state: StateDir, node: str, net) -> tuple[str, ...]:
+def _kubelet_argv(state: StateDir, node: str, net, control_plane: int = 1) -> tuple[str, ...]:
     """The kubelet's argv as init will run it: the unit written, then parsed as init parses it."""
-    cluster.write_node(state, node, kubelet_args=cluster.kubelet_args(state, node, cluster.DEFAULT_TIMINGS, net))
+    cluster.write_node(state, node, kubelet_args=cluster.kubelet_args(state, node, cluster.DEFAULT_TIMINGS, net,
+                                                                      control_plane))
     loaded = load_unit(str(state.node_dir(node) / "units" / "kubelet.service"))
     assert loaded.error is None, loaded.error
     return loaded.config.exec_start
@@ -445,3 +464,151 @@ def test_up_removes_the_kube_proxy_static_pods_an_older_up_wrote(state_dir, monk
     cert = x509.load_pem_x509_certificate((state_dir / "pki" / "apiserver.crt").read_bytes())
     assert pki.sans_of(cert)[1] == {"127.0.0.1", "10.244.255.254", "10.96.0.1"}
     assert wireauth.secret_path(wireauth.secrets_dir(state_dir), "system:serviceaccount:kube-system:coredns").exists()
+
+
+# --- the HA layout: --control-plane-nodes N -----------------------------------------------
+
+def _pods(state: StateDir, node: str) -> dict[str, dict]:
+    return {p.stem: yaml.safe_load(p.read_text()) for p in (state.node_dir(node) / "manifests").glob("*.yaml")}
+
+
+def _argv(pod: dict) -> list[str]:
+    return pod["spec"]["containers"][0]["command"]
+
+
+def _flag(argv, name: str):
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def _write_ha(state: StateDir, nodes: int = 4, control_plane: int = 3, timings=cluster.FAST_TIMINGS) -> None:
+    for node in cluster.node_names(nodes):
+        cluster.write_node(state, node)
+    cluster.write_control_plane(state, timings=timings, api_port=7443, control_plane_count=control_plane)
+
+
+def test_each_control_plane_node_runs_a_store_replica_and_the_components(state_dir):
+    """kubeadm's stacked etcd: node-i runs store-i (its data and socket under node-i), an
+    apiserver on every replica with its own audit log, a scheduler and a controller-manager
+    that ask their own node's apiserver first; the apiservers share the HTTPS port; the worker
+    runs none of it."""
+    state = StateDir(state_dir)
+    _write_ha(state)
+    api = {n: f"ipc://{state_dir}/nodes/{n}/apiserver.sock" for n in HA}
+    stores = [f"ipc://{state_dir}/nodes/node-{i}/store-{i}.sock" for i in range(3)]
+    for i, node in enumerate(HA):
+        pods = _pods(state, node)
+        assert set(pods) == {f"store-{i}", "apiserver", "scheduler", "controller-manager"}
+        store = _argv(pods[f"store-{i}"])
+        assert (_flag(store, "--data-dir"), _flag(store, "--listen")) == (
+            f"{state_dir}/nodes/{node}/data/store-{i}", stores[i])
+        assert _flag(store, "--peers") == ",".join(f"store-{j}={ep}" for j, ep in enumerate(stores))
+        apiserver = _argv(pods["apiserver"])
+        assert _flag(apiserver, "--listen") == api[node]
+        assert _flag(apiserver, "--store-endpoints") == ",".join(stores)
+        assert _flag(apiserver, "--audit-log") == f"{state_dir}/nodes/{node}/logs/audit.log"
+        assert _flag(apiserver, "--secure-port") == "7443" and "--permit-port-sharing" in apiserver
+        mine_first = ",".join(api[n] for n in HA[i:] + HA[:i])
+        for component in ("scheduler", "controller-manager"):
+            argv = _argv(pods[component])
+            assert _flag(argv, "--api") == mine_first
+            assert [_flag(argv, f"--leader-elect-{f}") for f in ("lease-duration", "renew-deadline", "retry-period")] \
+                == ["6s", "4s", "1s"]
+    assert _pods(state, "node-3") == {}
+    assert state.api_endpoint() == ",".join(api.values())
+    assert (state_dir / "store-endpoints").read_text().split() == stores
+
+
+def test_one_control_plane_node_is_the_single_node_layout(state_dir):
+    """The default: every replica on node-0, one apiserver endpoint, the port not shared; the
+    leader election flags as Kubernetes' defaults."""
+    state = StateDir(state_dir)
+    _write_ha(state, nodes=2, control_plane=1, timings=cluster.DEFAULT_TIMINGS)
+    pods = _pods(state, "node-0")
+    assert set(pods) == {"store-0", "store-1", "store-2", "apiserver", "scheduler", "controller-manager"}
+    assert {_flag(_argv(pods[f"store-{i}"]), "--data-dir") for i in range(3)} == {
+        f"{state_dir}/nodes/node-0/data/store-{i}" for i in range(3)}
+    assert "--permit-port-sharing" not in _argv(pods["apiserver"])
+    assert _flag(_argv(pods["scheduler"]), "--api") == f"ipc://{state_dir}/nodes/node-0/apiserver.sock"
+    assert _flag(_argv(pods["controller-manager"]), "--leader-elect-lease-duration") == "15s"
+    assert state.api_endpoint() == f"ipc://{state_dir}/nodes/node-0/apiserver.sock"
+    assert _pods(state, "node-1") == {}
+
+
+@pytest.mark.parametrize("node, first, tainted", [
+    ("node-0", 0, True), ("node-1", 1, True), ("node-2", 2, True), ("node-3", 0, False), ("node-4", 1, False),
+])
+def test_every_kubelet_knows_every_apiserver_in_its_own_order(state_dir, node, first, tainted):
+    state = StateDir(state_dir)
+    argv = _kubelet_argv(state, node, None, 3)
+    api = [f"ipc://{state_dir}/nodes/node-{i}/apiserver.sock" for i in range(3)]
+    assert _flag(argv, "--api") == ",".join(api[first:] + api[:first])
+    assert (_flag(argv, "--register-with-taints") == "node-role.kubernetes.io/control-plane:NoSchedule") is tainted
+    assert ("--node-labels" in argv) is tainted
+
+
+def test_another_layout_removes_the_control_plane_it_replaces(state_dir):
+    """From three control-plane nodes to one and back: what an earlier `up` wrote where the
+    new layout has nothing goes; the user's own manifests stay."""
+    state = StateDir(state_dir)
+    _write_ha(state)
+    users = state.node_dir("node-1") / "manifests" / "scheduler.yaml"
+    users.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: scheduler}\n")
+    cluster.write_control_plane(state, api_port=7443)
+    assert set(_pods(state, "node-0")) == {"store-0", "store-1", "store-2", "apiserver", "scheduler",
+                                            "controller-manager"}
+    assert set(_pods(state, "node-1")) == {"scheduler"} and _pods(state, "node-2") == {}
+    cluster.write_control_plane(state, api_port=7443, control_plane_count=3)
+    assert set(_pods(state, "node-0")) == {"store-0", "apiserver", "scheduler", "controller-manager"}
+    assert set(_pods(state, "node-2")) == {"store-2", "apiserver", "scheduler", "controller-manager"}
+
+
+@pytest.mark.parametrize("before, after, where", [(1, 3, "node-0/data/store-1"), (3, 1, "node-2/data/store-2")])
+def test_store_data_of_another_layout_is_refused(state_dir, before, after, where):
+    """A replica started where the new layout puts it would begin empty while its log lies
+    on another node: `up` says so and writes nothing."""
+    state = StateDir(state_dir)
+    _write_ha(state, control_plane=before)
+    for name, node in cluster.store_nodes(before).items():
+        (state.node_dir(node) / "data" / name).mkdir(parents=True)
+    manifests = {p: p.read_bytes() for p in state.nodes_dir.glob("*/manifests/*")}
+    with pytest.raises(RuntimeError, match=f"the store's data in .*{where}.* was written by a cluster with another "
+                                           "number of control-plane nodes"):
+        cluster.write_control_plane(state, api_port=7443, control_plane_count=after)
+    assert {p: p.read_bytes() for p in state.nodes_dir.glob("*/manifests/*")} == manifests
+
+
+@pytest.mark.parametrize("count, control_plane, said", [
+    (2, 3, "2 node(s) cannot hold 3 control-plane nodes"),
+    (4, 2, "2 control-plane nodes: choose one of 1, 3, 5"),
+])
+def test_up_refuses_a_control_plane_it_cannot_lay_out(state_dir, count, control_plane, said):
+    with pytest.raises(RuntimeError, match=re.escape(said)):
+        cluster.up(StateDir(state_dir), count, api_port=0, control_plane_count=control_plane)
+    assert not (state_dir / "nodes").exists()
+
+
+def test_hollow_nodes_stay_on_node_0_and_know_every_apiserver(state_dir):
+    state = StateDir(state_dir)
+    cluster.write_node(state, "node-0")
+    cluster.write_hollow(state, 2, cluster.FAST_TIMINGS, 3)
+    argv = load_unit(str(state.node_dir("node-0") / "units" / "hollow-kubelet.service")).config.exec_start
+    assert _flag(argv, "--api") == ",".join(f"ipc://{state_dir}/nodes/node-{i}/apiserver.sock" for i in range(3))
+
+
+@pytest.mark.parametrize("timings", [cluster.DEFAULT_TIMINGS, cluster.FAST_TIMINGS])
+def test_the_components_take_the_flags_up_writes(state_dir, timings):
+    """Every flag a control-plane manifest names is one its component knows, with a value it
+    takes (the leader election's durations, --permit-port-sharing)."""
+    from components.apiserver.__main__ import build_parser as apiserver_parser
+    from components.controller_manager.__main__ import build_parser as controller_manager_parser
+    from components.scheduler.__main__ import build_parser as scheduler_parser
+    from kubemu.leaderelector import settings_from
+
+    state = StateDir(state_dir)
+    _write_ha(state, timings=timings)
+    pods = _pods(state, "node-1")
+    assert apiserver_parser().parse_args(_argv(pods["apiserver"])[3:]).permit_port_sharing
+    for name, parser in (("scheduler", scheduler_parser()), ("controller-manager", controller_manager_parser())):
+        settings = settings_from(parser, parser.parse_args(_argv(pods[name])[3:]))
+        assert (settings.timings.lease_duration, settings.timings.renew_deadline, settings.timings.retry_period) \
+            == timings.leader_elect

@@ -264,9 +264,14 @@ def test_error_subclasses_register_and_pickle():
     "tcp://0.0.0.0:0", "tcp://*:0", "tcp://[::]:0", "tcp://:::0", "tcp://eth0:5555", "tcp://10.1.2.3:5555",
 ])
 def test_public_binds_are_refused(endpoint):
-    with pytest.raises(ValueError, match="allow_public"):
+    with pytest.raises(ValueError, match="without CURVE"):
         wire.Server(endpoint, {})
-    wire.Server(endpoint, {}, allow_public=True)  # constructing does not bind
+    with pytest.raises(ValueError, match="without CURVE"):
+        wire.Server(endpoint, {}, auth=wire.ServerAuth("/nonexistent"))  # PLAIN is not enough
+    import zmq
+
+    public, secret = zmq.curve_keypair()
+    wire.Server(endpoint, {}, auth=wire.CurveAuth(public, secret, lambda key: None))  # constructing does not bind
 
 
 @pytest.mark.parametrize("endpoint", ["udp://127.0.0.1:1", "tcp://127.0.0.1", "tcp://127.0.0.1:http", "ipc://"])

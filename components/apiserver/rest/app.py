@@ -1,7 +1,9 @@
 """The Kubernetes REST API over the apiserver's handler table: one aiohttp handler for every path.
 
-Each request: authenticate (client certificate or bearer token; anonymous only on the public
-paths; Impersonate-* headers are refused, 403) -> `caller.current` -> RequestInfo -> authorize
+Each request: authenticate (client certificate or bearer token; without credentials the request
+is system:anonymous, group system:unauthenticated, which RBAC lets read the public paths and
+kube-public's cluster-info, as kube-apiserver's --anonymous-auth; Impersonate-* headers are
+refused, 403) -> `caller.current` -> RequestInfo -> authorize
 (RBAC) -> the handler the verb maps to, the same functions the ZeroMQ wire calls (same storage,
 watch cache and audit log) -> the answer as JSON, YAML or a Table. Every error is a meta/v1
 Status (status.py); anything unexpected is one log line and a 500 Status, never a traceback.
@@ -34,7 +36,7 @@ import yaml
 from aiohttp import HttpVersion11, web
 from multidict import CIMultiDict
 
-from kubemu.api import authz, fields
+from kubemu.api import authz, certificates, fields
 from kubemu.api.identity import ANONYMOUS, UNAUTHENTICATED, UserInfo
 from kubemu.api.limits import MAX_OBJECT_BYTES
 from kubemu.api.patch import PatchError, apply_patch
@@ -141,6 +143,7 @@ class RestAPI:
             raise Refusal(status.forbidden("impersonation (Impersonate-* headers, kubectl --as) "
                                            "is not supported by kubemu"))
         caller.current.set(user)
+        caller.user_agent.set(request.headers.get("User-Agent"))
         try:
             info = request_info(request.method, request.path, request.query)
         except RequestInfoError:
@@ -167,11 +170,7 @@ class RestAPI:
             user = await self.authenticator.authenticate(der, request.headers.get("Authorization"))
         except AuthenticationError:
             raise Refusal(status.unauthorized()) from None
-        if user is None:
-            if not self._public(request.path):
-                raise Refusal(status.unauthorized())
-            user = UserInfo(ANONYMOUS, (UNAUTHENTICATED,))
-        return user
+        return user if user is not None else UserInfo(ANONYMOUS, (UNAUTHENTICATED,))
 
     def _authorize(self, user: UserInfo, info: RequestInfo) -> None:
         attrs = authz.Attributes(user=user, verb=info.verb, resource_request=info.is_resource_request,
@@ -281,7 +280,7 @@ class RestAPI:
             if sub == "scale":
                 return self._json(request, 200, await self._call("get_scale", resource=r.plural, name=info.name,
                                                                   namespace=ns), out)
-            if sub not in ("", "status"):
+            if sub not in ("", "status", "approval") or (sub == "approval" and r.kind != certificates.KIND):
                 raise Refusal(status.not_found_path())
             obj = await self._call("get", resource=r.plural, name=info.name, namespace=ns)
             return self._json(request, 200, self._shaped(r.kind, obj, out, include), out)
@@ -299,8 +298,10 @@ class RestAPI:
             name = (body.get("metadata") or {}).get("name") if isinstance(body.get("metadata"), dict) else None
             if name not in (None, "", info.name):
                 raise BadRequest(f"the name of the object ({name}) does not match the name on the URL ({info.name})")
-            method = {"": "update", "status": "update_status", "finalize": "finalize"}.get(sub)
-            if method is None or (method == "finalize" and r.kind != "Namespace"):
+            method = {"": "update", "status": "update_status", "finalize": "finalize",
+                      "approval": "update_approval"}.get(sub)
+            if method is None or (method == "finalize" and r.kind != "Namespace") or \
+                    (method == "update_approval" and r.kind != certificates.KIND):
                 raise Refusal(status.not_found_path())
             obj = await self._call(method, resource=r.plural, object=body, namespace=ns, **common)
             return self._json(request, 200, self._shaped(r.kind, obj, out, include), out)
@@ -403,7 +404,8 @@ class RestAPI:
                 raise BadRequest(str(err)) from None
             return self._json(request, 200, await self._scale(r, info, ns, patched, user, common,
                                                               precondition_from=scale), out)
-        if info.subresource not in ("", "status"):
+        if info.subresource not in ("", "status", "approval") or \
+                (info.subresource == "approval" and r.kind != certificates.KIND):
             raise Refusal(status.not_found_path())
         obj = await self._call("patch", resource=r.plural, name=info.name, patch=body, namespace=ns,
                                patch_type=patch_type, subresource=info.subresource or None,

@@ -44,6 +44,7 @@ _SUBRESOURCES: dict[str, tuple[tuple[str, ...], tuple[str, str] | None]] = {
     "eviction": (("create",), ("policy/v1", "Eviction")),
     "token": (("create",), ("authentication.k8s.io/v1", "TokenRequest")),
     "finalize": (("update",), ("", "")),
+    "approval": (("get", "patch", "update"), ("", "")),
     "exec": (("create", "get"), ("v1", "PodExecOptions")),
     "attach": (("create", "get"), ("v1", "PodAttachOptions")),
     "portforward": (("create", "get"), ("v1", "PodPortForwardOptions")),

@@ -2,13 +2,15 @@
 
 TLS 1.2 or later with the apiserver's serving certificate; a client certificate is asked for
 (CERT_OPTIONAL) and verified against the client CA when one is given, so certificate users and
-token users share the port. Bounds: at most MAX_CONNECTIONS open connections (one over it is
-closed at once, and one line says so, at most every LOG_EVERY seconds); a TLS handshake must end
-within HANDSHAKE_TIMEOUT; a connection that has not sent a whole request head within
-IDLE_TIMEOUT of opening or of its last answer is closed (aiohttp's keep-alive timer: slowloris
-clients); request lines and header fields of at most MAX_FIELD bytes, MAX_HEADERS of them;
-bodies as app.MAX_BODY_BYTES says. A client that goes away cancels its request's handler (a
-watch, a followed log); writes are shielded in the app.
+token users share the port; with --permit-port-sharing it is bound with SO_REUSEPORT, so the
+apiservers of an HA cluster share it too (the kernel hands each connection to one of them).
+Bounds: at most MAX_CONNECTIONS open connections (one over it is closed at once, and one line
+says so, at most every LOG_EVERY seconds); a TLS handshake must end within HANDSHAKE_TIMEOUT;
+a connection that has not sent a whole request head within IDLE_TIMEOUT of opening or of its
+last answer is closed (aiohttp's keep-alive timer: slowloris clients); request lines and header
+fields of at most MAX_FIELD bytes, MAX_HEADERS of them; bodies as app.MAX_BODY_BYTES says. A
+client that goes away cancels its request's handler (a watch, a followed log); writes are
+shielded in the app.
 
 aiohttp's low-level server calls the one handler for every request: the app routes by itself.
 aiohttp's Application (its router matching every path to that one handler, its Request) cost
@@ -81,8 +83,9 @@ class HTTPSServer:
                  port: int,
                  context: ssl.SSLContext, *, max_connections: int = MAX_CONNECTIONS,
                  idle_timeout: float = IDLE_TIMEOUT, handshake_timeout: float = HANDSHAKE_TIMEOUT,
-                 on_close: Callable[[], Awaitable[None]] | None = None):
+                 on_close: Callable[[], Awaitable[None]] | None = None, reuse_port: bool = False):
         self.handler = handler
+        self.reuse_port = reuse_port  # kube-apiserver's --permit-port-sharing
         self.on_close = on_close  # after the listener: what the handler holds (RestAPI.close)
         self.idle_timeout = idle_timeout
         self.handshake_timeout = handshake_timeout
@@ -119,7 +122,7 @@ class HTTPSServer:
         try:
             self._server = await loop.create_server(protocol, self.host, self.port, ssl=self.context,
                                                     ssl_handshake_timeout=self.handshake_timeout,
-                                                    reuse_address=True, backlog=1024)
+                                                    reuse_address=True, reuse_port=self.reuse_port, backlog=1024)
         except BaseException:
             await self._runner.cleanup()
             self._runner = None

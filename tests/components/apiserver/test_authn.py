@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from components.apiserver.authn import AuthenticationError, Authenticator, bearer_token
+from kubemu import bootstraptoken as bt
 from kubemu import serviceaccount_token as satoken
 from kubemu.api.identity import AUTHENTICATED, UserInfo
 
@@ -281,3 +282,42 @@ def test_a_certificate_signed_by_a_client_certificate_in_the_bundle_is_refused(t
     with pytest.raises(AuthenticationError, match="unknown authority"):
         authenticate(authn, client_cert((leaf, leaf_key), "mallory", ("system:masters",)))
     assert authenticate(authn, client_cert(ca, "alice")).name == "alice"
+
+
+# --- bootstrap tokens -------------------------------------------------------------------------
+
+def _bootstrap_authn(tmp_path, ca, secrets: dict):
+    (tmp_path / "ca.crt").write_bytes(ca[0].public_bytes(serialization.Encoding.PEM))
+
+    async def lookup(name):
+        return secrets.get(name)
+    return Authenticator(str(tmp_path / "ca.crt"), [], ISSUER, bootstrap_lookup=lookup,
+                         clock=NOW.timestamp)
+
+
+def test_a_bootstrap_token_is_its_bootstrap_user(tmp_path, ca):
+    secret = bt.secret_for(bt.BootstrapToken.new("abcdef.0123456789abcdef", NOW.timestamp()))
+    authn = _bootstrap_authn(tmp_path, ca, {"bootstrap-token-abcdef": secret})
+    user = authenticate(authn, authorization="Bearer abcdef.0123456789abcdef")
+    assert user == UserInfo("system:bootstrap:abcdef", ("system:bootstrappers:kubeadm:default-node-token",
+                                                        "system:bootstrappers", AUTHENTICATED))
+
+
+@pytest.mark.parametrize("header", ["Bearer abcdef.0123456789abcdee", "Bearer zzzzzz.0123456789abcdef"])
+def test_a_wrong_or_unknown_bootstrap_token_is_refused(tmp_path, ca, header):
+    secret = bt.secret_for(bt.BootstrapToken.new("abcdef.0123456789abcdef", NOW.timestamp()))
+    authn = _bootstrap_authn(tmp_path, ca, {"bootstrap-token-abcdef": secret})
+    with pytest.raises(AuthenticationError, match="bootstrap token: "):
+        authenticate(authn, authorization=header)
+
+
+def test_an_expired_bootstrap_token_is_refused(tmp_path, ca):
+    secret = bt.secret_for(bt.BootstrapToken.new("abcdef.0123456789abcdef", NOW.timestamp() - 25 * 3600))
+    authn = _bootstrap_authn(tmp_path, ca, {"bootstrap-token-abcdef": secret})
+    with pytest.raises(AuthenticationError, match="has expired"):
+        authenticate(authn, authorization="Bearer abcdef.0123456789abcdef")
+
+
+def test_without_a_bootstrap_lookup_bootstrap_tokens_authenticate_nobody(authn):
+    with pytest.raises(AuthenticationError):
+        authenticate(authn, authorization="Bearer abcdef.0123456789abcdef")

@@ -452,18 +452,24 @@ def allocations(cidr: str = "10.96.0.0/12", ports: str = "30000-32767") -> Alloc
     return Allocations(cidr, parse_port_range(ports), rand=random.Random(5))
 
 
+async def held(api: API) -> Allocations:
+    """What the store holds allocated: what every apiserver on it sees."""
+    view, _ = await api.service_allocator.view()
+    return view
+
+
 def test_a_service_gets_a_cluster_ip_and_its_node_ports_on_create():
     services = allocations()
 
     async def body(api):
         web = await api.create("services", service("web"))
         ip = web["spec"]["clusterIP"]
-        assert web["spec"]["clusterIPs"] == [ip] and services.ips.has(ip)
+        assert web["spec"]["clusterIPs"] == [ip] and (await held(api)).ips.has(ip)
         assert web["status"] == {"loadBalancer": {}}
         assert (await api.get("services", "web", "default"))["spec"]["clusterIP"] == ip
         np = await api.create("services", service("np", type="NodePort"))
         port = np["spec"]["ports"][0]["nodePort"]
-        assert 30086 <= port <= 32767 and services.ports.has(port)
+        assert 30086 <= port <= 32767 and (await held(api)).ports.has(port)
         lb = await api.create("services", service("lb", type="LoadBalancer"))
         assert lb["spec"]["ports"][0]["nodePort"] and lb["status"] == {"loadBalancer": {}}
         headless = await api.create("services", service("headless", clusterIP="None"))
@@ -474,7 +480,8 @@ def test_a_service_gets_a_cluster_ip_and_its_node_ports_on_create():
         fixed = await api.create("services", service("dns", clusterIP="10.96.0.10",
                                                       type="NodePort", ports=[{"port": 53, "nodePort": 30053}]))
         assert fixed["spec"]["clusterIP"] == "10.96.0.10" and fixed["spec"]["ports"][0]["nodePort"] == 30053
-        assert services.ips.free() == services.ips.bits.size - 4  # web, np, lb, dns
+        store = await held(api)
+        assert store.ips.free() == store.ips.bits.size - 4  # web, np, lb, dns
     run(body, services=services)
 
 
@@ -496,12 +503,14 @@ def test_what_cannot_be_allocated_is_a_422_at_its_field_and_nothing_stays_taken(
     async def body(api):
         await api.create("services", service("dns", clusterIP="10.96.0.10", type="NodePort",
                                               ports=[{"port": 53, "nodePort": 30053}]))
-        ips, ports = services.ips.free(), services.ports.free()
+        store = await held(api)
+        ips, ports = store.ips.free(), store.ports.free()
         with pytest.raises(wire.Invalid) as err:
             await api.create("services", service("bad", **spec))
         assert err.value.message == message
         assert err.value.details["causes"] == [message.split(": ")[1]]
-        assert (services.ips.free(), services.ports.free()) == (ips, ports)  # the clusterIP taken first is back
+        store = await held(api)
+        assert (store.ips.free(), store.ports.free()) == (ips, ports)  # the clusterIP taken first is back
     run(body, services=services)
 
 
@@ -514,11 +523,12 @@ def test_a_dry_run_or_a_failed_write_keeps_nothing():
         assert would["spec"]["clusterIP"] == "10.96.0.20"
         dynamic = await api.create("services", service("dry2", type="NodePort"), dry_run=True)
         assert dynamic["spec"]["clusterIP"] and dynamic["spec"]["ports"][0]["nodePort"]
-        assert services.ips.free() == services.ips.bits.size and services.ports.free() == 2768
+        store = await held(api)
+        assert store.ips.free() == store.ips.bits.size and store.ports.free() == 2768
         await api.create("services", service("web"))
         with pytest.raises(wire.Conflict, match="already exists"):  # the write fails: its IP goes back
             await api.create("services", service("web", clusterIP="10.96.0.20"))
-        assert not services.ips.has("10.96.0.20")
+        assert not (await held(api)).ips.has("10.96.0.20")
         taken = await api.create("services", service("real", clusterIP="10.96.0.20", type="NodePort",
                                                      ports=[{"port": 80, "nodePort": 30080}]))
         assert taken["spec"]["clusterIP"] == "10.96.0.20"
@@ -551,7 +561,8 @@ def test_a_dry_run_holds_nothing_while_it_awaits():
                 real_done.set()
         would, made = await asyncio.gather(api.create("services", service("dry", **spec), dry_run=True), real())
         assert would["spec"]["clusterIP"] == made["spec"]["clusterIP"] == "10.96.0.20"
-        assert services.ips.has("10.96.0.20") and services.ports.has(30080)
+        store = await held(api)
+        assert store.ips.has("10.96.0.20") and store.ports.has(30080)
         api.storage.get = get
         with pytest.raises(wire.Invalid, match="spec.ports\\[0\\].nodePort: Invalid value: 30080: provided port "
                                                "is already allocated"):  # a dry run still sees what is taken
@@ -573,20 +584,21 @@ def test_a_health_check_node_port_is_only_a_local_load_balancers_and_is_its_own(
                                                "allocated"):
             await api.create("services", service("b", type="LoadBalancer", externalTrafficPolicy="Local",
                                                  healthCheckNodePort=30080))
-        assert services.ports.has(30080)
+        assert (await held(api)).ports.has(30080)
         lb = await api.create("services", service("lb", type="LoadBalancer", externalTrafficPolicy="Local"))
         health = lb["spec"]["healthCheckNodePort"]
-        assert services.ports.has(health) and health != lb["spec"]["ports"][0]["nodePort"]
+        assert (await held(api)).ports.has(health) and health != lb["spec"]["ports"][0]["nodePort"]
         replaced = service("lb", type="LoadBalancer", externalTrafficPolicy="Local")  # left out: kept
         replaced["metadata"]["resourceVersion"] = lb["metadata"]["resourceVersion"]
         assert (await api.update("services", replaced))["spec"]["healthCheckNodePort"] == health
         cluster = await api.patch("services", "lb", {"spec": {"externalTrafficPolicy": "Cluster"}}, "default")
-        assert "healthCheckNodePort" not in cluster["spec"] and not services.ports.has(health)
+        assert "healthCheckNodePort" not in cluster["spec"] and not (await held(api)).ports.has(health)
         local = await api.patch("services", "lb", {"spec": {"externalTrafficPolicy": "Local"}}, "default")
         health = local["spec"]["healthCheckNodePort"]
-        assert services.ports.has(health)
+        assert (await held(api)).ports.has(health)
         await api.delete("services", "lb", "default")
-        assert not services.ports.has(health) and services.ports.has(30080)
+        store = await held(api)
+        assert not store.ports.has(health) and store.ports.has(30080)
     run(body, services=services)
 
 
@@ -599,7 +611,7 @@ def test_an_unnamed_port_keeps_its_node_port_when_its_number_changes():
         moved = await api.update("services", {**service("web", type="NodePort", ports=[{"port": 8080}]),
                                               "metadata": {"name": "web",
                                                            "resourceVersion": np["metadata"]["resourceVersion"]}})
-        assert moved["spec"]["ports"][0]["nodePort"] == port and services.ports.free() == 2767
+        assert moved["spec"]["ports"][0]["nodePort"] == port and (await held(api)).ports.free() == 2767
     run(body, services=services)
 
 
@@ -633,33 +645,34 @@ def test_updates_keep_what_was_allocated_and_allocate_or_release_what_changed():
                             "default")
         assert err.value.message == ('Service "web" is invalid: spec.clusterIP: Invalid value: "10.96.0.99": '
                                      "field is immutable")
-        assert not services.ips.has("10.96.0.99")
+        assert not (await held(api)).ips.has("10.96.0.99")
         # ClusterIP -> NodePort allocates; a port added gets one; one removed gives its back
         np = await api.patch("services", "web", {"spec": {"type": "NodePort"}}, "default")
         first = np["spec"]["ports"][0]["nodePort"]
-        assert services.ports.has(first) and np["spec"]["externalTrafficPolicy"] == "Cluster"
+        assert (await held(api)).ports.has(first) and np["spec"]["externalTrafficPolicy"] == "Cluster"
         two = await api.patch("services", "web", {"spec": {"ports": [
             {"name": "http", "port": 80, "targetPort": 8080, "nodePort": first},
             {"name": "https", "port": 443, "targetPort": 8443, "nodePort": 30443}]}}, "default", patch_type="merge")
-        assert [p["nodePort"] for p in two["spec"]["ports"]] == [first, 30443] and services.ports.has(30443)
+        assert [p["nodePort"] for p in two["spec"]["ports"]] == [first, 30443] and (await held(api)).ports.has(30443)
         one = await api.patch("services", "web", {"spec": {"ports": [
             {"name": "https", "port": 443, "targetPort": 8443, "nodePort": 30443}]}}, "default")
-        assert not services.ports.has(first) and services.ports.has(30443)
+        store = await held(api)
+        assert not store.ports.has(first) and store.ports.has(30443)
         assert one["spec"]["clusterIP"] == ip
         # a dry-run update takes nothing
         await api.patch("services", "web", {"spec": {"ports": [{"name": "https", "port": 443, "nodePort": 30444}]}},
                         "default", dry_run=True)
-        assert not services.ports.has(30444)
+        assert not (await held(api)).ports.has(30444)
         # NodePort -> ClusterIP: the nodePorts it still lists go, and are released
         back = await api.patch("services", "web", {"spec": {"type": "ClusterIP"}}, "default")
         assert "nodePort" not in back["spec"]["ports"][0] and "externalTrafficPolicy" not in back["spec"]
-        assert services.ports.free() == 2768
+        assert (await held(api)).ports.free() == 2768
         # -> ExternalName gives the clusterIP back; -> ClusterIP again takes a new one
         ext = await api.patch("services", "web", {"spec": {"type": "ExternalName", "externalName": "example.com"}},
                               "default")
-        assert "clusterIP" not in ext["spec"] and not services.ips.has(ip)
+        assert "clusterIP" not in ext["spec"] and not (await held(api)).ips.has(ip)
         again = await api.patch("services", "web", {"spec": {"type": "ClusterIP", "externalName": None}}, "default")
-        assert services.ips.has(again["spec"]["clusterIP"])
+        assert (await held(api)).ips.has(again["spec"]["clusterIP"])
     run(body, services=services)
 
 
@@ -670,9 +683,11 @@ def test_deleting_a_service_releases_its_address_and_ports():
         np = await api.create("services", service("web", type="NodePort", clusterIP="10.96.0.30"))
         port = np["spec"]["ports"][0]["nodePort"]
         await api.delete("services", "web", "default", dry_run=True)
-        assert services.ips.has("10.96.0.30") and services.ports.has(port)
+        store = await held(api)
+        assert store.ips.has("10.96.0.30") and store.ports.has(port)
         await api.delete("services", "web", "default")
-        assert not services.ips.has("10.96.0.30") and not services.ports.has(port)
+        store = await held(api)
+        assert not store.ips.has("10.96.0.30") and not store.ports.has(port)
         await api.create("services", service("web2", type="NodePort", clusterIP="10.96.0.30",
                                              ports=[{"port": 80, "nodePort": port}]))
     run(body, services=services)
@@ -754,3 +769,85 @@ def test_a_new_budget_starts_without_the_status_its_creator_wrote():
         with pytest.raises(wire.TooManyRequests):  # not a budget of 100 disruptions
             await api.evict("web-1", "default", {})
     run(body)
+
+
+# --- CertificateSigningRequests: the requester, and the approval subresource ---------------------
+
+def test_a_csr_records_its_requester_and_is_approved_only_through_approval():
+    from components.apiserver import caller
+    from kubemu.api.identity import UserInfo
+    from tests.kubemu.api.test_certificates import csr_object
+
+    async def body(api):
+        caller.current.set(UserInfo("system:bootstrap:abcdef", ("system:bootstrappers",)))
+        csr = await api.create("certificatesigningrequests", csr_object("node-csr-a"))
+        assert csr["spec"]["username"] == "system:bootstrap:abcdef" and csr["status"] == {}
+        approved = {**csr, "status": {"conditions": [{"type": "Approved", "status": "True",
+                                                      "reason": "KubectlApprove"}]}}
+        with pytest.raises(wire.Invalid, match='updates may not add a condition of type "Approved"'):
+            await api.update_status("certificatesigningrequests", approved)
+        with pytest.raises(wire.NotFound, match="pods have no approval subresource"):
+            await api.update_approval("pods", approved)
+        out = await api.update_approval("certificatesigningrequests", approved)
+        assert out["status"]["conditions"][0]["lastUpdateTime"] == "2026-01-02T03:04:05Z"
+        got = await api.get("certificatesigningrequests", "node-csr-a")
+        assert got["status"]["conditions"][0]["type"] == "Approved"
+        other = await api.create("certificatesigningrequests", csr_object("node-csr-b"))
+        denial = {"status": {"conditions": [{"type": "Denied", "status": "True", "reason": "No"}]}}
+        ignored = await api.patch("certificatesigningrequests", "node-csr-b", denial)
+        assert ignored["status"] == {}  # the object itself never changes its status
+        out = await api.patch("certificatesigningrequests", "node-csr-b", denial, subresource="approval")
+        assert [c["type"] for c in out["status"]["conditions"]] == ["Denied"]
+        with pytest.raises(wire.NotFound, match="pods have no approval subresource"):
+            await api.patch("pods", "x", denial, namespace="default", subresource="approval")
+        assert other["metadata"]["name"] == "node-csr-b"
+    run(body)
+
+
+def test_approving_and_signing_need_approve_and_sign_on_the_signer():
+    """The CertificateApproval and CertificateSigning admissions, asked of the authorizer."""
+    import base64
+    from cryptography.hazmat.primitives import serialization
+    from components.apiserver import caller
+    from kubemu import pki
+    from kubemu.api.authz import Decision
+    from kubemu.api.identity import UserInfo
+    from tests.kubemu.api.test_certificates import _ca, csr_object
+
+    granted = {("approve", "example.com/*"), ("sign", "example.com/mine")}
+    asked = []
+
+    def authorize(a):
+        asked.append((a.verb, a.resource, a.name))
+        return Decision((a.verb, a.name) in granted)
+
+    async def main():
+        storage = MemStorage()
+        cache = WatchCache(storage.client)
+        api = API(storage, cache, AuditLog(None), clock=lambda: NOW, rand=random.Random(1), authorize=authorize)
+        try:
+            caller.current.set(UserInfo("jane", ("system:authenticated",)))
+            kubelet = await api.create("csr", csr_object("k"))
+            mine = await api.create("csr", csr_object("m", signer="example.com/mine", usages=("client auth",)))
+            approval = {"status": {"conditions": [{"type": "Approved", "status": "True", "reason": "R"}]}}
+            with pytest.raises(wire.Forbidden) as err:
+                await api.update_approval("csr", {**kubelet, **approval})
+            assert err.value.message == ('certificatesigningrequests.certificates.k8s.io "k" is forbidden: user not '
+                                         'permitted to approve requests with signerName '
+                                         '"kubernetes.io/kube-apiserver-client-kubelet"')
+            assert asked == [("approve", "signers", "kubernetes.io/kube-apiserver-client-kubelet"),
+                             ("approve", "signers", "kubernetes.io/*")]
+            approved = await api.patch("csr", "m", approval, subresource="approval")  # by the wildcard
+            ca = pki.Pair(*_ca())
+            cert = pki.issue(pki.kubelet_spec("x"), ca.key.public_key(), ca, NOW)
+            issued = {**approved, "status": {**approved["status"], "certificate": base64.b64encode(
+                cert.public_bytes(serialization.Encoding.PEM)).decode()}}
+            granted.discard(("sign", "example.com/mine"))
+            with pytest.raises(wire.Forbidden, match="user not permitted to sign requests"):
+                await api.update_status("csr", issued)
+            granted.add(("sign", "example.com/mine"))
+            assert (await api.update_status("csr", issued))["status"]["certificate"]
+        finally:
+            await api.namespaces.close()
+            await cache.close()
+    asyncio.run(main())

@@ -14,6 +14,7 @@ from components.apiserver.memstorage import MemStorage
 from components.apiserver.serviceips import parse_port_range
 from components.apiserver.servicestrategy import Allocations
 from components.apiserver.watchcache import WatchCache
+from kubemu.wire import NotFound
 from tests.conftest import DEADLINE
 
 WANT = desired("10.96.0.0/12", "10.244.255.254", 6443)
@@ -83,7 +84,7 @@ def test_the_reconciler_creates_then_repairs_through_the_handlers(caplog):
         reconciler = Reconciler(api, WANT, "10.96.0.0/12")
         await reconciler.reconcile()
         svc = await api.get("services", "kubernetes", "default")
-        assert svc["spec"]["clusterIP"] == "10.96.0.1" and api.services.ips.has("10.96.0.1")
+        assert svc["spec"]["clusterIP"] == "10.96.0.1" and (await api.service_allocator.view())[0].ips.has("10.96.0.1")
         ep = await api.get("endpoints", "kubernetes", "default")
         assert ep["subsets"][0]["addresses"] == [{"ip": "10.244.255.254"}]
         eps = await api.get("endpointslices", "kubernetes", "default")
@@ -158,4 +159,37 @@ def test_a_round_failing_with_any_error_is_said_in_one_line_and_the_next_comes(c
         said = [r for r in caplog.records if "the kubernetes service:" in r.getMessage()]
         assert [r.getMessage() for r in said] == ["the kubernetes service: RuntimeError: boom (retrying every 0.01s)"]
         assert said[0].exc_info is None  # no traceback
+    _api_run(body)
+
+
+class _MadeMeanwhile:
+    """The handlers, as an apiserver sees them when another one creates the three objects
+    between its first look and its create: the first `get` of each answers NotFound."""
+
+    def __init__(self, api):
+        self.api, self.looked = api, set()
+
+    async def get(self, resource, name, namespace=None):
+        if resource not in self.looked:
+            self.looked.add(resource)
+            raise NotFound(f'{resource} "{name}" not found')
+        return await self.api.get(resource, name, namespace)
+
+    def __getattr__(self, name):
+        return getattr(self.api, name)
+
+
+def test_apiservers_starting_together_do_not_fight_over_it(caplog):
+    """The apiservers of an HA cluster reconcile at once: the one whose create loses the race
+    (its Service refused for the address the winner took) finds the objects made, says nothing
+    and leaves them as they are."""
+    async def body(api):
+        await Reconciler(api, WANT, "10.96.0.0/12").reconcile()
+        rvs = [(await api.get(r, "kubernetes", "default"))["metadata"]["resourceVersion"]
+               for r in ("services", "endpoints", "endpointslices")]
+        with caplog.at_level(logging.WARNING, "kubemu.apiserver"):
+            await Reconciler(_MadeMeanwhile(api), WANT, "10.96.0.0/12").reconcile()
+        assert not [r for r in caplog.records if "kubernetes service" in r.getMessage()]
+        assert [(await api.get(r, "kubernetes", "default"))["metadata"]["resourceVersion"]
+                for r in ("services", "endpoints", "endpointslices")] == rvs
     _api_run(body)

@@ -95,3 +95,11 @@ def test_a_wrong_service_flag_is_one_line(tmp_path, flags, line):
     assert done.returncode == 1, done
     assert done.stderr.splitlines()[0].startswith(line) and len(done.stderr.splitlines()) == 1, done.stderr
     assert "Traceback" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("flags, sharing", [([], False), (["--permit-port-sharing"], True)])
+def test_permit_port_sharing_reaches_the_https_door(flags, sharing):
+    from components.apiserver.__main__ import build_parser, https_config
+
+    args = build_parser().parse_args(["--listen", "ipc:///x", "--store-endpoints", "ipc:///y", *flags])
+    assert https_config(args).permit_port_sharing is sharing

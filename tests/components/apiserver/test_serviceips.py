@@ -135,3 +135,22 @@ def test_check_and_next_free_take_nothing():
     assert ips.next_free(exclude=["10.96.0.1"]) == "10.96.0.2" and ips.free() == 2
     with pytest.raises(AllocationError, match="not in the valid range"):
         ips.check("10.0.0.1")
+
+
+def test_a_port_bitmap_snapshot_round_trips_and_reads_another_range_port_by_port():
+    ports = PortAllocator(parse_port_range("30000-30099"))
+    for port in (30000, 30007, 30099):
+        ports.allocate(port)
+    text, data = ports.snapshot()
+    assert text == "30000-30099" and int.from_bytes(data, "big") == (1 << 0) | (1 << 7) | (1 << 99)
+    back = PortAllocator(parse_port_range("30000-30099"))
+    back.allocate(30050)  # restore replaces what was held
+    back.restore(text, data)
+    assert sorted(back.range.base + o for o in back.bits.used) == [30000, 30007, 30099]
+    narrower = PortAllocator(parse_port_range("30005-30010"))
+    narrower.restore(text, data)
+    assert [narrower.has(p) for p in (30007, 30000, 30099)] == [True, False, False]
+    for text, data in (("nonsense", data), (text, None), (None, None)):
+        back.restore(text, data)
+        assert back.free() == 100
+    assert PortAllocator(PORTS).snapshot() == ("30000-32767", b"")

@@ -1,7 +1,25 @@
-"""components.apiserver.watchcache: a watcher gets only the events after its resourceVersion."""
+"""components.apiserver.watchcache: a watcher gets only the events after its resourceVersion,
+also when the cache has not reached that version yet (an informer failing over from another
+apiserver), and a version the store has not reached is refused as too large."""
 from __future__ import annotations
 
-from components.apiserver.watchcache import CacheEvent, Watcher
+import asyncio
+import shutil
+import tempfile
+
+import pytest
+
+from components.apiserver.audit import AuditLog
+from components.apiserver.handlers import API
+from components.apiserver.memstorage import MemoryStoreClient
+from components.apiserver.storage import Storage
+from components.apiserver.strategy import Timeout
+from components.apiserver.watchcache import CacheEvent, Watcher, WatchCache
+from kubemu import wire
+from kubemu.apiclient import ApiClient, is_too_large_resource_version
+from kubemu.cache import meta_namespace_key
+from kubemu.informer import Informer
+from tests.conftest import DEADLINE
 
 
 def ev(rev: int) -> CacheEvent:
@@ -14,3 +32,204 @@ def test_a_watcher_made_while_the_cache_is_behind_skips_what_it_asked_to_start_a
         w.offer(ev(rev))
     assert [e.revision for e in w.queue] == [8, 9]
     assert w.wake.is_set()
+
+
+# -- a watch from a resourceVersion this apiserver's cache has not reached -----------------------
+# Two apiservers (API handler stacks with their own watch caches, served on real wire sockets in
+# this process) and an informer on a FailoverClient naming both, the way a client of an HA
+# control plane fails over when the apiserver serving its watch goes away.
+
+class HeldStore:
+    """A store client whose watches deliver nothing until `release` is set: an apiserver whose
+    watch cache lags behind the store."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.release = asyncio.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def watch(self, *args, **kwargs):
+        return _HeldWatch(self.inner.watch(*args, **kwargs), self.release)
+
+
+class _HeldWatch:
+    def __init__(self, inner, release: asyncio.Event):
+        self.inner, self.release = inner, release
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        pass
+
+    async def aclose(self):
+        pass
+
+    def __aiter__(self):
+        return self._events()
+
+    async def _events(self):
+        async for ev in self.inner:
+            await self.release.wait()
+            yield ev
+
+
+class Apiserver:
+    def __init__(self, sockdir: str, name: str, store, cache_store=None):
+        self.api = API(Storage(store), WatchCache(cache_store or store), AuditLog(None))
+        self.server = wire.Server(wire.ipc_endpoint(sockdir, f"{name}.sock"), self.api.handlers())
+        self.endpoint = self.server.endpoint
+
+    async def start(self) -> Apiserver:
+        await self.api.ensure_system_namespaces()
+        await self.server.start()
+        return self
+
+    async def stop(self) -> None:
+        await self.server.close()
+        await self.api.namespaces.close()
+        await self.api.cache.close()
+
+    def watchers(self, resource: str) -> int:
+        return sum(len(c.watchers) for prefix, c in self.api.cache.cachers.items() if resource in prefix)
+
+
+def configmap(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": name}}
+
+
+class Recorded:
+    """An informer on configmaps in default through `client`, recording its handler calls."""
+
+    def __init__(self, client: ApiClient):
+        self.informer = Informer(client, "configmaps", "default", backoff_max=0.5)
+        self.calls: list[tuple[str, str]] = []
+        self.informer.add_event_handler(
+            on_add=lambda o: self.calls.append(("add", o["metadata"]["name"])),
+            on_update=lambda old, new: self.calls.append(("update", new["metadata"]["name"])),
+            on_delete=lambda o: self.calls.append(("delete", meta_namespace_key(o) if isinstance(o, dict)
+                                                   else o.key)))
+        self.stop = asyncio.Event()
+        self.task = asyncio.ensure_future(self.informer.run(self.stop))
+
+    def names(self) -> set[str]:
+        return {key.split("/", 1)[1] for key in self.informer.indexer.list_keys()}
+
+    async def close(self) -> None:
+        self.stop.set()
+        await asyncio.gather(self.task, return_exceptions=True)
+
+
+async def until(condition, what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE
+    while not condition():
+        if loop.time() > deadline:
+            pytest.fail(f"timed out after {DEADLINE:g}s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+def sockdir():
+    path = tempfile.mkdtemp(prefix="kwc-")  # short: ipc paths are limited to 107 bytes
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_watch_from_a_revision_past_the_stores_is_too_large_and_one_it_reached_is_served():
+    async def main():
+        store = MemoryStoreClient()
+        storage, cache = Storage(store), WatchCache(store)
+        api = API(storage, cache, AuditLog(None))
+        await api.ensure_system_namespaces()
+        try:
+            await api.create("configmaps", configmap("a"), "default")
+            current = await storage.current_revision("/registry/")
+            with pytest.raises(Timeout) as err:
+                await cache.open("/registry/configmaps/", current + 5)
+            assert err.value.details["causes"] == ["ResourceVersionTooLarge"]
+            assert is_too_large_resource_version(err.value)
+            source, watcher = await cache.open("/registry/configmaps/", current)
+            assert watcher is not None
+            await api.create("configmaps", configmap("b"), "default")
+            ev = await asyncio.wait_for(source.__anext__(), DEADLINE)
+            assert ev.obj["metadata"]["name"] == "b"
+            await source.aclose()
+        finally:
+            await api.namespaces.close()
+            await cache.close()
+    asyncio.run(main())
+
+
+def test_an_informer_failing_over_to_an_apiserver_whose_cache_is_behind_gets_each_event_once(sockdir):
+    async def main():
+        store = MemoryStoreClient()
+        held = HeldStore(store)
+        a = await Apiserver(sockdir, "a", store).start()
+        b = await Apiserver(sockdir, "b", store, held).start()
+        client = ApiClient([a.endpoint, b.endpoint], timeout=DEADLINE)
+        direct = ApiClient(a.endpoint, timeout=DEADLINE)
+        recorded = None
+        try:
+            client.wire.connect()
+            await until(lambda: client.wire.connected == [a.endpoint, b.endpoint], "both connections")
+            # b's cache starts now and then sees nothing more
+            async with ApiClient(b.endpoint, timeout=DEADLINE) as only_b:
+                await only_b.watch("configmaps", "default").open()
+            recorded = Recorded(client)
+            await until(recorded.informer.has_synced, "the informer's first list")
+            for name in ("cm-1", "cm-2"):
+                await direct.create("configmaps", configmap(name), "default")
+            await until(lambda: recorded.names() == {"cm-1", "cm-2"}, "cm-1 and cm-2 through a")
+            assert a.watchers("configmaps") == 1 and b.watchers("configmaps") == 0
+            await a.stop()
+            # the informer watches b from cm-2's resourceVersion, which b's cache has not reached
+            await until(lambda: b.watchers("configmaps") == 1, "the informer's watch on b")
+            await client.create("configmaps", configmap("cm-3"), "default")
+            held.release.set()  # b's cache catches up: cm-1 and cm-2 again, then cm-3
+            await until(lambda: "cm-3" in recorded.names(), "cm-3 through b")
+            assert recorded.calls == [("add", "cm-1"), ("add", "cm-2"), ("add", "cm-3")]
+            assert recorded.informer.stats["lists"] == 1
+        finally:
+            if recorded is not None:
+                await recorded.close()
+            await client.close()
+            await direct.close()
+            await a.stop()
+            await b.stop()
+    asyncio.run(asyncio.wait_for(main(), 2 * DEADLINE))
+
+
+def test_an_informer_failing_over_to_an_apiserver_whose_store_is_behind_its_version_lists_again(sockdir):
+    """b's store never had the informer's resourceVersion (a store that lost its tail): the
+    watch is refused as too large and the informer takes b's state, instead of waiting
+    forever for a revision past which b's own events would be skipped."""
+    async def main():
+        a = await Apiserver(sockdir, "a", MemoryStoreClient()).start()
+        b = await Apiserver(sockdir, "b", MemoryStoreClient()).start()
+        client = ApiClient([a.endpoint, b.endpoint], timeout=DEADLINE)
+        recorded = None
+        try:
+            client.wire.connect()
+            await until(lambda: client.wire.connected == [a.endpoint, b.endpoint], "both connections")
+            await b.api.create("configmaps", configmap("only-b"), "default")
+            recorded = Recorded(client)
+            for i in range(5):
+                await a.api.create("configmaps", configmap(f"a-{i}"), "default")
+            await until(lambda: recorded.names() == {f"a-{i}" for i in range(5)}, "a's configmaps")
+            await a.stop()
+            await until(lambda: recorded.names() == {"only-b"}, "b's configmaps")
+            assert recorded.informer.stats["lists"] >= 2
+            await client.create("configmaps", configmap("b-2"), "default")
+            await until(lambda: recorded.names() == {"only-b", "b-2"}, "b's new configmap")
+        finally:
+            if recorded is not None:
+                await recorded.close()
+            await client.close()
+            await a.stop()
+            await b.stop()
+    asyncio.run(asyncio.wait_for(main(), 2 * DEADLINE))

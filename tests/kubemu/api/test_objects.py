@@ -355,9 +355,9 @@ def test_default_object_and_validate_object_dispatch_by_kind():
     assert default_object(pod)["spec"]["restartPolicy"] == "Always"
     assert validate_object(pod) == []
     assert [str(e) for e in validate_object({"kind": "Ingress"})] == [
-        'kind: Unsupported value: "Ingress": supported values: "ClusterRole", '
+        'kind: Unsupported value: "Ingress": supported values: "CertificateSigningRequest", "ClusterRole", '
         '"ClusterRoleBinding", "ConfigMap", "ControllerRevision", "CronJob", "DaemonSet", '
-        '"Deployment", "EndpointSlice", "Endpoints", "Event", "Job", "Lease", "Namespace", "Node", '
+        '"Deployment", "EndpointSlice", "Endpoints", "Event", "IPAddress", "Job", "Lease", "Namespace", "Node", '
         '"PersistentVolume", "PersistentVolumeClaim", "Pod", "PodDisruptionBudget", "ReplicaSet", '
         '"Role", "RoleBinding", "Secret", "Service", "ServiceAccount", "StatefulSet", "StorageClass"']
     assert [str(e) for e in validate_object({})] == ["kind: Required value"]

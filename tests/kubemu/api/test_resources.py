@@ -47,7 +47,7 @@ def test_resource_facts():
         "ConfigMap", "Secret", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding",
         "Service", "Endpoints", "EndpointSlice", "StatefulSet", "DaemonSet", "ControllerRevision",
         "Job", "CronJob", "PersistentVolume", "PersistentVolumeClaim", "StorageClass",
-        "PodDisruptionBudget"}
+        "PodDisruptionBudget", "IPAddress", "CertificateSigningRequest"}
     assert [resolve(n).kind for n in ("sts", "ds", "cj", "pv", "pvc", "sc", "pdb", "jobs.batch")] == [
         "StatefulSet", "DaemonSet", "CronJob", "PersistentVolume", "PersistentVolumeClaim",
         "StorageClass", "PodDisruptionBudget", "Job"]

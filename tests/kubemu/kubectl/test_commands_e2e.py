@@ -211,6 +211,19 @@ def test_no_cluster_and_no_server(api, tmp_path):
                              "host or port?\n")
 
 
+def test_a_server_list_reaches_the_live_apiserver_and_a_bad_entry_is_one_error(api, tmp_path):
+    unreachable = f"ipc://{tmp_path}/nothing.sock"
+    result = CliRunner().invoke(main, ["--server", f"{unreachable},{api.endpoint}", "get", "namespace", "default"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[1].split()[:2] == ["default", "Active"]
+    result = CliRunner().invoke(main, ["--server", f"{api.endpoint},http://x", "get", "pods"],
+                                catch_exceptions=False)
+    assert result.exit_code == 1
+    assert result.stderr == (f"error: bad server '{api.endpoint},http://x': unsupported endpoint 'http://x': "
+                             "use ipc://, tcp:// or inproc://\n")
+
+
 def test_delete_waits_for_a_pod_to_terminate(api, ns):
     pod = copy.deepcopy(POD)
     api.call("create", resource="pods", namespace=ns, object=pod)

@@ -174,6 +174,16 @@ def test_namespace_lease_and_event_rows():
     assert printers.event_summary_row(event, NOW) == ["5s (x4 over 2m)", "Warning", "BackOff", "Pod/web", "Back-off"]
 
 
+def test_ipaddress_rows_name_their_parent_as_kubectl_does():
+    ip = {"kind": "IPAddress", "metadata": {"name": "10.96.0.1", "creationTimestamp": ago(30)},
+          "spec": {"parentRef": {"group": "", "resource": "services", "namespace": "default", "name": "kubernetes"}}}
+    assert printers.headers("IPAddress") == ["NAME", "PARENTREF", "AGE"]
+    assert row(ip) == ["10.96.0.1", "services/default/kubernetes", "30s"]
+    ip["spec"]["parentRef"] = {"group": "gateway.networking.k8s.io", "resource": "Gateways", "name": "gw"}
+    assert row(ip) == ["10.96.0.1", "gateways.gateway.networking.k8s.io/gw", "30s"]
+    assert row({**ip, "spec": {}}) == ["10.96.0.1", "<none>", "30s"]
+
+
 def test_events_sort_by_last_seen():
     old = {"lastTimestamp": ago(50)}
     new = {"eventTime": ago(1)}
@@ -435,3 +445,18 @@ def test_poddisruptionbudget_rows():
     pdb["spec"] = {"maxUnavailable": "25%"}
     pdb["status"] = {}
     assert row(pdb) == ["web", "N/A", "25%", "0", "10s"]
+
+
+def test_certificate_signing_requests_print_as_kubectls():
+    csr = {"kind": "CertificateSigningRequest", "metadata": {"name": "node-csr-x",
+                                                             "creationTimestamp": "2024-01-01T11:58:00Z"},
+           "spec": {"signerName": "kubernetes.io/kube-apiserver-client-kubelet",
+                    "username": "system:bootstrap:abcdef", "expirationSeconds": 3600},
+           "status": {"conditions": [{"type": "Approved", "status": "True"}]}}
+    assert printers.headers("CertificateSigningRequest") == ["NAME", "AGE", "SIGNERNAME", "REQUESTOR",
+                                                             "REQUESTEDDURATION", "CONDITION"]
+    assert printers.row("CertificateSigningRequest", csr, NOW) == [
+        "node-csr-x", "2m", "kubernetes.io/kube-apiserver-client-kubelet", "system:bootstrap:abcdef", "60m",
+        "Approved"]
+    pending = {**csr, "spec": {**csr["spec"], "expirationSeconds": None}, "status": {}}
+    assert printers.row("CertificateSigningRequest", pending, NOW)[4:] == ["<none>", "Pending"]

@@ -33,3 +33,10 @@ def test_rfc1123z_is_english_whatever_the_locale():
     two = datetime.timezone(datetime.timedelta(hours=2))
     assert rfc1123z("2024-03-05T07:08:09Z", two) == "Tue, 05 Mar 2024 09:08:09 +0200"
     assert rfc1123z(None) == "Mon, 01 Jan 0001 00:00:00 +0000"
+
+
+def test_short_human_duration_matches_apimachinery():
+    from kubemu.kubectl.timefmt import short_human_duration
+    cases = {-5: "<invalid>", -1: "0s", 59: "59s", 60: "1m", 3599: "59m", 3600: "1h", 47 * 3600: "47h",
+             48 * 3600: "2d", 364 * 86400: "364d", 365 * 86400: "1y"}
+    assert {s: short_human_duration(s) for s in cases} == cases

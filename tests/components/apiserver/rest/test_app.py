@@ -31,7 +31,7 @@ def no_traceback(env) -> None:
 
 # --- who is asking
 
-def test_public_paths_are_open_and_the_rest_needs_credentials(https):  # noqa: F811
+def test_public_paths_are_open_and_the_rest_is_anonymous_to_rbac(https):  # noqa: F811
     code, _, body = https.request("GET", "/version", user=None)
     assert code == 200 and json.loads(body)["minor"] == "32"
     assert https.request("GET", "/healthz", user=None)[2] == b"ok"
@@ -40,7 +40,9 @@ def test_public_paths_are_open_and_the_rest_needs_credentials(https):  # noqa: F
                                                           "readyz check passed"]
     assert https.request("GET", "/livez/ping", user=None)[2] == b"ok"
     code, body = https.json("GET", "/api/v1/namespaces/default/pods", user=None)
-    assert code == 401 and body["reason"] == "Unauthorized" and body["kind"] == "Status"
+    assert code == 403 and body["reason"] == "Forbidden" and body["kind"] == "Status"
+    assert body["message"] == ('pods is forbidden: User "system:anonymous" cannot list resource "pods" in '
+                               'API group "" in the namespace "default"')
 
 
 def test_a_user_without_bindings_is_refused_in_kubernetes_words(https):  # noqa: F811
@@ -92,6 +94,16 @@ def test_audit_names_the_authenticated_user(https):  # noqa: F811
     records = [json.loads(line) for line in https.audit_path.read_text().splitlines()]
     mine = [r for r in records if r.get("name") == "a1"]
     assert mine and mine[-1]["user"] == "kubernetes-admin" and mine[-1]["code"] == 201
+
+
+def test_audit_records_the_user_agent_header(https):  # noqa: F811
+    base = namespace(https, "agents")
+    agent = {"User-Agent": "kubectl/v1.30.0 (linux/amd64)"}
+    assert https.json("POST", f"{base}/pods", pod("ua"), headers=agent)[0] == 201
+    assert https.json("POST", f"{base}/pods", pod("none"))[0] == 201
+    records = {r.get("name"): r for r in map(json.loads, https.audit_path.read_text().splitlines())}
+    assert records["ua"]["userAgent"] == "kubectl/v1.30.0 (linux/amd64)"
+    assert "userAgent" not in records["none"]
 
 
 # --- verbs

@@ -64,7 +64,7 @@ class IdleWatch:
             self.closed.set()
 
 
-async def _serve(tls, watch=None, body_timeout: float = 60.0, handlers: dict | None = None, **kw):
+async def _serve(tls, watch=None, body_timeout: float = 60.0, handlers: dict | None = None, port: int = 0, **kw):
     async def get(resource, name, namespace=None):
         return {"kind": "Namespace", "metadata": {"name": name}}
 
@@ -73,7 +73,7 @@ async def _serve(tls, watch=None, body_timeout: float = 60.0, handlers: dict | N
     authn = FakeAuthn()
     rest = RestAPI({"get": get, "create": create, "watch": watch or IdleWatch(), **(handlers or {})}, authn,
                    AllowAll(), body_timeout=body_timeout)
-    server = HTTPSServer(rest.serve, "127.0.0.1", 0,
+    server = HTTPSServer(rest.serve, "127.0.0.1", port,
                          ssl_context(str(tls / "apiserver.crt"), str(tls / "apiserver.key"), str(tls / "ca.crt")), **kw)
     await server.start()
     return server, authn
@@ -102,7 +102,9 @@ async def test_client_certificate_is_optional_and_passed_on(tls):
         assert authn.seen[-1] and authn.seen[-1].startswith(b"0")  # DER
         assert (await _get(server.port, _client(tls, cert=False))).endswith(b"ok")
         assert authn.seen[-1] is None
-        assert b" 401 " in (await _get(server.port, _client(tls, cert=False), "/api/v1/namespaces/x"))
+        # no certificate: the request is anonymous, and the authorizer (here AllowAll) decides
+        assert b'"name":"x"' in (await _get(server.port, _client(tls, cert=False), "/api/v1/namespaces/x"))
+        assert authn.seen[-1] is None
         assert b'"name":"x"' in (await _get(server.port, _client(tls), "/api/v1/namespaces/x"))
     finally:
         await server.close()
@@ -271,3 +273,30 @@ async def test_a_client_going_away_cancels_its_read_but_not_its_write(tls):
         await write_done.wait()  # and the write went on to its end
     finally:
         await server.close()
+
+
+def _named_get(who: str) -> dict:
+    async def get(resource, name, namespace=None):
+        return {"kind": "Namespace", "metadata": {"name": who}}
+    return {"get": get}
+
+
+@sync
+async def test_apiservers_permitted_to_share_the_port_share_it(tls):
+    """--permit-port-sharing (SO_REUSEPORT): a second apiserver binds the first one's port, and
+    once the first is gone every connection reaches the second; without the flag the port is
+    taken."""
+    first, _ = await _serve(tls, handlers=_named_get("first"), reuse_port=True)
+    second = None
+    try:
+        with pytest.raises(OSError):
+            await _serve(tls, handlers=_named_get("second"), port=first.port)
+        second, _ = await _serve(tls, handlers=_named_get("second"), reuse_port=True, port=first.port)
+        assert second.port == first.port
+        await first.close()
+        for _ in range(8):
+            assert b'"name":"second"' in await _get(second.port, _client(tls), "/api/v1/namespaces/x")
+    finally:
+        await first.close()
+        if second is not None:
+            await second.close()
