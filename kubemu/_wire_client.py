@@ -7,6 +7,7 @@ import copy
 import itertools
 import logging
 import os
+from collections.abc import Callable
 
 import zmq
 import zmq.asyncio
@@ -30,6 +31,14 @@ def fresh(err: BaseException) -> BaseException:
     """A copy of a remembered error, without its traceback, to raise: raising one instance
     again and again adds to its traceback each time."""
     return copy.copy(err)
+
+
+def _fence(send_if: Callable[[], bool] | None, method: str) -> None:
+    """Unavailable (NotLeader), nothing sent, if the caller's fence says its request may no longer
+    go. Asked just before each socket send, not once per call: a request can wait a while for a
+    connection, and a leader can lose its lease meanwhile (stopped, or cut off from the servers)."""
+    if send_if is not None and not send_if():
+        raise Unavailable(f"{method!r} not sent: not the leader", {"method": method, "reason": "NotLeader"})
 
 
 def _expire_call(fut: asyncio.Future, method: str, timeout: float) -> None:
@@ -312,8 +321,13 @@ class Client:
     # -- calls ----------------------------------------------------------------------------
 
     async def call(self, method: str, params: dict | None = None, *, timeout: float | None = None,
-                   idempotent: bool = False):
+                   idempotent: bool = False, send_if: Callable[[], bool] | None = None):
+        """`send_if` fences a write (a leader's "do I still lead?"): asked synchronously just
+        before each socket send of the request; False fails the call with Unavailable (reason
+        NotLeader) and nothing is sent. Idempotent calls (reads) are not fenced."""
         if idempotent:
+            if send_if is not None:
+                raise ValueError("send_if fences writes; an idempotent call is not fenced")
             return await self._call_idempotent(method, params, timeout)
         self._ensure()
         loop = self._loop
@@ -326,8 +340,9 @@ class Client:
         calls = self._calls
         calls[rid] = fut
         try:
+            _fence(send_if, method)
             if not self._try_send(payload):
-                await self._send_wait(rid, payload, deadline, method)
+                await self._send_wait(rid, payload, deadline, method, send_if)
             timer = loop.call_at(deadline, _expire_call, fut, method, timeout)
             try:
                 return await fut
@@ -444,13 +459,16 @@ class Client:
             self._pump.kick()
         return True
 
-    async def _send_wait(self, rid: int, payload: bytes, deadline: float, method: str) -> None:
-        """Send once a connection exists; Unavailable (nothing sent) if none comes by `deadline`."""
+    async def _send_wait(self, rid: int, payload: bytes, deadline: float, method: str,
+                         send_if: Callable[[], bool] | None = None) -> None:
+        """Send once a connection exists; Unavailable (nothing sent) if none comes by `deadline`
+        or `send_if` says no at a try."""
         self._send_backlog += 1
         self._unsent.add(rid)
         loop = self._loop
         try:
             while True:
+                _fence(send_if, method)
                 try:
                     self._sock.send(payload, _NOBLOCK)
                     return

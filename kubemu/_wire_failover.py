@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 import zmq
 
@@ -111,12 +111,13 @@ class _EndpointClient(Client):
         self._on_event = on_event
         self._dropped: asyncio.Future | None = None  # done when the connection drops next
 
-    async def _send_wait(self, rid: int, payload: bytes, deadline: float, method: str) -> None:
+    async def _send_wait(self, rid: int, payload: bytes, deadline: float, method: str,
+                         send_if: Callable[[], bool] | None = None) -> None:
         loop = self._loop
         if self._dropped is None or self._dropped.done():
             self._dropped = loop.create_future()
         dropped = self._dropped
-        send = loop.create_task(super()._send_wait(rid, payload, deadline, method))
+        send = loop.create_task(super()._send_wait(rid, payload, deadline, method, send_if))
         try:
             await asyncio.wait((send, dropped), return_when=asyncio.FIRST_COMPLETED)
             if not send.done():
@@ -308,17 +309,21 @@ class FailoverClient:
     # -- calls -----------------------------------------------------------------------------
 
     async def call(self, method: str, params: dict | None = None, *, timeout: float | None = None,
-                   idempotent: bool = False):
+                   idempotent: bool = False, send_if: Callable[[], bool] | None = None):
+        """As `Client.call`; `send_if` is asked before the send on whichever endpoint takes the write."""
         self._ensure()
         loop = asyncio.get_running_loop()
         timeout = self.timeout if timeout is None else timeout
         deadline = loop.time() + timeout
         if idempotent:
+            if send_if is not None:
+                raise ValueError("send_if fences writes; an idempotent call is not fenced")
             return await self._call_idempotent(method, params, timeout, deadline)
         while True:
             i = await self._pick(deadline, method)
             try:
-                return await self._clients[i].call(method, params, timeout=max(deadline - loop.time(), 0.001))
+                return await self._clients[i].call(method, params, timeout=max(deadline - loop.time(), 0.001),
+                                                   send_if=send_if)
             except _NotSent:
                 continue  # nothing was sent: another endpoint
             except OutcomeUnknown:

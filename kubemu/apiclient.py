@@ -257,8 +257,9 @@ class ApiClient:
             endpoint, timeout=timeout, context=context, credentials=credentials, user_agent=user_agent)
         self.endpoint = ",".join(wire.split_endpoints(endpoint))
         self.timeout = timeout
-        # checked just before each write is sent: a leader-elected component's elector says
-        # whether it may still act (False: the write is not sent, Unavailable)
+        # asked by the wire just before each send of a write (a write may wait for a connection):
+        # a leader-elected component's elector says whether it may still act (False: the write is
+        # not sent, Unavailable "not the leader")
         self.write_guard = write_guard
 
     async def __aenter__(self) -> ApiClient:
@@ -277,10 +278,8 @@ class ApiClient:
             raise _refine(err) from None
 
     async def _write(self, method: str, params: dict, timeout: float | None = None):
-        if self.write_guard is not None and not self.write_guard():
-            raise Unavailable(f"{method!r} not sent: not the leader", {"method": method, "reason": "NotLeader"})
         try:
-            return await self.wire.call(method, params, timeout=timeout, idempotent=False)
+            return await self.wire.call(method, params, timeout=timeout, idempotent=False, send_if=self.write_guard)
         except WireError as err:
             raise _refine(err) from None
 

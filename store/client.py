@@ -64,7 +64,7 @@ import functools
 import itertools
 import random
 import weakref
-from typing import AsyncIterator, Iterable
+from typing import AsyncIterator, Callable, Iterable
 
 import zmq
 
@@ -224,13 +224,14 @@ class _ReplicaClient(wire.Client):
         # requests go out in order, so while one waits for a connection every later one does
         return self._waiting_to_send > 0
 
-    async def _send_wait(self, rid: int, payload: bytes, deadline: float, method: str) -> None:
+    async def _send_wait(self, rid: int, payload: bytes, deadline: float, method: str,
+                         send_if: Callable[[], bool] | None = None) -> None:
         dial_deadline = self._loop.time() + self.dial_timeout
         if self._dropped is None or self._dropped.done():
             self._dropped = self._loop.create_future()
         dropped = self._dropped
         self._waiting_to_send += 1
-        send = self._loop.create_task(super()._send_wait(rid, payload, min(deadline, dial_deadline), method))
+        send = self._loop.create_task(super()._send_wait(rid, payload, min(deadline, dial_deadline), method, send_if))
         try:
             await asyncio.wait((send, dropped), return_when=asyncio.FIRST_COMPLETED)
             if not send.done():

@@ -341,3 +341,27 @@ def test_sync_api_client_takes_a_comma_separated_list(servers):
         wait_for(lambda: api._sync.call("whoami", idempotent=True) == "a")
         servers.kill("a")
         wait_for(lambda: api._sync.call("whoami", idempotent=True) == "b")
+
+
+@pytest.mark.parametrize("names", [["a"], ["a", "b"]], ids=["client", "failover"])
+def test_a_fenced_write_waiting_for_a_connection_is_not_sent_once_its_fence_says_no(servers, names):
+    """A leader's write that waits for a server is asked its fence again when it can go: the leader
+    lost its lease meanwhile, so the server that comes up gets nothing."""
+    endpoints = [servers.endpoint(name) for name in names]
+    leading = True
+
+    async def main():
+        async with wire.client_for(endpoints, timeout=DEADLINE) as client:
+            write = asyncio.ensure_future(client.call("write", {"key": "late"}, send_if=lambda: leading))
+            await asyncio.sleep(0)  # the write is waiting for a connection
+            assert not write.done()
+            nonlocal leading
+            leading = False
+            servers.start(names[-1])
+            with pytest.raises(wire.Unavailable, match="not the leader") as err:
+                await write
+            assert err.value.details["reason"] == "NotLeader" and not isinstance(err.value, wire.OutcomeUnknown)
+            # the same connection carries a write while the fence says yes
+            assert await client.call("write", {"key": "leading"}, send_if=lambda: True) == names[-1]
+    run(main())
+    assert servers.writes(names[-1]) == ["leading"]
