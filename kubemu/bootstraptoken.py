@@ -12,8 +12,8 @@
 A token is `<id>.<secret>` ([a-z0-9]{6}.[a-z0-9]{16}); it lives in kube-system as the Secret
 `bootstrap-token-<id>` of type `bootstrap.kubernetes.io/token`, whose data says what it may
 be used for (`usage-bootstrap-authentication`, `usage-bootstrap-signing`), until when
-(`expiration`, RFC 3339) and which groups beyond `system:bootstrappers` it puts its users in
-(`auth-extra-groups`, each `system:bootstrappers:...`).
+(`expiration`, RFC 3339; one that is not has expired) and which groups beyond
+`system:bootstrappers` it puts its users in (`auth-extra-groups`, each `system:bootstrappers:...`).
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from cryptography.hazmat.primitives import serialization
 
 from components.controllers.podutil import parse_time
 from kubemu.api.fielderrors import go_quote
+from kubemu.api.meta import is_timestamp
 
 SECRET_TYPE = "bootstrap.kubernetes.io/token"
 SECRET_PREFIX = "bootstrap-token-"
@@ -111,6 +112,17 @@ def check_groups(groups) -> tuple[str, ...]:
     return tuple(groups)
 
 
+def parse_expiration(text: str | None) -> float | None:
+    """A token Secret's `expiration` in seconds since the epoch; None when it has none (the token
+    never expires). ValueError when it is not RFC 3339: every reader then treats the token as
+    expired, as cluster-bootstrap's GetExpiration does, so a typo cannot make a token immortal."""
+    if not text:
+        return None
+    if not is_timestamp(text):
+        raise ValueError(f"unparseable expiration time {go_quote(text)}: not an RFC 3339 date-time")
+    return parse_time(text.upper())      # is_timestamp allows a lower-case t and z
+
+
 def format_time(ts: float) -> str:
     return datetime.datetime.fromtimestamp(int(ts), datetime.timezone.utc).strftime(
         "%Y-%m-%dT%H:%M:%SZ")
@@ -124,6 +136,7 @@ class BootstrapToken:
     expires: float | None = None          # seconds since the epoch; None: never
     usages: tuple[str, ...] = USAGES
     groups: tuple[str, ...] = (DEFAULT_GROUP,)
+    expiration_error: str = ""            # why the Secret's expiration is unreadable: expired
 
     @property
     def token(self) -> str:
@@ -151,11 +164,14 @@ class BootstrapToken:
         groups = tuple(g for g in data.get(EXTRA_GROUPS, "").split(",") if g)
         usages = tuple(sorted(k[len(USAGE_PREFIX):] for k, v in data.items()
                               if k.startswith(USAGE_PREFIX) and v == "true"))
-        return cls(tid, value, data.get(DESCRIPTION, ""), parse_time(data.get(EXPIRATION)),
-                   usages, groups)
+        try:
+            expires, error = parse_expiration(data.get(EXPIRATION)), ""
+        except ValueError as err:
+            expires, error = None, str(err)
+        return cls(tid, value, data.get(DESCRIPTION, ""), expires, usages, groups, error)
 
     def expired(self, now: float) -> bool:
-        return self.expires is not None and now >= self.expires
+        return bool(self.expiration_error) or (self.expires is not None and now >= self.expires)
 
 
 def secret_for(token: BootstrapToken) -> dict:
@@ -205,7 +221,8 @@ def authenticated_user(secret: dict | None, token_id: str, token_secret: str,
     if token.id != token_id or not hmac.compare_digest(token.secret, token_secret):
         return "the token secret does not match"
     if token.expired(now):
-        return f"token {token_id!r} has expired"
+        return f"token {token_id!r} has expired" + (f": {token.expiration_error}"
+                                                    if token.expiration_error else "")
     if "authentication" not in token.usages:
         return f"token {token_id!r} may not be used for authentication"
     try:

@@ -683,9 +683,10 @@ def fault_delay(sctx: StoreCtx, ms: float, jitter: float, frm: str | None, to: s
 @output_option
 @pass_sctx
 def fault_disk(sctx: StoreCtx, mode: str, member: str, output: str | None) -> None:
-    """full: etcd's NOSPACE alarm (writes that grow the store are refused; reads, deletes and
-    compaction go on). fsync-fail: the member's next fsync fails and it stops, as etcd does.
-    ok: a healthy disk again."""
+    """full: etcd's NOSPACE alarm, on this member only: while it leads, writes that grow the
+    store are refused (reads, deletes and compaction go on); as a follower it changes nothing
+    until it leads (etcd replicates the alarm to every member). fsync-fail: the member's next
+    fsync fails and it stops, as etcd does. ok: a healthy disk again."""
     members = _members(sctx, [member])
     _send_fault(sctx, members, [member], {"action": "disk", "mode": mode}, output)
 

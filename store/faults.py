@@ -23,9 +23,12 @@ link stays cut while either end remembers it, as a network partition outlives a 
 restart on one side.
 
 The disk modes (see `store.backend.Disk` and README "store faults" for the etcd behaviour each
-one reproduces): `full` is etcd's NOSPACE alarm: the writes that would grow the store are
-refused (`grows_store`), reads, deletes and compaction go on; `fsync-fail` makes the next
-synced write fail, and a member whose fsync fails stops (etcd's fatal WAL error).
+one reproduces): `full` is etcd's NOSPACE alarm, kept as the member's own: while that member
+leads, the writes that would grow the store are refused (`grows_store`), reads, deletes and
+compaction go on; a follower with a full disk changes nothing until it leads (etcd replicates
+the alarm through Raft, so every member refuses those writes whichever one leads).
+`fsync-fail` makes the next synced write fail, and a member whose fsync fails stops (etcd's
+fatal WAL error).
 Power loss keeps, of each LevelDB log file, what the last fsync covered (`truncation_plan`).
 """
 from __future__ import annotations

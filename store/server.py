@@ -102,11 +102,13 @@ Wire methods (params; keys and values are bytes; answers are the KVStore's etcd-
         (with --wire-secrets: only from members' identities, each message from its own sender)
     fault {action, ...} -> {name, faults}                    the admin only (with --wire-secrets)
         injected faults for Jepsen-style tests, this replica's part of them (`store.faults`):
-        partitions and delays of Raft traffic, a full disk (etcd's NOSPACE alarm: writes that
-        grow the store are refused with NoSpace), a failing fsync (the replica stops, as etcd
-        does on a failed WAL write: exit 1, and what it had not synced is lost), power-loss
-        (what was not synced is lost and the replica dies at once, SIGKILL). They last the
-        process's life.
+        partitions and delays of Raft traffic, a full disk (etcd's NOSPACE alarm, but this
+        replica's own: while it leads, writes that grow the store are refused with NoSpace; as
+        a follower it changes nothing; etcd replicates the alarm to every member), a failing
+        fsync (the replica stops, as etcd does on a failed WAL write: exit 1, and what it had
+        not synced is lost), power-loss (what was not synced is lost and the replica dies at
+        once, SIGKILL; it dies even when the record of that loss cannot be written). They last
+        the process's life.
 
 Leases: the leader keeps a `LeaseClock` (reset with on_become_leader when it takes over),
 answers keepalives, and proposes lease_revoke for expired leases from one loop timer armed at
@@ -333,15 +335,32 @@ class Replica:
         `lg.Fatal`), and nothing it had not synced can be trusted (an fsync that failed may have
         dropped the dirty pages: Linux marks them clean)."""
         log.critical("failed to save Raft hard state and entries: %s; this member stops", exc)
-        if isinstance(exc, FsyncFailed):
-            self.disk.lose_unsynced()
-        os._exit(1)
+        try:
+            if isinstance(exc, FsyncFailed):
+                self._lose_unsynced()
+        finally:
+            os._exit(1)
 
     def _power_off(self) -> None:
-        plan = self.disk.lose_unsynced()
-        log.warning("power loss (injected): the unsynced tail of %s is lost; stopping at once",
-                    ", ".join(sorted(plan)) or "no file")
-        os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            plan = self._lose_unsynced()
+            if plan is not None:
+                log.warning("power loss (injected): the unsynced tail of %s is lost; stopping at once",
+                            ", ".join(sorted(plan)) or "no file")
+        finally:
+            # The Raft loop has already stopped (_halt): whatever failed above, a replica that
+            # went on answering its wire without stepping Raft would be wedged, not powered off.
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def _lose_unsynced(self) -> dict[str, int] | None:
+        """`Disk.lose_unsynced`, or None when its record could not be written (said in one
+        line): the member stops all the same, and its next start keeps the unsynced tail."""
+        try:
+            return self.disk.lose_unsynced()
+        except OSError as exc:
+            log.error("could not record the unsynced tail for the next start to drop (%s); "
+                      "stopping at once, the tail will be kept", exc)
+            return None
 
     async def shutdown(self, graceful: bool = True) -> None:
         if self._stopping:

@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from cryptography import x509
 
 from kubemu.api import certificates
+from kubemu.api.identity import NODE_PREFIX, NODES
 from kubemu.api.times import format_time
 
-NODE_PREFIX = "system:node:"
-NODES_GROUP = "system:nodes"
 # ValidateKubeletClientCSR: what a kubelet client certificate may be used for; client auth is required
 KUBELET_CLIENT_USAGES = frozenset({"digital signature", "key encipherment", "client auth"})
 REASON = "AutoApproved"
@@ -47,8 +46,8 @@ NODE_CLIENT = Recognizer("nodeclient", "Auto approving kubelet client certificat
 def kubelet_client_error(req: x509.CertificateSigningRequest, usages) -> str | None:
     """Why `req` is not a kubelet client certificate request (None when it is one)."""
     cn, orgs = certificates.request_subject(req)
-    if list(orgs) != [NODES_GROUP]:
-        return "subject organization is not system:nodes"
+    if list(orgs) != [NODES]:
+        return f"subject organization is not {NODES}"
     try:
         sans = req.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
@@ -58,7 +57,7 @@ def kubelet_client_error(req: x509.CertificateSigningRequest, usages) -> str | N
         if sans and sans.get_values_for_type(kind):
             return f"{what} subjectAltNames are not allowed"
     if not cn.startswith(NODE_PREFIX):
-        return "subject common name does not begin with system:node:"
+        return f"subject common name does not begin with {NODE_PREFIX}"
     given = set(usages or [])
     if not given <= KUBELET_CLIENT_USAGES or "client auth" not in given:
         return (f"usages did not match [{', '.join(sorted(KUBELET_CLIENT_USAGES))}]: "

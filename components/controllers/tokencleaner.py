@@ -1,5 +1,6 @@
 """The token cleaner's core (k8s pkg/controller/bootstrap/tokencleaner.go): a bootstrap token
-Secret is deleted once its expiration has passed.
+Secret is deleted once its expiration has passed, or at once when its expiration is not RFC 3339
+(cluster-bootstrap's GetExpiration counts an unparseable one as expired).
 
 ``clean_token(secret, now) -> (actions, recheck_after)`` is pure: the cached kube-system Secret
 (None when gone) and the time in; out, a uid-guarded delete of an expired token, or nothing and
@@ -8,7 +9,7 @@ the seconds until it expires (None when it never does, or is not a bootstrap tok
 from __future__ import annotations
 
 from components.controllers import DeleteObject
-from components.controllers.podutil import meta, parse_time
+from components.controllers.podutil import meta
 from kubemu import bootstraptoken
 
 
@@ -18,7 +19,10 @@ def clean_token(secret: dict | None, now: float) -> tuple[list, float | None]:
     data = bootstraptoken.secret_data(secret)
     if data is None:
         return [], None
-    expires = parse_time(data.get(bootstraptoken.EXPIRATION))
+    try:
+        expires = bootstraptoken.parse_expiration(data.get(bootstraptoken.EXPIRATION))
+    except ValueError:
+        expires = now                                   # malformed: expired
     if expires is None:
         return [], None
     if now < expires:

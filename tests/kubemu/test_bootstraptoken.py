@@ -91,6 +91,35 @@ def test_a_token_being_deleted_or_with_a_bad_group_is_refused():
     assert "is invalid" in bt.authenticated_user(bad, "abcdef", "0123456789abcdef", NOW)
 
 
+def with_expiration(secret: dict, expiration: str) -> dict:
+    secret["data"]["expiration"] = base64.b64encode(expiration.encode()).decode()
+    return secret
+
+
+# Go's time.Parse(time.RFC3339) refuses these (a date alone, no zone, a space for the T, no
+# seconds), so cluster-bootstrap's GetExpiration treats the token as expired
+MALFORMED_EXPIRATIONS = ["soon", "2099-01-01", "2099-01-01T00:00:00", "2099-01-01 00:00:00Z",
+                         "2099-01-01T00:00Z", "2099-13-01T00:00:00Z"]
+
+
+def test_the_expiration_is_rfc3339_or_absent_and_malformed_is_reported():
+    assert bt.parse_expiration(None) is None and bt.parse_expiration("") is None   # never expires
+    assert bt.parse_expiration(bt.format_time(NOW)) == NOW
+    assert bt.parse_expiration("2026-05-28T22:26:40.5+02:00") == NOW + 0.5
+    for text in MALFORMED_EXPIRATIONS:
+        with pytest.raises(ValueError, match=f'unparseable expiration time "{text}"'):
+            bt.parse_expiration(text)
+
+
+@pytest.mark.parametrize("expiration", MALFORMED_EXPIRATIONS)
+def test_a_token_with_a_malformed_expiration_has_expired_and_is_refused(expiration):
+    secret = with_expiration(_secret(ttl=0), expiration)
+    token = bt.BootstrapToken.from_secret(secret)
+    assert token is not None and token.expired(NOW)
+    why = bt.authenticated_user(secret, "abcdef", "0123456789abcdef", NOW)
+    assert isinstance(why, str) and "has expired" in why and "unparseable expiration time" in why
+
+
 def _b64url_decode(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 

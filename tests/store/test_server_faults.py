@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from kubemu import wire
 from kubemu.cli import main
+from store.backend import PLAN_FILE
 from store.errors import NoSpace
 
 from ..conftest import wait_for
@@ -131,6 +132,19 @@ def test_a_full_disk_refuses_writes_with_nospace_and_reads_go_on(cluster, store_
     assert c.status(leader)["alarms"] == []
 
 
+def test_a_full_disk_is_the_members_own_alarm_refusing_writes_only_while_it_leads(cluster):
+    c = cluster
+    leader = c.leader()
+    follower = next(n for n in c.names if n != leader)
+    c.call(follower, "fault", {"action": "disk", "mode": "full"})
+    assert c.status(follower)["alarms"] == ["NOSPACE"] and c.status(leader)["alarms"] == []
+    c.write("put", {"key": b"a", "value": b"1"})  # a follower's full disk changes nothing
+    wait_for(lambda: local_value(c, follower, b"a") == b"1", message="the full follower applies it")
+    c.call(leader, "move_leader", {"to": follower})
+    with pytest.raises(NoSpace):
+        c.call(follower, "put", {"key": b"b", "value": b"2"})
+
+
 def test_a_failing_fsync_stops_the_member_and_the_others_serve(cluster, store_cli):
     c = cluster
     leader = c.leader()
@@ -179,6 +193,24 @@ def test_power_loss_of_an_unsafe_follower_loses_its_unsynced_tail_and_it_catches
             c.restart(name)
     c.leader()
     wait_for(lambda: local_value(c, victim, b"k19") == b"19", message="the victim catches up from the leader")
+
+
+def test_a_member_that_cannot_record_what_it_loses_still_stops(cluster):
+    # A power loss halts the Raft loop before it writes the record of the unsynced tail; if
+    # that write fails, the member must stop all the same, never keep answering unstepped.
+    c = cluster
+    leader = c.leader()
+    fsync_victim, power_victim = (n for n in c.names if n != leader)
+    for name in (fsync_victim, power_victim):
+        (c.data_dir(name) / f"{PLAN_FILE}.tmp").mkdir()  # where the record is written first
+    c.call(fsync_victim, "fault", {"action": "disk", "mode": "fsync-fail"})
+    c.write("put", {"key": b"k", "value": b"v"})  # the victim's fsync of this entry fails
+    assert c.procs[fsync_victim].wait(30) == 1
+    c.call(power_victim, "fault", {"action": "power-loss"})
+    assert c.procs[power_victim].wait(30) == -signal.SIGKILL
+    for name in (fsync_victim, power_victim):
+        log = c.log_text(name)
+        assert "could not record the unsynced tail" in log and "Traceback" not in log, log
 
 
 def test_bad_fault_requests_get_one_clear_error(cluster, store_cli):

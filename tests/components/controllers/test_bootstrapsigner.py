@@ -1,6 +1,10 @@
 """The bootstrap signer's core: cluster-info carries exactly one JWS per unexpired signing token."""
 from __future__ import annotations
 
+import base64
+
+import pytest
+
 from components.controllers import UpdateObject
 from components.controllers.bootstrapsigner import sign_cluster_info
 from kubemu import bootstraptoken as bt
@@ -43,3 +47,11 @@ def test_nothing_to_do_when_the_signatures_are_right_and_stale_ones_go():
 
 def test_no_cluster_info_no_work():
     assert sign_cluster_info(None, [token("aaaaaa.0123456789abcdef")], NOW) == []
+
+
+@pytest.mark.parametrize("expiration", ["soon", "2099-01-01", "2099-01-01T00:00:00"])
+def test_a_token_with_a_malformed_expiration_does_not_sign(expiration):
+    malformed = token("bbbbbb.0123456789abcdef", ttl=0)
+    malformed["data"]["expiration"] = base64.b64encode(expiration.encode()).decode()
+    [action] = sign_cluster_info(cm(), [token("aaaaaa.0123456789abcdef"), malformed], NOW)
+    assert set(action.object["data"]) == {"kubeconfig", "jws-kubeconfig-aaaaaa"}

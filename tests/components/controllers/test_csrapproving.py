@@ -7,6 +7,7 @@ import random
 from components.apiserver import strategy as st
 from components.controllers.csrapproving import (NODE_CLIENT, SELF_NODE_CLIENT, access_review, approve,
                                                  recognizers)
+from kubemu import pki
 from kubemu.api import certificates
 from kubemu.api.identity import UserInfo
 from kubemu.api.resources import resolve
@@ -33,6 +34,14 @@ def test_a_bootstrap_request_for_a_node_client_certificate_is_reviewed_as_nodecl
 
 def test_a_node_renewing_its_own_certificate_is_reviewed_as_selfnodeclient_first():
     csr = stored(csr_object(), UserInfo("system:node:worker-1", ("system:nodes",)))
+    assert recognizers(csr) == [SELF_NODE_CLIENT, NODE_CLIENT]
+
+
+def test_the_subject_kubemu_gives_a_node_is_the_one_the_approver_recognizes():
+    # one rule: the approver reads the node names from kubemu.api.identity, as pki writes them
+    spec = pki.kubelet_spec("worker-1")
+    csr = stored(csr_object(pem=request_pem(spec.common_name, spec.organizations)),
+                 UserInfo(spec.common_name, spec.organizations))
     assert recognizers(csr) == [SELF_NODE_CLIENT, NODE_CLIENT]
 
 

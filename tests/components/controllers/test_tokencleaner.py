@@ -2,6 +2,10 @@
 at again when it expires."""
 from __future__ import annotations
 
+import base64
+
+import pytest
+
 from components.controllers import DeleteObject
 from components.controllers.tokencleaner import clean_token
 from kubemu import bootstraptoken as bt
@@ -30,3 +34,11 @@ def test_tokens_that_never_expire_and_other_secrets_are_left_alone():
     other["type"] = "Opaque"
     assert clean_token(other, NOW + 10**9) == ([], None)
     assert clean_token(None, NOW) == ([], None)
+
+
+@pytest.mark.parametrize("expiration", ["soon", "2099-01-01", "2099-01-01T00:00:00"])
+def test_a_token_with_a_malformed_expiration_is_deleted_as_expired(expiration):
+    s = secret()
+    s["data"]["expiration"] = base64.b64encode(expiration.encode()).decode()
+    assert clean_token(s, NOW) == (
+        [DeleteObject("v1", "Secret", "kube-system", "bootstrap-token-abcdef", "u1")], None)
