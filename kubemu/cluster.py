@@ -31,7 +31,7 @@ from pathlib import Path
 import psutil
 
 from . import _wire_auth as wireauth
-from . import addons, cgroups, kubeconfig, netplan, network, ownership, wire
+from . import addons, cgroups, kubeconfig, leaderelection, netplan, network, ownership, wire
 from .api.identity import KUBE_PROXY
 from .child import proc_stat
 from .statedir import ENV, StateDir, write_atomic
@@ -56,7 +56,7 @@ class Timings:
     file_check_frequency: float = 20
     # kube-scheduler's and kube-controller-manager's --leader-elect-lease-duration,
     # --leader-elect-renew-deadline and --leader-elect-retry-period
-    leader_elect: tuple = (15.0, 10.0, 2.0)
+    leader_elect: tuple = (leaderelection.LEASE_DURATION, leaderelection.RENEW_DEADLINE, leaderelection.RETRY_PERIOD)
 
 
 DEFAULT_TIMINGS = Timings()

@@ -10,9 +10,11 @@ to stamp acquireTime/renewTime for people to read.
 
 The rules (client-go's tryAcquireOrRenew):
   * no Lease: create it, holding it.
-  * a Lease held by someone else is taken only when it has not changed for leaseDuration *as
-    this elector observed it* (the time it first saw the current record, on its own clock: the
-    holder's clock, and the renewTime it wrote, are never trusted).
+  * a Lease held by someone else is taken only when it has not changed for the
+    leaseDurationSeconds its holder wrote (client-go's isLeaseValid; our own lease duration when
+    the record has none) *as this elector observed it* (from the time it first saw the current
+    record, on its own clock: the holder's clock, and the renewTime it wrote, are never trusted).
+    The holder's duration, not ours: electors started with different flags still never overlap.
   * the holder renews by rewriting the record (renewTime, same acquireTime and transitions);
     a new holder increments leaseTransitions.
   * every write is conditional on the resourceVersion read (the shell's job), so two electors
@@ -21,13 +23,15 @@ The rules (client-go's tryAcquireOrRenew):
 The renew deadline rule, which keeps two leaders from acting at once: a leader acts only while
 ``now < renewed_at + renew_deadline``, where `renewed_at` is when it *sent* its last successful
 acquire or renewal. Any other elector saw that write no earlier than it was sent, and takes the
-Lease no earlier than leaseDuration after seeing it; renew_deadline < lease_duration leaves the
-difference for clock rates and a write in flight. Once past its deadline an elector has lost for
-good (`lost`): kube-scheduler and kube-controller-manager exit ("leaderelection lost") and
-campaign again as new processes.
+Lease no earlier than the leaseDurationSeconds that write declares after seeing it: the leader's
+lease_duration rounded up (never down: 1.5 s truncated to 1 would undercut a 1.2 s deadline).
+renew_deadline < lease_duration leaves the difference for clock rates and a write in flight. Once
+past its deadline an elector has lost for good (`lost`): kube-scheduler and kube-controller-manager
+exit ("leaderelection lost") and campaign again as new processes.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from kubemu.api.times import format_micro_time
@@ -171,7 +175,7 @@ class Elector:
         """What to do having read the Lease (`current`, None: it does not exist) at `now`."""
         stamp = format_micro_time(wall)
         desired = Record(holder_identity=self.identity,
-                         lease_duration_seconds=int(self.timings.lease_duration),
+                         lease_duration_seconds=math.ceil(self.timings.lease_duration),
                          acquire_time=stamp, renew_time=stamp)
         if self._ended:
             return Wait(self.leader())
@@ -180,7 +184,10 @@ class Elector:
         if current != self.observed:
             self.observed, self.observed_time = current, now
         holder = current.holder_identity
-        if holder and holder != self.identity and now < self.observed_time + self.timings.lease_duration:
+        declared = current.lease_duration_seconds
+        if declared <= 0:  # none (or nonsense) declared: wait as long as we would hold it
+            declared = self.timings.lease_duration
+        if holder and holder != self.identity and now < self.observed_time + declared:
             return Wait(holder)
         if holder == self.identity and self.renewed_at is not None:
             return Update(replace(desired, acquire_time=current.acquire_time,
@@ -196,8 +203,9 @@ class Elector:
             self.renewed_at = sent_at
 
     def release(self, now: float, wall: float) -> Update | None:
-        """The record that gives the Lease up (client-go's ReleaseOnCancel), if it is held:
-        no holder, and a 1 s duration so the next campaigner need not wait out a full lease."""
+        """The record that gives the Lease up (client-go's ReleaseOnCancel), if it is held: no
+        holder, which lets the next campaigner take it at once, and client-go's 1 s duration, so
+        that a reader judging by renewTime + leaseDurationSeconds sees it expired too."""
         if not self.is_leader(now):
             return None
         stamp = format_micro_time(wall)

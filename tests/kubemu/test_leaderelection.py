@@ -50,6 +50,41 @@ def test_a_lease_held_by_another_is_taken_only_after_a_lease_duration_unchanged_
     assert isinstance(b2.attempt(renewed, 29.0, WALL), Update)
 
 
+def test_a_lease_is_waited_out_for_the_duration_its_holder_declared_not_our_own():
+    """client-go's isLeaseValid: the observed record's leaseDurationSeconds. An elector with a
+    shorter lease must not take a lease declared longer while its holder still acts."""
+    a, b = Elector("a", T), Elector("b", Timings(6.0, 4.0, 1.0))
+    held = lead(a, 0.0)
+    assert held.lease_duration_seconds == 15
+    assert b.attempt(held, 0.5, WALL) == Wait("a")
+    assert a.is_leader(6.5) and b.attempt(held, 6.5, WALL) == Wait("a")
+    assert b.attempt(held, 15.4, WALL) == Wait("a")
+    assert not a.is_leader(15.5) and isinstance(b.attempt(held, 15.5, WALL), Update)
+    # and one with a longer lease takes a shorter declared one once that has run out
+    c, d = Elector("c", Timings(6.0, 4.0, 1.0)), Elector("d", Timings(30.0, 20.0, 1.0))
+    short = lead(c, 0.0)
+    assert d.attempt(short, 0.0, WALL) == Wait("c")
+    assert not c.is_leader(6.0) and isinstance(d.attempt(short, 6.0, WALL), Update)
+
+
+def test_a_record_without_a_duration_is_waited_out_for_our_own():
+    b = Elector("b", T)
+    undeclared = Record("a", 0, "2023-11-14T22:13:20.000000Z", "2023-11-14T22:13:20.000000Z", 0)
+    assert b.attempt(undeclared, 0.0, WALL) == Wait("a")
+    assert b.attempt(undeclared, 14.9, WALL) == Wait("a")
+    assert isinstance(b.attempt(undeclared, 15.0, WALL), Update)
+
+
+def test_the_declared_duration_is_rounded_up_so_it_still_covers_the_renew_deadline():
+    t = Timings(1.5, 1.2, 0.5)
+    a, b = Elector("a", t), Elector("b", t)
+    held = lead(a, 0.0)
+    assert held.lease_duration_seconds == 2  # never 1: b could take it while a acts until 1.2
+    assert a.is_leader(1.1) and b.attempt(held, 0.0, WALL) == Wait("a")
+    assert b.attempt(held, 1.9, WALL) == Wait("a")
+    assert isinstance(b.attempt(held, 2.0, WALL), Update)
+
+
 def test_a_renewal_keeps_acquire_time_and_transitions():
     a = Elector("a", T)
     first = lead(a, 0.0)
@@ -67,7 +102,9 @@ def test_a_released_lease_is_taken_at_once():
     a, b = Elector("a", T), Elector("b", T)
     lead(a, 0.0)
     release = a.release(1.0, WALL + 1)
+    # no holder, and (as client-go writes) 1 s: expired for a reader judging by renewTime too
     assert release.record.holder_identity == "" and release.record.lease_duration_seconds == 1
+    assert release.record.renew_time == "2023-11-14T22:13:21.000000Z"
     assert not a.is_leader(1.0)
     assert a.release(1.0, WALL) is None  # nothing more to give up
     assert isinstance(b.attempt(release.record, 1.0, WALL), Update)
@@ -152,8 +189,9 @@ class FakeLeases:
 class Campaigner:
     """One elector's shell, stepwise: read -> decide -> send -> (in flight) -> applied -> reply."""
 
-    def __init__(self, name: str):
-        self.core = Elector(name, T)
+    def __init__(self, name: str, timings: Timings = T):
+        self.core = Elector(name, timings)
+        self.t = timings
         self.phase = "idle"
         self.next_at = 0.0
         self.pending = None  # (decision, rv, sent_at, ok)
@@ -163,7 +201,7 @@ class Campaigner:
             current, rv = leases.read()
             decision = self.core.attempt(current, now, WALL + now)
             if isinstance(decision, Wait):
-                self.next_at = now + T.retry_period * (1 + rng.random())
+                self.next_at = now + self.t.retry_period * (1 + rng.random())
                 return
             self.pending = [decision, rv, now, None]
             self.phase = "in flight"
@@ -177,14 +215,20 @@ class Campaigner:
             if ok:
                 self.core.written(decision.record, sent_at)
             self.phase = "idle"
-            self.next_at = now + T.retry_period
+            self.next_at = now + self.t.retry_period
 
 
+# electors started with different --leader-elect-* flags (a cluster being reconfigured)
+MIXED = [T, Timings(6.0, 4.0, 1.0), Timings(2.5, 1.5, 0.5)]
+
+
+@pytest.mark.parametrize("mixed", [False, True], ids=["same-flags", "mixed-flags"])
 @pytest.mark.parametrize("seed", range(40))
-def test_electors_racing_with_pauses_never_lead_at_once(seed):
+def test_electors_racing_with_pauses_never_lead_at_once(seed, mixed):
     rng = random.Random(seed)
     leases = FakeLeases()
-    electors = [Campaigner(f"node-{i}_{100 + i}") for i in range(3)]
+    timings = MIXED if mixed else [T] * 3
+    electors = [Campaigner(f"node-{i}_{100 + i}", timings[i]) for i in range(3)]
     now, led, takeovers = 0.0, set(), 0
     while now < 600.0:
         now += rng.uniform(0.01, 0.5)
@@ -202,7 +246,7 @@ def test_electors_racing_with_pauses_never_lead_at_once(seed):
         # a lost elector is done (its process exits); a new process campaigns in its place
         for i, c in enumerate(electors):
             if c.core.lost(now) and c.phase == "idle":
-                electors[i] = Campaigner(f"node-{i}_{rng.randrange(1000, 99999)}")
+                electors[i] = Campaigner(f"node-{i}_{rng.randrange(1000, 99999)}", timings[i])
                 electors[i].next_at = now + 1.0
     assert takeovers >= 1
     assert leases.record is not None and leases.record.leader_transitions >= takeovers - 1

@@ -1,8 +1,12 @@
 """The leader election shell over a real wire: electors on one in-process apiserver (the API's
 handlers over the in-memory storage, behind an authenticated wire server with an audit log).
 One leads, the other waits; a leader that stops renewing is replaced after the lease and its
-guarded client sends nothing more; a graceful release hands over at once; the user agent each
-client names reaches the audit log."""
+guarded client sends nothing more; a lease is waited out for the duration its holder declared; a
+graceful release hands over at once; the user agent each client names reaches the audit log.
+
+Leases and renew deadlines are long and the retry period short, so a renewal many seconds late
+changes nothing; where a test needs a deadline to pass it moves that elector's clock on (`Clock`)
+rather than waiting it out."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +16,7 @@ import os
 import random
 import shutil
 import tempfile
+import time
 
 import pytest
 
@@ -22,11 +27,23 @@ from components.apiserver.watchcache import WatchCache
 from kubemu import _wire_auth as wa
 from kubemu import leaderelector, wire
 from kubemu.apiclient import ApiClient, Unavailable
-from kubemu.leaderelection import Timings
+from kubemu.leaderelection import Timings, record_from_lease
 from kubemu.leaderelector import LeaderElector
 from tests.conftest import DEADLINE
 
-FAST = Timings(lease_duration=2.0, renew_deadline=1.0, retry_period=0.25)
+SLOW = Timings(lease_duration=30.0, renew_deadline=20.0, retry_period=0.25)
+
+
+class Clock:
+    """An elector's monotonic clock: time.monotonic, plus what the test skips forward, or stopped
+    (then no lease it sees can expire for it)."""
+
+    def __init__(self, stopped: bool = False):
+        self.skipped = 0.0
+        self.stopped_at = time.monotonic() if stopped else None
+
+    def __call__(self) -> float:
+        return (self.stopped_at if self.stopped_at is not None else time.monotonic()) + self.skipped
 
 
 @pytest.fixture
@@ -84,50 +101,91 @@ def configmap(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}}
 
 
+async def seen_by(elector: LeaderElector, client: ApiClient, name: str) -> None:
+    """Wait until `elector` has observed the Lease as it is now (nobody writes it meanwhile)."""
+    current = record_from_lease(await client.get("leases", name, "kube-system"))
+    await until(lambda: elector.core.observed == current, f"{elector.identity} to read the current lease")
+
+
 def test_one_leads_a_stalled_leader_is_replaced_and_its_guarded_writes_are_not_sent(tmp):
     async def body(connect):
         stop = asyncio.Event()
-        a = LeaderElector(connect("cm/a/leader-election"), "kube-system", "kube-controller-manager", "node-0_1", FAST)
-        b = LeaderElector(connect("cm/b/leader-election"), "kube-system", "kube-controller-manager", "node-1_2", FAST)
+        clock_a, clock_b = Clock(), Clock()
+        name = "kube-controller-manager"
+        a = LeaderElector(connect("cm/a/leader-election"), "kube-system", name, "node-0_1", SLOW, clock=clock_a)
+        b = LeaderElector(connect("cm/b/leader-election"), "kube-system", name, "node-1_2", SLOW, clock=clock_b)
         work_a = connect("cm/a", a.is_leader)
         assert await a.acquire(stop)
+        acquired = a.core.observed
         holding = asyncio.create_task(a.hold())
         campaign = asyncio.create_task(b.acquire(stop))
         await work_a.create("configmaps", configmap("by-a"))
-        await asyncio.sleep(FAST.lease_duration * 2)  # a renews all along: b keeps waiting
+        # a renews all along (b sees renewals) and b keeps waiting
+        await until(lambda: b.core.leader() == "node-0_1" and b.core.observed.renew_time != acquired.renew_time,
+                    "b to see a renewal by a")
         assert not campaign.done() and a.is_leader()
-        lease = await work_a.get("leases", "kube-controller-manager", "kube-system")
-        assert lease["spec"]["holderIdentity"] == "node-0_1" and lease["spec"]["leaseDurationSeconds"] == 2
+        lease = await work_a.get("leases", name, "kube-system")
+        assert lease["spec"]["holderIdentity"] == "node-0_1" and lease["spec"]["leaseDurationSeconds"] == 30
 
         holding.cancel()  # a stalls (as if stopped): it renews no more
-        await until(lambda: not a.is_leader(), "a to stop leading at its renew deadline")
+        await asyncio.gather(holding, return_exceptions=True)
+        await seen_by(b, work_a, name)
+        clock_a.skipped = SLOW.renew_deadline  # a's renew deadline passes: it stops leading...
+        assert not a.is_leader()
         assert not b.is_leader()  # ... before b may take over
         with pytest.raises(Unavailable, match="not the leader"):
             await work_a.create("configmaps", configmap("late"))
+        clock_b.skipped = SLOW.lease_duration  # the lease expires for b
         assert await campaign and b.is_leader()
         await a.hold()  # a resumed elector finds leadership lost at once, and writes nothing
-        lease = await work_a.get("leases", "kube-controller-manager", "kube-system")
+        lease = await work_a.get("leases", name, "kube-system")
         assert lease["spec"]["holderIdentity"] == "node-1_2" and lease["spec"]["leaseTransitions"] == 1
         return [line["name"] for line in audit(tmp) if line["resource"] == "configmaps"]
 
     assert serve(tmp, body) == ["by-a"]
 
 
-def test_a_released_lease_is_taken_without_waiting_out_the_lease(tmp):
-    slow = Timings(lease_duration=30.0, renew_deadline=20.0, retry_period=0.25)
-
+def test_an_elector_with_a_shorter_lease_waits_out_the_duration_the_holder_declared(tmp):
     async def body(connect):
         stop = asyncio.Event()
-        a = LeaderElector(connect(), "kube-system", "kube-scheduler", "node-0_1", slow)
-        b = LeaderElector(connect(), "kube-system", "kube-scheduler", "node-1_2", slow)
+        clock_b = Clock()
+        a = LeaderElector(connect(), "kube-system", "kube-scheduler", "node-0_1", SLOW)
+        b = LeaderElector(connect(), "kube-system", "kube-scheduler", "node-1_2",
+                          Timings(lease_duration=6.0, renew_deadline=4.0, retry_period=0.25), clock=clock_b)
+        attempts = []
+        decide = b.core.attempt
+
+        def counted(*args):
+            attempts.append(args)
+            return decide(*args)
+        b.core.attempt = counted
+        assert await a.acquire(stop)  # a declares 30 s and does not renew: it leads for 20 s
+        campaign = asyncio.create_task(b.acquire(stop))
+        await seen_by(b, a.api, "kube-scheduler")
+        clock_b.skipped = 7.0  # past b's own 6 s lease, not a's 30 s
+        tried = len(attempts)
+        await until(lambda: campaign.done() or len(attempts) >= tried + 2, "b to try again")
+        assert not campaign.done() and not b.is_leader()
+        clock_b.skipped = SLOW.lease_duration
+        assert await campaign and b.is_leader()
+        stop.set()
+
+    serve(tmp, body)
+
+
+def test_a_released_lease_is_taken_without_waiting_out_the_lease(tmp):
+    async def body(connect):
+        stop = asyncio.Event()
+        a = LeaderElector(connect(), "kube-system", "kube-scheduler", "node-0_1", SLOW)
+        # b's clock is stopped: no lease expires for it, only a release lets it in
+        b = LeaderElector(connect(), "kube-system", "kube-scheduler", "node-1_2", SLOW, clock=Clock(stopped=True))
         assert await a.acquire(stop)
         campaign = asyncio.create_task(b.acquire(stop))
-        await asyncio.sleep(0.5)
+        await until(lambda: b.core.leader() == "node-0_1", "b to see a lead")
         assert not campaign.done()
         await a.release()
         assert not a.is_leader()
-        await asyncio.wait_for(campaign, 10)  # far less than the 30 s lease
-        assert b.is_leader()
+        assert await campaign and b.is_leader()
         stop.set()
 
     serve(tmp, body)
