@@ -12,6 +12,9 @@
   attempt (100 ms timeout, 5 ms apart) gets a `get node` answered; a long-lived ApiClient
   (one connection for the whole run, as every component holds one) gets one answered. Only
   requests sent after the kill count.
+- control-plane node: on an HA cluster (3 control-plane nodes), the node of the
+  controller-manager's leader loses power -> first API write, first pod scheduled, a
+  Deployment scaled after the kill converged (bench/failover_ha.py), each beside its target.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from kubemu._wire_auth import state_credentials
 from kubemu.apiclient import ApiClient, WireError
 from kubemu.cluster import CONTROL_PLANE_NODE
 
-from . import store
+from . import failover_ha, store
 from .benchcluster import NO_BACKOFF, container_pid, pod_dir, running_cluster
 from .machine import machine_with_load
 from .stats import summary
@@ -148,24 +151,41 @@ def apiserver_failover(trials: int, workdir: Path, tick=None) -> dict:
             "apiserver kill -> first request, long-lived ApiClient": ms("long-lived")}
 
 
+def ha_kills(quick: bool, kills: int | None) -> int:
+    """Control-plane node kills: `kills` if given, else 10 (3 with quick: too few for a p99)."""
+    return kills or (3 if quick else 10)
+
+
 def run(quick: bool = False, kills: int | None = None, progress_factory=None, workdir: Path | None = None) -> dict:
-    """`kills`: trials per layer (default 20, 5 with quick). `workdir`: where clusters live
-    (default: a temp dir, removed after)."""
+    """`kills`: trials per layer (default 20, 5 with quick; control-plane node kills: see
+    ha_kills). `workdir`: where clusters live (default: a temp dir, removed after)."""
     trials = kills or (5 if quick else 20)
+    node_kills = ha_kills(quick, kills)
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="kbf", dir=workdir) as tmp:
         tick = progress_factory("store leader kill -9", trials) if progress_factory else None
         results.update(store_failover(trials, Path(tmp) / "store", tick))
         tick = progress_factory("apiserver kill -9", trials + 1) if progress_factory else None
         results.update(apiserver_failover(trials, Path(tmp) / "api", tick))
-    return {"suite": "failover", "trials": trials, "machine": machine_with_load(), "results": results,
+        tick = progress_factory("control-plane node kill", node_kills) if progress_factory else None
+        rows, node_trials = failover_ha.ha_failover(node_kills, Path(tmp) / "ha", tick)
+        results.update(rows)
+    return {"suite": "failover", "trials": trials, "node_kills": node_kills, "quick": quick,
+            "machine": machine_with_load(), "results": results, "node_kill_trials": node_trials,
             "settings": {"store": "3 replicas on TCP loopback, --tick-ms 10 --election-ticks 10 --heartbeat-ticks 1; "
                                   f"{store.FAILOVER_WRITERS} writers through one StoreClient and a direct prober",
-                         "apiserver": f"kubemu up --fast, 1 node, kubelet {NO_BACKOFF}; probes 5 ms apart"}}
+                         "apiserver": f"kubemu up --fast, 1 node, kubelet {NO_BACKOFF}; probes 5 ms apart",
+                         "control-plane node": failover_ha.SETTINGS}}
+
+
+def title(report: dict) -> str:
+    quick = " (--quick: too few for a p99)" if report.get("quick") else ""
+    return (f"failover: kill -9 -> served again, {report['trials']} trials per process layer, "
+            f"{report['node_kills']} control-plane node kills{quick}")
 
 
 def table(report: dict):
     from .tables import latency_table, machine_line
 
-    return latency_table(f"failover: kill -9 -> served again, {report['trials']} trials each "
-                         f"({machine_line(report['machine'])})", report["results"])
+    return latency_table(f"{title(report)} ({machine_line(report['machine'])})", report["results"],
+                         note=failover_ha.target_note, note_label="target")

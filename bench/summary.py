@@ -14,7 +14,10 @@ def _restart(r: dict) -> list[tuple]:
 
 
 def _failover(r: dict) -> list[tuple]:
-    return [(name, f"{number(row['p50'])} ms p50", f"p99 {number(row['p99'])} ms")
+    from .failover_ha import target_note
+
+    return [(name, f"{number(row['p50'])} ms p50",
+             "; ".join(filter(None, (f"p99 {number(row['p99'])} ms", target_note(row)))))
             for name, row in r["results"].items()]
 
 

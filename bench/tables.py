@@ -19,13 +19,16 @@ def number(value, fmt: str = "{:.2f}") -> str:
 
 
 def latency_table(title: str, rows: dict[str, dict], *, ratio_key: str | None = None, ratio_label: str = "",
-                  unit: str = "ms", caption: str = "") -> Table:
-    """One row per measured thing with its p50/p99/min/max (keys p50, p99, min, max) and an
-    optional ratio column; a row with "skipped" says why instead."""
+                  unit: str = "ms", caption: str = "", note=None, note_label: str = "") -> Table:
+    """One row per measured thing with its p50/p99/min/max (keys p50, p99, min, max), an
+    optional ratio column and an optional column of words, note(row); a row with "skipped"
+    says why instead."""
     t = Table(title=title, caption=caption or None)
     columns = ["", f"p50 {unit}", f"p99 {unit}", f"min {unit}", f"max {unit}", "n"]
     if ratio_key:
         columns.append(ratio_label)
+    if note:
+        columns.append(note_label)
     for col in columns:
         t.add_column(col, justify="left" if not col else "right")
     for name, row in rows.items():
@@ -35,5 +38,7 @@ def latency_table(title: str, rows: dict[str, dict], *, ratio_key: str | None = 
         cells = [number(row.get(k)) for k in ("p50", "p99", "min", "max")] + [str(row.get("n", ""))]
         if ratio_key:
             cells.append(number(row.get(ratio_key), "{:.2f}x"))
+        if note:
+            cells.append(note(row))
         t.add_row(name, *cells)
     return t
