@@ -560,5 +560,8 @@ main.add_command(top)
 from .token_cli import token  # noqa: E402
 main.add_command(token)
 
+from .chaos_cli import chaos  # noqa: E402
+main.add_command(chaos)
+
 if __name__ == "__main__":
     main()

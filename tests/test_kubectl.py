@@ -424,15 +424,20 @@ def test_a_user_certificate_without_a_binding_is_refused(k, tmp_path):
     assert k.run("auth", "can-i", "list", "pods", kubeconfig=path, check=False).stdout.strip() == "no"
 
 
-def test_no_credentials_is_401(k):
+def test_no_credentials_is_system_anonymous_whom_rbac_lets_read_only_the_public_parts(k):
+    """kube-apiserver's --anonymous-auth (kubeadm's default): 403 from RBAC, not 401."""
     ctx = ssl.create_default_context(cafile=str(k.state / "pki" / "ca.crt"))
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(k.server + "/api/v1/namespaces/default/pods", context=ctx, timeout=DEADLINE)
-    assert err.value.code == 401
+    assert err.value.code == 403
     status = json.loads(err.value.read())
-    assert (status["kind"], status["reason"], status["code"]) == ("Status", "Unauthorized", 401)
+    assert (status["kind"], status["reason"], status["code"]) == ("Status", "Forbidden", 403)
+    assert 'User "system:anonymous" cannot list resource "pods"' in status["message"]
     with urllib.request.urlopen(k.server + "/healthz", context=ctx, timeout=DEADLINE) as ok:
         assert ok.read() == b"ok"
+    with urllib.request.urlopen(k.server + "/api/v1/namespaces/kube-public/configmaps/cluster-info",
+                                context=ctx, timeout=DEADLINE) as ok:
+        assert json.loads(ok.read())["data"]["kubeconfig"]
 
 
 def test_a_namespace_stuck_terminating_is_released_through_finalize(k):
