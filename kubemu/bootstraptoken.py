@@ -8,6 +8,7 @@
     authenticated_user(s, tid, secret, now)           # (user, groups) or the reason it is refused
     signature = jws.detached(content, tid, secret)   # the bootstrap signer's JWS (HS256)
     ca_cert_hash(ca_der)                              # "sha256:<hex of the CA's SPKI>"
+    join_command("10.0.0.1:6443", token, hash)        # what `up` prints for another machine
 
 A token is `<id>.<secret>` ([a-z0-9]{6}.[a-z0-9]{16}); it lives in kube-system as the Secret
 `bootstrap-token-<id>` of type `bootstrap.kubernetes.io/token`, whose data says what it may
@@ -260,3 +261,8 @@ def ca_cert_hash(ca_pem: bytes) -> str:
     spki = cert.public_key().public_bytes(serialization.Encoding.DER,
                                           serialization.PublicFormat.SubjectPublicKeyInfo)
     return "sha256:" + hashlib.sha256(spki).hexdigest()
+
+
+def join_command(address: str, token: str, ca_hash: str) -> str:
+    """The join command kubeadm init and `kubeadm token create --print-join-command` print."""
+    return f"kubemu join {address} --token {token} \\\n\t--discovery-token-ca-cert-hash {ca_hash}"

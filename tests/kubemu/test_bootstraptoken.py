@@ -145,3 +145,9 @@ def test_the_ca_hash_is_the_sha256_of_the_subject_public_key_info():
     spki = x509.load_pem_x509_certificate(pem).public_key().public_bytes(
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     assert bt.ca_cert_hash(pem) == "sha256:" + hashlib.sha256(spki).hexdigest()
+
+
+def test_the_join_command_is_kubeadms():
+    assert bt.join_command("10.0.0.1:6443", "abcdef.0123456789abcdef", "sha256:" + "0" * 64) == (
+        "kubemu join 10.0.0.1:6443 --token abcdef.0123456789abcdef \\\n"
+        "\t--discovery-token-ca-cert-hash sha256:" + "0" * 64)
