@@ -134,7 +134,10 @@ class PeerSender:
             if peer is not None:
                 self._spawn(peer.client.close())
             peer = self._peers[name] = _Peer(name, ep, wire.Client(
-                ep, timeout=self._timeout, max_frame=FRAME, credentials=self._credentials))
+                ep, timeout=self._timeout, max_frame=FRAME, credentials=self._credentials,
+                # named, so the server reads it from the handshake rather than failing to find one
+                # on every message (a ZMQError per message costs more than the lookup)
+                user_agent=f"store/{self.name}"))
             peer.client.connect()
         return peer
 
