@@ -1,12 +1,15 @@
 """`kubemu chaos` against a real `up --fast` cluster: a healthy cluster passes a seeded 60 s
-run with a report; a broken build (a store client that acknowledges a write it never sent)
-makes it fail with the lost write named."""
+run with a report, and a run of the store faults beyond kill and pause (asymmetric partitions,
+power loss, leadership transfers, membership changes) with plots; a broken build (a store
+client that acknowledges a write it never sent) makes it fail with the lost write named."""
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 from tests.conftest import DEADLINE
 from tests.test_e2e import cluster  # noqa: F401 (the fixture)
@@ -20,6 +23,7 @@ def chaos(state_dir, *args, env=None) -> subprocess.CompletedProcess:
                           text=True, timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.timeout(2400)  # three runs, each waiting out convergence after its faults, on a loaded 2-core machine
 def test_a_healthy_cluster_passes_and_a_build_that_loses_an_acked_write_fails(cluster, tmp_path):  # noqa: F811
     cluster.cli("up", "--fast", "--detach")
     report = tmp_path / "report.json"
@@ -35,6 +39,23 @@ def test_a_healthy_cluster_passes_and_a_build_that_loses_an_acked_write_fails(cl
     faults = [e for e in got["timeline"] if e["what"].startswith("fault ")]
     assert faults and any(e["what"].startswith("recovered ") for e in got["timeline"])
     assert "skipped" in got and "node" in got["skipped"]  # one node: no node may be lost
+    workloads = {c["workload"].split("/")[0] for c in got["convergence"] if c["seconds"] is not None}
+    assert workloads == {"deployment", "statefulset", "job"}
+
+    # the store faults seed 1 does not draw above, under load, with plots
+    kinds = ("membership", "power-loss", "asymmetric", "leader-transfer")
+    plots = tmp_path / "plots"
+    done = chaos(cluster.dir, "--duration", "40s", "--seed", "2", "--faults", ",".join(kinds), "-o", str(report),
+                 "--plot", str(plots))
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "Traceback" not in out
+    got = json.loads(report.read_text())
+    assert got["faults"] and {w["kind"] for w in got["faults"]} <= set(kinds)
+    assert all(w["end"] is not None for w in got["faults"])
+    assert any(e["what"].startswith("store whole ") for e in got["timeline"])
+    assert (plots / "latency.csv").exists() and (plots / "faults.json").exists()
+    assert (plots / "latency.png").exists() or "plots skipped" in out
 
     broken = chaos(cluster.dir, "--duration", "10s", "--seed", "1", "--faults", "kill",
                    env={"KUBEMU_CHAOS_TEST_DOUBLE": "drop-acked-write"})

@@ -6,6 +6,9 @@
     watchcheck       did a watch deliver every change once, in order, with no gap?
     acked            is every acknowledged write still there (or superseded), at its revision?
     storeops         the register operations as store requests, the store's answers as outcomes
+    storefaults      the store faults as the store's own `fault` requests; when it is whole again
+    nemesis          the seeded fault schedule
 
-Nothing here does I/O or reads a clock of its own: the runner records, these judge.
+Nothing above does I/O or reads a clock of its own: the runner (`run`) records, these judge;
+`plot` writes `--plot`'s files from pure rows.
 """

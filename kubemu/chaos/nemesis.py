@@ -12,6 +12,19 @@ Faults (`kubemu chaos --faults`):
     store-leader  SIGKILL the store replica that leads (its kubelet restarts it)
     apiserver     SIGKILL an apiserver
     partition     cut the store's leader from the other replicas (both ways), heal on heal
+    asymmetric    cut one way only: the leader's messages to the others, or theirs to it
+    delay         hold the Raft messages between every pair of replicas for a random time
+                  (netem's delay with as much jitter: messages overtake each other)
+    disk          one replica's disk is full (etcd's NOSPACE) or its next fsync fails (it
+                  stops, and its kubelet restarts it); a healthy disk on heal
+    power-loss    one replica loses power: what it had not synced is lost, it stops at once
+    leader-transfer  the store's leader hands leadership to a follower (move-leader)
+    membership    a follower is removed from the store, its data wiped (etcd's rule: a member
+                  comes back empty), and added back on heal, to catch up from the leader
+
+The store faults go through the store's own `fault` requests and member changes (the same ones
+`kubemu store fault|member|move-leader` send), all under the workload's load. After the heal of
+a store fault the runner waits for every replica to have caught up before the next one.
 
 One fault at a time: injected at `at`, healed `hold` seconds later, then a quiet `settle`
 before the next one, in which the runner measures recovery. A fault the cluster cannot take
@@ -22,7 +35,14 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-FAULTS = ("kill", "pause", "node", "store-leader", "apiserver", "partition")
+FAULTS = ("kill", "pause", "node", "store-leader", "apiserver", "partition", "asymmetric", "delay", "disk",
+          "power-loss", "leader-transfer", "membership")
+# the faults that act on the store's replicas (the runner waits for the store to be whole after them)
+STORE_FAULTS = ("store-leader", "partition", "asymmetric", "delay", "disk", "power-loss", "leader-transfer",
+                "membership")
+# how many replicas a fault needs: a minority cut off or removed must leave a quorum, a
+# transfer or a delay needs someone to hand to or talk with
+MIN_REPLICAS = {"partition": 3, "asymmetric": 3, "membership": 3, "delay": 2, "leader-transfer": 2}
 # the target classes a kill or pause picks from (the runner picks the process within it)
 PROCESS_TARGETS = ("workload", "scheduler", "controller-manager", "kubelet")
 PAUSE_TARGETS = ("workload", "scheduler", "controller-manager")
@@ -70,8 +90,9 @@ def applicable(kind: str, shape: Shape) -> str | None:
     """None if the cluster can take the fault, else why not."""
     if kind == "node" and shape.nodes - shape.control_plane_nodes < 1 and shape.control_plane_nodes < 3:
         return "no node can be lost: one node holds the only control plane (use --nodes 2 or --control-plane-nodes 3)"
-    if kind == "partition" and shape.store_replicas < 3:
-        return f"the store has {shape.store_replicas} replica(s): a partition needs 3 or more"
+    need = MIN_REPLICAS.get(kind, 1)
+    if shape.store_replicas < need:
+        return f"the store has {shape.store_replicas} replica(s): {kind} needs {need} or more"
     return None
 
 

@@ -7,7 +7,13 @@ The workload:
 * one store watch over the prefix, its sessions recorded for `watchcheck`;
 * a ConfigMap updated with resourceVersion preconditions, the update also sent once more with
   the now-stale resourceVersion, which must answer 409;
-* a Deployment scaled between 2 and 3 replicas after each fault, timed until it converges.
+* a Deployment and a StatefulSet scaled between 2 and 3 replicas after each fault, and a new
+  Job of 2 completions, each timed until it is back at its desired state (a workload the
+  cluster does not serve is skipped, with one line).
+
+The store faults go through the store's own admin requests: `fault` (partitions, delays, disk,
+power loss: `storefaults` says which request goes to which member), member remove / add and
+move-leader. After healing one, the runner waits for every replica to have caught up.
 
 Faults touch only processes kubemu started: a target's PID (a pod's container from the
 kubelet's pod status, a unit's main PID from init) must be one of its node's recorded
@@ -19,6 +25,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -32,16 +39,20 @@ from kubemu.apiclient import ApiClient
 from kubemu.statedir import StateDir
 from store.client import Compacted, StoreClient
 
-from . import nemesis, storeops, verdict
+from . import nemesis, plot, storefaults, storeops, verdict
 from .history import CAS, PUT, READ, WRITE, Change, History, HistoryError, Versions
 from .watchcheck import WatchSession
 
 NAMESPACE = "default"
 DEPLOYMENT = "chaos-web"
+STATEFULSET = "chaos-db"
+JOB = "chaos-job"  # a Job per fault: chaos-job-<fault index + 1>
+JOB_COMPLETIONS = 2
 CONFIGMAP = "chaos-register"
 KEYS, CLIENTS_PER_KEY = 4, 2
 CONVERGE_BOUND = 90.0  # seconds after a heal for the Deployment to be back at its desired state
 SETTLE_BOUND = 90.0    # seconds for the nodes to hold what they held at the start, at the end
+STORE_BOUND = 90.0     # seconds after a store fault's heal for every replica to have caught up
 COMPONENTS = ("kube-scheduler", "kube-controller-manager")
 # Test-only: a store client that acknowledges one write without sending it, to prove the
 # checkers catch a lost acknowledged write (tests/test_e2e_chaos.py).
@@ -49,8 +60,10 @@ DOUBLE_ENV = "KUBEMU_CHAOS_TEST_DOUBLE"
 
 
 class Runner:
-    def __init__(self, state: StateDir, duration: float, kinds: tuple[str, ...], seed: int, say=print):
+    def __init__(self, state: StateDir, duration: float, kinds: tuple[str, ...], seed: int, say=print,
+                 plot_dir: Path | None = None):
         self.state, self.duration, self.kinds, self.seed, self.say = state, duration, kinds, seed, say
+        self.plot_dir = plot_dir
         self.t0 = time.monotonic()
         self.timeline: list[dict] = []
         self.errors: list[str] = []
@@ -62,6 +75,12 @@ class Runner:
         self.fault_index = -1
         self.paused: list[psutil.Process] = []
         self.killed_nodes: list[str] = []
+        self.removed: tuple[str, str] | None = None  # a store member taken out: (name, endpoint)
+        self.windows: list[dict] = []  # each fault's window, for the report and the plots
+        self.workloads: dict[str, str] = {}  # kind -> name, of those the cluster serves
+        self.skipped_workloads: dict[str, str] = {}
+        self.skipped_faults: dict[str, str] = {}  # planned, but nothing to inject it into
+        self.job = None
         self.stop = asyncio.Event()
         self.prefix = f"/chaos/{seed}-{os.getpid()}-{int(time.time())}/"
         self.keys = [f"{self.prefix}r{i}" for i in range(KEYS)]
@@ -125,13 +144,20 @@ class Runner:
             proc.send_signal(sig)
             self.mark(f"fault {fault.index}: {signal.Signals(sig).name} {name} (pid {pid}) on {node}")
             return proc
-        self.mark(f"fault {fault.index}: no {fault.target} process of this cluster to {fault.kind}")
+        self.not_injected(fault, f"no {fault.target} process of this cluster to {fault.kind}")
         return None
 
     # --- faults ----------------------------------------------------------------------------
 
+    def not_injected(self, fault: nemesis.Fault, why: str) -> None:
+        """A planned fault the cluster gave no target for: one line, and the report's skipped."""
+        self.skipped_faults[f"{fault.kind} (fault {fault.index})"] = why
+        self.mark(f"fault {fault.index}: {fault.kind} not injected: {why}")
+
     async def inject(self, fault: nemesis.Fault) -> None:
         self.fault_index = fault.index
+        self.windows.append({"index": fault.index, "kind": fault.kind, "target": fault.target,
+                             "start": round(self.now(), 3), "end": None})
         kind = fault.kind
         if kind == "kill":
             await self.signal_one(fault, await self.process_targets(fault.target), signal.SIGKILL)
@@ -153,18 +179,53 @@ class Runner:
             await asyncio.to_thread(cluster.kill_node, self.state, node)
             self.killed_nodes.append(node)
             self.mark(f"fault {fault.index}: node {node} killed")
-        elif kind == "partition":
+        elif kind in storefaults.REQUEST_FAULTS:
             leader = await self.store_leader()
             members = await self.members()
-            others = [m for m in members if m != leader]
-            if leader is None or not others:
-                self.mark(f"fault {fault.index}: no store leader to partition")
+            if leader is None or leader not in members:
+                self.not_injected(fault, "no store leader")
                 return
-            await self.send_fault(members, {"action": "partition", "from": [leader], "to": others,
-                                            "symmetric": True})
-            self.mark(f"fault {fault.index}: store partition {leader} | {','.join(others)}")
+            req = storefaults.request(kind, leader, list(members), self.rng)
+            await self.send_fault({m: members[m] for m in req.members}, req.params)
+            self.mark(f"fault {fault.index}: {req.says}")
+        elif kind == "leader-transfer":
+            leader = await self.store_leader()
+            to = storefaults.pick_follower(leader, list(await self.members()), self.rng) if leader else None
+            if to is None:
+                self.not_injected(fault, "no store leader and follower to transfer between")
+                return
+            await self.store.move_leader(to, timeout=30)
+            self.mark(f"fault {fault.index}: store leadership moved {leader} -> {to}")
+        elif kind == "membership":
+            await self.remove_member(fault)
+
+    async def remove_member(self, fault: nemesis.Fault) -> None:
+        """Remove a follower from the store, then wipe its data while it is stopped and kill
+        it: its kubelet starts it again empty, and it waits, not a member, until the heal adds
+        it back (etcd's rule: a removed member never comes back with its old data)."""
+        leader = await self.store_leader()
+        members = await self.members()
+        victim = storefaults.pick_follower(leader, list(members), self.rng) if leader else None
+        targets = await self.process_targets(victim) if victim else []
+        proc = self.owned_pid(targets[0][0], targets[0][2]) if targets else None
+        if proc is None:
+            self.not_injected(fault, "no store follower process of this cluster to remove")
+            return
+        node = targets[0][0]
+        await self.store.member_remove(victim, timeout=30)
+        proc.send_signal(signal.SIGSTOP)
+        data = cluster.store_data_dir(self.state, victim, node)
+        for child in list(data.iterdir()) if data.is_dir() else []:
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+        proc.send_signal(signal.SIGKILL)
+        self.removed = (victim, members[victim])  # only a wiped member may be added back
+        self.mark(f"fault {fault.index}: store member {victim} removed, its data wiped and its replica killed "
+                  f"(pid {proc.pid} on {node})")
 
     async def heal(self, fault: nemesis.Fault) -> None:
+        for w in self.windows:
+            if w["index"] == fault.index:
+                w["end"] = round(self.now(), 3)
         for proc in self.paused:
             try:
                 proc.send_signal(signal.SIGCONT)
@@ -176,11 +237,60 @@ class Runner:
             await asyncio.to_thread(cluster.start_node, self.state, node)
             self.mark(f"heal {fault.index}: node {node} started")
         self.killed_nodes.clear()
-        if fault.kind == "partition":
-            await self.send_fault(await self.members(), {"action": "heal"})
-            self.mark(f"heal {fault.index}: store partition healed")
+        if fault.kind in storefaults.REQUEST_FAULTS:
+            members = await self.members()
+            req = storefaults.heal(list(members))
+            await self.send_fault(members, req.params)
+            self.mark(f"heal {fault.index}: {req.says}")
+        elif fault.kind == "membership":
+            await self.add_member_back(fault)
+        elif fault.kind == "leader-transfer":
+            self.mark(f"heal {fault.index}: nothing to undo (the new leader stays)")
         elif fault.kind not in ("pause", "node"):
             self.mark(f"heal {fault.index}: nothing to undo (its supervisor restarts what was killed)")
+        if fault.kind in nemesis.STORE_FAULTS:
+            await self.wait_store_whole(fault.index)
+
+    async def add_member_back(self, fault: nemesis.Fault) -> None:
+        if self.removed is None:
+            self.mark(f"heal {fault.index}: no store member to add back")
+            return
+        name, endpoint = self.removed
+        deadline = time.monotonic() + STORE_BOUND
+        while True:
+            try:
+                await self.store.member_add(name, endpoint, timeout=10)
+                break
+            except wire.Conflict:  # an earlier try that timed out had added it
+                break
+            except wire.WireError as err:
+                if time.monotonic() > deadline:
+                    raise wire.Unavailable(f"store member {name} could not be added back: {err}") from None
+                await asyncio.sleep(0.5)
+        self.removed = None
+        self.mark(f"heal {fault.index}: store member {name} added back")
+
+    async def wait_store_whole(self, fault: int) -> None:
+        """Wait for every replica to answer, agree on a leader and have applied what the leader
+        had committed when the wait began."""
+        names = list(self.store_names)
+        start = time.monotonic()
+        target, why = None, ["no status yet"]
+        while time.monotonic() - start < STORE_BOUND:
+            try:
+                statuses = await self.store.status_all(timeout=2)
+            except wire.WireError:
+                statuses = []
+            if target is None:
+                target = storefaults.commit_index(statuses)
+            if target is not None:
+                why = storefaults.lagging(statuses, names, target)
+                if not why:
+                    self.mark(f"store whole {fault}: every replica caught up after {time.monotonic() - start:.1f}s")
+                    return
+            await asyncio.sleep(0.3)
+        self.errors.append(f"fault {fault}: the store was not whole within {STORE_BOUND:g}s: {'; '.join(why)}")
+        self.mark(self.errors[-1])
 
     async def members(self) -> dict[str, str]:
         for _ in range(50):
@@ -309,42 +419,80 @@ class Runner:
                 answer = verdict.UNKNOWN
             self.preconditions.append((self.fault_index, f"configmap/{CONFIGMAP}", answer))
 
-    async def scale(self, replicas: int) -> None:
+    async def scale(self, resource: str, name: str, replicas: int) -> None:
         deadline = time.monotonic() + CONVERGE_BOUND
         while time.monotonic() < deadline:
             try:
-                dep = await self.api.get("deployments", DEPLOYMENT, NAMESPACE)
-                dep["spec"]["replicas"] = replicas
-                await self.api.update("deployments", dep, NAMESPACE)
+                obj = await self.api.get(resource, name, NAMESPACE)
+                obj["spec"]["replicas"] = replicas
+                await self.api.update(resource, obj, NAMESPACE)
                 return
             except wire.WireError:
                 await asyncio.sleep(0.2)
-        self.errors.append(f"could not scale {DEPLOYMENT} to {replicas} within {CONVERGE_BOUND:g}s")
+        self.errors.append(f"could not scale {name} to {replicas} within {CONVERGE_BOUND:g}s")
 
-    async def converged(self, replicas: int) -> bool:
+    async def replicas_ready(self, resource: str, name: str, replicas: int) -> bool:
+        """The controller saw the latest spec, and exactly `replicas` live pods, all Ready."""
         try:
-            dep = await self.api.get("deployments", DEPLOYMENT, NAMESPACE)
-            pods = await self.api.list("pods", NAMESPACE, label_selector=f"app={DEPLOYMENT}")
+            obj = await self.api.get(resource, name, NAMESPACE)
+            pods = await self.api.list("pods", NAMESPACE, label_selector=f"app={name}")
         except wire.WireError:
             return False
-        st = dep.get("status") or {}
+        st = obj.get("status") or {}
         live = [p for p in pods["items"] if not p["metadata"].get("deletionTimestamp")]
         ready = [p for p in live if any(c["type"] == "Ready" and c["status"] == "True"
                                         for c in (p.get("status") or {}).get("conditions") or [])]
-        return (st.get("observedGeneration", 0) >= dep["metadata"].get("generation", 0)
+        return (st.get("observedGeneration", 0) >= obj["metadata"].get("generation", 0)
                 and st.get("readyReplicas", 0) == replicas and len(live) == len(ready) == replicas)
 
-    async def wait_converged(self, fault: int, replicas: int) -> None:
+    async def job_complete(self, name: str) -> bool:
+        try:
+            job = await self.api.get("jobs", name, NAMESPACE)
+        except wire.WireError:
+            return False
+        st = job.get("status") or {}
+        return st.get("succeeded", 0) >= JOB_COMPLETIONS and any(
+            c.get("type") == "Complete" and c.get("status") == "True" for c in st.get("conditions") or [])
+
+    async def wait_until(self, fault: int, workload: str, goal: str, done) -> None:
         start = time.monotonic()
         while time.monotonic() - start < CONVERGE_BOUND:
-            if await self.converged(replicas):
+            if await done():
                 took = time.monotonic() - start
-                self.convergence.append(verdict.Convergence(fault, took, CONVERGE_BOUND))
-                self.mark(f"recovered {fault}: {DEPLOYMENT} at {replicas} replicas after {took:.1f}s")
+                self.convergence.append(verdict.Convergence(fault, took, CONVERGE_BOUND, workload))
+                self.mark(f"recovered {fault}: {workload} {goal} after {took:.1f}s")
                 return
             await asyncio.sleep(0.2)
-        self.convergence.append(verdict.Convergence(fault, None, CONVERGE_BOUND))
-        self.mark(f"NOT recovered {fault}: {DEPLOYMENT} not at {replicas} replicas within {CONVERGE_BOUND:g}s")
+        self.convergence.append(verdict.Convergence(fault, None, CONVERGE_BOUND, workload))
+        self.mark(f"NOT recovered {fault}: {workload} not {goal} within {CONVERGE_BOUND:g}s")
+
+    async def set_desired(self, fault: int, replicas: int) -> list:
+        """Give every workload a new desired state after fault `fault` (-1: the start); the
+        waits for each to reach it."""
+        waits = []
+        for kind, resource in (("deployment", "deployments"), ("statefulset", "statefulsets")):
+            name = self.workloads.get(kind)
+            if name is None:
+                continue
+            if fault >= 0:
+                await self.scale(resource, name, replicas)
+            waits.append(self.wait_until(fault, f"{kind}/{name}", f"at {replicas} ready replicas",
+                                         lambda r=resource, n=name: self.replicas_ready(r, n, replicas)))
+        if "job" in self.workloads:
+            job = f"{JOB}-{fault + 1}"
+            if self.job is not None:
+                await self.delete("jobs", self.job)
+            try:
+                await _retry(lambda: self.api.create("jobs", _job(job), NAMESPACE), CONVERGE_BOUND)
+                self.job = job
+                waits.append(self.wait_until(fault, f"job/{job}", f"at {JOB_COMPLETIONS} completions",
+                                             lambda: self.job_complete(job)))
+            except wire.WireError as err:
+                self.errors.append(f"could not create job {job}: {err}")
+        return waits
+
+    async def converge(self, fault: int, replicas: int) -> None:
+        await asyncio.gather(*await self.set_desired(fault, replicas))
 
     # --- the run ---------------------------------------------------------------------------
 
@@ -360,20 +508,41 @@ class Runner:
                                              "metadata": {"name": CONFIGMAP, "namespace": NAMESPACE},
                                              "data": {"v": "api-0"}}, NAMESPACE)
         await self.api.create("deployments", _deployment(2), NAMESPACE)
+        self.workloads["deployment"] = DEPLOYMENT
+        try:
+            await self.api.create("statefulsets", _statefulset(2), NAMESPACE)
+            self.workloads["statefulset"] = STATEFULSET
+        except (wire.NotFound, wire.BadRequest) as err:
+            self.skipped_workloads["statefulset"] = f"the cluster does not serve StatefulSets ({err})"
+        try:  # the Jobs are made one per fault: only ask whether they are served
+            await self.api.list("jobs", NAMESPACE)
+            self.workloads["job"] = JOB
+        except (wire.NotFound, wire.BadRequest) as err:
+            self.skipped_workloads["job"] = f"the cluster does not serve Jobs ({err})"
+        for kind, why in self.skipped_workloads.items():
+            self.mark(f"workload {kind} skipped: {why}")
+        self.store_names = list(await self.members())
 
     async def teardown(self) -> None:
-        for name, resource in ((DEPLOYMENT, "deployments"), (CONFIGMAP, "configmaps")):
-            for _ in range(100):
-                try:
-                    await self.api.delete(resource, name, NAMESPACE)
-                    break
-                except wire.NotFound:
-                    break
-                except wire.WireError:
-                    await asyncio.sleep(0.3)
+        owned = [(self.workloads.get("deployment"), "deployments"), (self.workloads.get("statefulset"), "statefulsets"),
+                 (self.job, "jobs"), (CONFIGMAP, "configmaps")]
+        for name, resource in owned:
+            if name is not None:
+                await self.delete(resource, name)
+
+    async def delete(self, resource: str, name: str) -> None:
+        """Delete what the run made, its pods with it (a Job's API default would orphan them)."""
+        for _ in range(100):
+            try:
+                await self.api.delete(resource, name, NAMESPACE, propagation_policy="Background")
+                return
+            except wire.NotFound:
+                return
+            except wire.WireError:
+                await asyncio.sleep(0.3)
 
     async def run(self) -> verdict.Report:
-        baseline = {n: len(self.node_pids(n)) for n in self.state.running_nodes()}
+        baseline = {n: set(self.node_pids(n)) for n in self.state.running_nodes()}
         await self.setup()
         shape = self.shape()
         skipped = {k: why for k in self.kinds if (why := nemesis.applicable(k, shape))}
@@ -381,7 +550,7 @@ class Runner:
         self.mark(f"start: {len(plan)} fault(s) planned over {self.duration:g}s, seed {self.seed}, "
                   f"cluster {shape.nodes} node(s), {shape.control_plane_nodes} control plane, "
                   f"{shape.store_replicas} store replica(s)")
-        await self.wait_converged(-1, 2)
+        await self.converge(-1, 2)
         self.t0 = time.monotonic()  # the plan's times count from when the workload starts
         workers = [asyncio.create_task(self.register_client(f"c{k}.{i}", key))
                    for k, key in enumerate(self.keys) for i in range(CLIENTS_PER_KEY)]
@@ -406,8 +575,7 @@ class Runner:
                         self.mark(self.errors[-1])
                         continue
                     replicas = 5 - replicas
-                    await self.scale(replicas)
-                    await self.wait_converged(action.fault.index, replicas)
+                    await self.converge(action.fault.index, replicas)
                 nxt = nem.next_time()
                 await asyncio.sleep(max(0.05, min(0.5, (nxt if nxt is not None else self.duration) - self.now())))
         finally:
@@ -428,12 +596,19 @@ class Runner:
         await self.store.close()
         await self.api.close()
         prefix = self.prefix
+        ops = self.history.operations()
+        if self.plot_dir is not None:
+            for line in plot.write(self.plot_dir, ops, self.windows, f"kubemu chaos, seed {self.seed}: register "
+                                   "operations' latency (faults shaded)"):
+                self.say(line)
         return verdict.assemble(
-            ops=self.history.operations(), final=final, store=truth, since=self.since,
+            ops=ops, final=final, store=truth, since=self.since,
             watches={"registers": self.sessions}, watched=lambda k: k.startswith(prefix), until=until,
             preconditions=self.preconditions, convergence=self.convergence,
             component_writes=self.component_writes(), leaked=leaked, stopped=stopped,
-            timeline=self.timeline, skipped=skipped, errors=self.errors)
+            timeline=self.timeline, skipped={**skipped, **self.skipped_faults,
+                                             **{f"workload {k}": why for k, why in self.skipped_workloads.items()}},
+            errors=self.errors, faults=self.windows)
 
     async def final_state(self) -> tuple[dict, int]:
         """Every key's value once the faults are healed, then the sentinel write that ends the
@@ -447,17 +622,18 @@ class Runner:
         resp = await _retry(lambda: self.store.put(self.sentinel, "end"))
         return final, resp["header"]["revision"]
 
-    async def leftovers(self, baseline: dict[str, int]) -> tuple[list[str], list[str]]:
+    async def leftovers(self, baseline: dict[str, set[int]]) -> tuple[list[str], list[str]]:
         """Processes beyond what each node held before the run (once the workload is gone), and
         processes left stopped."""
         deadline = time.monotonic() + SETTLE_BOUND
         while True:
-            counts = {n: len(self.node_pids(n)) for n in baseline}
-            if all(counts[n] <= baseline[n] for n in baseline) or time.monotonic() > deadline:
+            now = {n: self.node_pids(n) for n in baseline}
+            if all(len(now[n]) <= len(baseline[n]) for n in baseline) or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.5)
-        leaked = [f"{n}: {counts[n]} processes, {baseline[n]} before the run" for n in baseline
-                  if counts[n] > baseline[n]]
+        leaked = [f"{n}: {len(now[n])} processes, {len(baseline[n])} before the run; new since: "
+                  + ", ".join(_describe(p) for pid, p in sorted(now[n].items()) if pid not in baseline[n])
+                  for n in baseline if len(now[n]) > len(baseline[n])]
         stopped = []
         for n in baseline:
             for pid, proc in self.node_pids(n).items():
@@ -489,6 +665,14 @@ class Runner:
         return writes
 
 
+def _describe(proc: psutil.Process) -> str:
+    """A process as a leak report names it: its PID and the start of its command line."""
+    try:
+        return f"{proc.pid} ({' '.join(proc.cmdline())[:80]})"
+    except psutil.Error:
+        return f"{proc.pid} (gone)"
+
+
 def _change(ev) -> Change:
     kv = ev.kv
     return Change(kv["mod_revision"], kv["key"].decode(), ev.type,
@@ -506,14 +690,33 @@ async def _retry(call, timeout: float = 120.0):
             await asyncio.sleep(0.3)
 
 
+TOLERATE_CONTROL_PLANE = [{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
+                           "effect": "NoSchedule"}]
+
+
+def _template(app: str, container: str, command: list[str], **spec) -> dict:
+    return {"metadata": {"labels": {"app": app}},
+            "spec": {"terminationGracePeriodSeconds": 1, "tolerations": TOLERATE_CONTROL_PLANE,
+                     "containers": [{"name": container, "command": command}], **spec}}
+
+
 def _deployment(replicas: int) -> dict:
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": DEPLOYMENT, "namespace": NAMESPACE},
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": DEPLOYMENT}},
-                     "template": {"metadata": {"labels": {"app": DEPLOYMENT}},
-                                  "spec": {"terminationGracePeriodSeconds": 1,
-                                           "tolerations": [{"key": "node-role.kubernetes.io/control-plane",
-                                                            "operator": "Exists", "effect": "NoSchedule"}],
-                                           "containers": [{"name": "web", "command": ["sleep", "3600"]}]}}}}
+                     "template": _template(DEPLOYMENT, "web", ["sleep", "3600"])}}
+
+
+def _statefulset(replicas: int) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": STATEFULSET, "namespace": NAMESPACE},
+            "spec": {"replicas": replicas, "serviceName": STATEFULSET,
+                     "selector": {"matchLabels": {"app": STATEFULSET}},
+                     "template": _template(STATEFULSET, "db", ["sleep", "3600"])}}
+
+
+def _job(name: str) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"completions": JOB_COMPLETIONS, "parallelism": JOB_COMPLETIONS, "backoffLimit": 20,
+                     "template": _template(name, "work", ["sleep", "1"], restartPolicy="OnFailure")}}
 
 
 class _DroppingStore:
@@ -537,10 +740,11 @@ class _DroppingStore:
         return resp
 
 
-def run(state_dir, duration: float, kinds: tuple[str, ...], seed: int, out: Path | None, say=print) -> verdict.Report:
+def run(state_dir, duration: float, kinds: tuple[str, ...], seed: int, out: Path | None, say=print,
+        plot_dir: Path | None = None) -> verdict.Report:
     state = StateDir(state_dir)
     state.require_running()
-    report = asyncio.run(Runner(state, duration, kinds, seed, say).run())
+    report = asyncio.run(Runner(state, duration, kinds, seed, say, plot_dir).run())
     if out is not None:
         out.write_text(json.dumps(report.to_dict(), indent=2, default=str))
     return report

@@ -29,11 +29,16 @@ class Check:
 
 @dataclass(frozen=True)
 class Convergence:
-    """How long the Deployment took to be back at its desired state after a fault was healed
-    (seconds; None: not within the bound)."""
+    """How long a workload took to be back at its desired state after a fault was healed
+    (seconds; None: not within the bound); fault -1 is the start of the run."""
     fault: int
     seconds: float | None
     bound: float
+    workload: str = "deployment"
+
+    def to_dict(self) -> dict:
+        return {"fault": self.fault, "workload": self.workload, "bound": self.bound,
+                "seconds": None if self.seconds is None else round(self.seconds, 3)}
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,8 @@ class Report:
     checks: list[Check]
     timeline: list[dict]
     skipped: dict[str, str]
+    convergence: list[Convergence] = field(default_factory=list)
+    faults: list[dict] = field(default_factory=list)  # each fault's window: index, kind, start, end
 
     @property
     def ok(self) -> bool:
@@ -58,12 +65,14 @@ class Report:
 
     def to_dict(self) -> dict:
         return {"ok": self.ok, "checks": [c.to_dict() for c in self.checks], "timeline": self.timeline,
-                "skipped": self.skipped}
+                "skipped": self.skipped, "faults": self.faults,
+                "convergence": [c.to_dict() for c in self.convergence]}
 
     def text(self, timeline: bool = True) -> str:
         """The verdict as lines; `timeline=False` leaves out the timeline (printed as it ran)."""
         lines = ["timeline:"] + [f"  {e['t']:8.2f}s  {e['what']}" for e in self.timeline] if timeline else []
-        lines += [f"skipped fault {k}: {why}" for k, why in self.skipped.items()]
+        lines += [f"skipped {k if k.startswith('workload ') else 'fault ' + k}: {why}"
+                  for k, why in self.skipped.items()]
         for c in self.checks:
             lines.append(f"{'ok  ' if c.ok else 'FAIL'} {c.name}: {c.summary}")
             lines += [f"       {d}" for d in c.details[:10]]
@@ -113,9 +122,15 @@ def check_preconditions(answers: Sequence[tuple[int, str, str]]) -> Check:
 
 
 def check_convergence(times: Sequence[Convergence]) -> Check:
-    late = [f"fault {c.fault}: not converged within {c.bound:g}s" for c in times if c.seconds is None]
-    shown = ", ".join(f"#{c.fault} {c.seconds:.1f}s" for c in times if c.seconds is not None)
-    return Check("workload converges", not late, f"after each fault: {shown or 'none measured'}", late)
+    """Every workload was back at its desired state within its bound after every fault."""
+    late = [f"fault {c.fault}: {c.workload} not converged within {c.bound:g}s" for c in times if c.seconds is None]
+    per: dict[str, list[str]] = {}
+    for c in times:
+        if c.seconds is not None:
+            per.setdefault(c.workload, []).append(f"#{c.fault} {c.seconds:.1f}s")
+    shown = "; ".join(f"{w}: {', '.join(t)}" for w, t in per.items())
+    return Check("workload converges", not late and bool(times), f"after each fault: {shown or 'none measured'}",
+                 late)
 
 
 def check_lease_terms(writes: Sequence[ComponentWrite]) -> Check:
@@ -148,11 +163,11 @@ def assemble(*, ops: Sequence[Operation], final: Mapping[Hashable, Any], store: 
              preconditions: Sequence[tuple[int, str, str]], convergence: Sequence[Convergence],
              component_writes: Sequence[ComponentWrite], leaked: Sequence[str], stopped: Sequence[str],
              timeline: list[dict], skipped: Mapping[str, str], errors: Sequence[str] = (),
-             max_steps: int = linearizability.DEFAULT_MAX_STEPS) -> Report:
+             faults: Sequence[dict] = (), max_steps: int = linearizability.DEFAULT_MAX_STEPS) -> Report:
     checks = [check_linearizable(ops, max_steps), check_acked(ops, final, store, since),
               check_watches(store, watches, watched, until), check_preconditions(preconditions),
               check_convergence(convergence), check_lease_terms(component_writes),
               check_processes(leaked, stopped)]
     if errors:  # the run itself could not do what it had to (a fault not injected, not healed)
         checks.append(Check("run", False, f"{len(errors)} error(s)", list(errors)))
-    return Report(checks, timeline, dict(skipped))
+    return Report(checks, timeline, dict(skipped), list(convergence), list(faults))

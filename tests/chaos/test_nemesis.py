@@ -17,12 +17,12 @@ def test_a_seed_names_one_plan_and_another_seed_another():
 
 
 def test_faults_follow_one_another_within_the_duration():
-    faults = nemesis.plan(300, nemesis.FAULTS, 7, HA)
+    faults = nemesis.plan(900, nemesis.FAULTS, 7, HA)
     assert len(faults) > 10
     assert faults[0].at == nemesis.WARMUP
     for before, after in zip(faults, faults[1:]):
         assert after.at - before.heal_at >= nemesis.SETTLE[0]
-    assert faults[-1].heal_at <= 300
+    assert faults[-1].heal_at <= 900
     assert {f.kind for f in faults} == set(nemesis.FAULTS)
     assert all(nemesis.HOLD[0] <= f.hold <= nemesis.HOLD[1] for f in faults)
 
@@ -60,3 +60,26 @@ def test_the_nemesis_injects_heals_and_keeps_holds_when_the_caller_runs_late():
     assert not nem.done
     assert nem.due(20) == [Heal(f1)]
     assert nem.done and nem.next_time() is None
+
+
+def test_store_faults_need_the_replicas_that_leave_a_quorum_or_someone_to_talk_to():
+    two, one = Shape(1, 1, 2), Shape(1, 1, 1)
+    for kind in ("partition", "asymmetric", "membership"):
+        assert "needs 3 or more" in nemesis.applicable(kind, two)
+        assert nemesis.applicable(kind, HA) is None
+    for kind in ("delay", "leader-transfer"):
+        assert nemesis.applicable(kind, two) is None and "needs 2 or more" in nemesis.applicable(kind, one)
+    for kind in ("disk", "power-loss"):
+        assert nemesis.applicable(kind, one) is None
+    kinds = {f.kind for f in nemesis.plan(2000, nemesis.FAULTS, 5, one)}
+    assert kinds and not kinds & {"partition", "asymmetric", "membership", "delay", "leader-transfer"}
+    assert set(nemesis.STORE_FAULTS) <= set(nemesis.FAULTS)
+
+
+def test_the_new_faults_are_named_by_the_flag_and_planned_one_at_a_time():
+    new = nemesis.parse_faults("delay,asymmetric,disk,power-loss,leader-transfer,membership")
+    faults = nemesis.plan(600, new, 2, HA)
+    assert {f.kind for f in faults} == set(new)
+    assert all(f.target == f.kind for f in faults)
+    for before, after in zip(faults, faults[1:]):
+        assert after.at >= before.heal_at

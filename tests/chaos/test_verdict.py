@@ -80,7 +80,22 @@ def test_a_workload_that_did_not_converge_fails_and_times_are_reported():
     report = assemble(ops, store, convergence=[Convergence(0, 2.25, 60), Convergence(1, None, 60)])
     assert failing(report) == {"workload converges"}
     check = next(c for c in report.checks if c.name == "workload converges")
-    assert "#0 2.2s" in check.summary and "fault 1: not converged within 60s" in check.details
+    assert "#0 2.2s" in check.summary and "fault 1: deployment not converged within 60s" in check.details
+
+
+def test_each_workload_is_judged_and_reported_with_its_time():
+    ops, store = recorded()
+    times = [Convergence(0, 2.0, 60, "deployment/web"), Convergence(0, 3.5, 60, "statefulset/db"),
+             Convergence(0, None, 60, "job/j-1")]
+    report = assemble(ops, store, convergence=times, faults=[{"index": 0, "kind": "delay", "start": 1, "end": 2}])
+    check = next(c for c in report.checks if c.name == "workload converges")
+    assert not check.ok and check.details == ["fault 0: job/j-1 not converged within 60s"]
+    assert "deployment/web: #0 2.0s; statefulset/db: #0 3.5s" in check.summary
+    got = report.to_dict()
+    assert got["convergence"][1] == {"fault": 0, "workload": "statefulset/db", "bound": 60, "seconds": 3.5}
+    assert got["convergence"][2]["seconds"] is None
+    assert got["faults"] == [{"index": 0, "kind": "delay", "start": 1, "end": 2}]
+    assert failing(assemble(ops, store, convergence=[])) == {"workload converges"}  # nothing measured
 
 
 def test_two_leaders_acting_in_one_term_fail():
@@ -100,3 +115,13 @@ def test_leaked_or_stopped_processes_and_run_errors_fail():
     assert failing(assemble(ops, store, leaked=["node-0: 9 processes, 8 before the run"])) == {"no leaked process"}
     assert failing(assemble(ops, store, stopped=["node-0: pid 7"])) == {"no leaked process"}
     assert failing(assemble(ops, store, errors=["store fault partition did not reach store-1"])) == {"run"}
+
+
+def test_skipped_faults_and_workloads_are_each_one_line():
+    ops, store = recorded()
+    report = assemble(ops, store, skipped={"node": "one node", "membership (fault 3)": "no store follower",
+                                           "workload job": "the cluster does not serve Jobs"})
+    lines = report.text(timeline=False).splitlines()
+    assert "skipped fault node: one node" in lines
+    assert "skipped fault membership (fault 3): no store follower" in lines
+    assert "skipped workload job: the cluster does not serve Jobs" in lines
