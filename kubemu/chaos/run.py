@@ -18,6 +18,10 @@ move-leader. After healing one, the runner waits for every replica to have caugh
 Faults touch only processes kubemu started: a target's PID (a pod's container from the
 kubelet's pod status, a unit's main PID from init) must be one of its node's recorded
 processes (`ownership.Owned.processes`: the node's cgroup, or its init's descendants).
+
+At the end, once its workloads are deleted, every process of every node must be one the node
+is supposed to run now (`leftovers`: init, its units, the pods the kubelet reports), waited
+on for up to SETTLE_BOUND; what is left is named as leaked.
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ from pathlib import Path
 
 import psutil
 
+from kubelet import sandboxes
 from kubemu import cluster, wire
 from kubemu._wire_auth import state_credentials
 from kubemu.api.times import parse_micro_time
@@ -39,7 +44,7 @@ from kubemu.apiclient import ApiClient
 from kubemu.statedir import StateDir
 from store.client import Compacted, StoreClient
 
-from . import nemesis, plot, storefaults, storeops, verdict
+from . import leftovers, nemesis, plot, storefaults, storeops, verdict
 from .history import CAS, PUT, READ, WRITE, Change, History, HistoryError, Versions
 from .watchcheck import WatchSession
 
@@ -51,7 +56,7 @@ JOB_COMPLETIONS = 2
 CONFIGMAP = "chaos-register"
 KEYS, CLIENTS_PER_KEY = 4, 2
 CONVERGE_BOUND = 90.0  # seconds after a heal for the Deployment to be back at its desired state
-SETTLE_BOUND = 90.0    # seconds for the nodes to hold what they held at the start, at the end
+SETTLE_BOUND = 90.0    # seconds at the end for every process to be a unit's or a reported pod's
 STORE_BOUND = 90.0     # seconds after a store fault's heal for every replica to have caught up
 COMPONENTS = ("kube-scheduler", "kube-controller-manager")
 # Test-only: a store client that acknowledges one write without sending it, to prove the
@@ -542,7 +547,7 @@ class Runner:
                 await asyncio.sleep(0.3)
 
     async def run(self) -> verdict.Report:
-        baseline = {n: set(self.node_pids(n)) for n in self.state.running_nodes()}
+        nodes = self.state.running_nodes()
         await self.setup()
         shape = self.shape()
         skipped = {k: why for k in self.kinds if (why := nemesis.applicable(k, shape))}
@@ -591,7 +596,7 @@ class Runner:
         await truth_store.close()
         truth = [c for session in truth_sessions for c in session.events]
         await self.teardown()
-        leaked, stopped = await self.leftovers(baseline)
+        leaked, stopped = await self.leftovers(nodes)
         self.mark("end")
         await self.store.close()
         await self.api.close()
@@ -622,20 +627,21 @@ class Runner:
         resp = await _retry(lambda: self.store.put(self.sentinel, "end"))
         return final, resp["header"]["revision"]
 
-    async def leftovers(self, baseline: dict[str, set[int]]) -> tuple[list[str], list[str]]:
-        """Processes beyond what each node held before the run (once the workload is gone), and
-        processes left stopped."""
+    async def leftovers(self, nodes: list[str]) -> tuple[list[str], list[str]]:
+        """Processes of the nodes nothing accounts for (`leftovers`: not a unit's, nor of a pod
+        the kubelet reports; the run's own pods, deleted, account for nothing), waited on until
+        there are none, and processes left stopped."""
         deadline = time.monotonic() + SETTLE_BOUND
         while True:
-            now = {n: self.node_pids(n) for n in baseline}
-            if all(len(now[n]) <= len(baseline[n]) for n in baseline) or time.monotonic() > deadline:
+            lost = {n: await self.unaccounted(n) for n in nodes}
+            if not any(lost.values()) or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.5)
-        leaked = [f"{n}: {len(now[n])} processes, {len(baseline[n])} before the run; new since: "
-                  + ", ".join(_describe(p) for pid, p in sorted(now[n].items()) if pid not in baseline[n])
-                  for n in baseline if len(now[n]) > len(baseline[n])]
+        leaked = [f"{n}: {len(procs)} process(es) nothing accounts for: "
+                  + ", ".join(_describe_lost(p) for p in procs)
+                  for n, procs in lost.items() if procs]
         stopped = []
-        for n in baseline:
+        for n in nodes:
             for pid, proc in self.node_pids(n).items():
                 try:
                     if proc.status() == psutil.STATUS_STOPPED:
@@ -643,6 +649,31 @@ class Runner:
                 except psutil.Error:
                     pass
         return leaked, stopped
+
+    async def unaccounted(self, node: str) -> list[psutil.Process]:
+        """The node's processes that are not its init's, a unit's, or a pod's the kubelet reports
+        now (kubemu/chaos/leftovers.py)."""
+        procs = self.node_pids(node)
+        parents = {}
+        for pid, proc in procs.items():
+            try:
+                parents[pid] = proc.ppid()
+            except psutil.Error:
+                continue  # gone since it was listed
+        owned = self.state.owned(node)
+        init = owned.init() if owned else None
+        status = await asyncio.to_thread(cluster.node_status, self.state, node) or {}
+        units = {u["name"]: u.get("main_pid") for u in status.get("units") or []}
+        pods = [leftovers.Pod(pod, (rec.pid if (rec := sandboxes.read_record(str(d))) else None))
+                for d, pod in self.state.pods(node)]
+        accounted = leftovers.owners(parents, init.pid if init else None, units, pods, ignore=self.runs_pod)
+        return [procs[pid] for pid in leftovers.unaccounted(parents, init.pid if init else None, accounted)]
+
+    def runs_pod(self, pod: dict) -> bool:
+        """A pod of the run's workloads (all deleted at its end)."""
+        meta = pod.get("metadata") or {}
+        app = (meta.get("labels") or {}).get("app") or ""
+        return meta.get("namespace") == NAMESPACE and (app in (DEPLOYMENT, STATEFULSET) or app.startswith(f"{JOB}-"))
 
     def component_writes(self) -> list[verdict.ComponentWrite]:
         writes = []
@@ -671,6 +702,15 @@ def _describe(proc: psutil.Process) -> str:
         return f"{proc.pid} ({' '.join(proc.cmdline())[:80]})"
     except psutil.Error:
         return f"{proc.pid} (gone)"
+
+
+def _describe_lost(proc: psutil.Process) -> str:
+    """A process nothing accounts for, with its parent (who it was left to)."""
+    try:
+        parent = proc.parent()
+    except psutil.Error:
+        parent = None
+    return _describe(proc) + (f" child of {_describe(parent)}" if parent is not None else "")
 
 
 def _change(ev) -> Change:

@@ -153,9 +153,8 @@ def check_lease_terms(writes: Sequence[ComponentWrite]) -> Check:
 
 def check_processes(leaked: Sequence[str], stopped: Sequence[str]) -> Check:
     details = [f"leaked: {p}" for p in leaked] + [f"left stopped: {p}" for p in stopped]
-    return Check("no leaked process", not details,
-                 "the nodes hold what they held before the run" if not details else f"{len(details)} problem(s)",
-                 details)
+    summary = "every process is a unit's or a pod's the kubelet reports"
+    return Check("no leaked process", not details, summary if not details else f"{len(details)} problem(s)", details)
 
 
 def assemble(*, ops: Sequence[Operation], final: Mapping[Hashable, Any], store: Sequence[Change], since: int,

@@ -112,7 +112,7 @@ def test_two_leaders_acting_in_one_term_fail():
 
 def test_leaked_or_stopped_processes_and_run_errors_fail():
     ops, store = recorded()
-    assert failing(assemble(ops, store, leaked=["node-0: 9 processes, 8 before the run"])) == {"no leaked process"}
+    assert failing(assemble(ops, store, leaked=["node-0: 1 process(es) nothing accounts for: 9 (kubemu-pause infinity)"])) == {"no leaked process"}
     assert failing(assemble(ops, store, stopped=["node-0: pid 7"])) == {"no leaked process"}
     assert failing(assemble(ops, store, errors=["store fault partition did not reach store-1"])) == {"run"}
 
