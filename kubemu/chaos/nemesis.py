@@ -4,8 +4,9 @@ clock, so a seed names one run's schedule exactly and tests step it with a fake 
 
 Faults (`kubemu chaos --faults`):
 
-    kill          SIGKILL one process: a workload container, the scheduler, the
-                  controller-manager or a kubelet (its init restarts it)
+    kill          SIGKILL one process: a workload container or its shim, the scheduler, the
+                  controller-manager or a kubelet (its init restarts it); a node's init is
+                  the `node` fault (init's death is the machine's)
     pause         SIGSTOP one of those for the fault's hold, then SIGCONT
     node          SIGKILL a whole node (`kubemu node kill`), boot it again on heal; never the
                   last control-plane node
@@ -44,7 +45,7 @@ STORE_FAULTS = ("store-leader", "partition", "asymmetric", "delay", "disk", "pow
 # transfer or a delay needs someone to hand to or talk with
 MIN_REPLICAS = {"partition": 3, "asymmetric": 3, "membership": 3, "delay": 2, "leader-transfer": 2}
 # the target classes a kill or pause picks from (the runner picks the process within it)
-PROCESS_TARGETS = ("workload", "scheduler", "controller-manager", "kubelet")
+PROCESS_TARGETS = ("workload", "shim", "scheduler", "controller-manager", "kubelet")
 PAUSE_TARGETS = ("workload", "scheduler", "controller-manager")
 
 WARMUP = 3.0            # seconds of workload before the first fault

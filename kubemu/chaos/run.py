@@ -137,9 +137,19 @@ class Runner:
             return out
         if target == "workload":
             return self.pod_targets(lambda p: (p["metadata"].get("labels") or {}).get("app") == DEPLOYMENT)
+        if target == "shim":  # a workload container's shim (kubelet/shim.py): the container's parent
+            return [shim for shim in map(self.shim_of, await self.process_targets("workload")) if shim]
         # a static pod is named <component>-<node>; the store's <member>-<node>
         return self.pod_targets(lambda p: p["metadata"].get("namespace") == "kube-system"
                                 and p["metadata"]["name"] == f"{target}-{p['spec'].get('nodeName')}")
+
+    def shim_of(self, target: tuple[str, str, int]) -> tuple[str, str, int] | None:
+        node, name, pid = target
+        try:
+            shim = self.node_pids(node).get(psutil.Process(pid).ppid())
+            return (node, f"{name}'s shim", shim.pid) if shim and "kubelet.shim" in shim.cmdline() else None
+        except psutil.Error:
+            return None
 
     async def signal_one(self, fault: nemesis.Fault, candidates, sig) -> psutil.Process | None:
         for node, name, pid in ([self.rng.choice(candidates)] if candidates else []):
