@@ -49,9 +49,9 @@ from kubemu.api.resources import Resource
 from kubemu.apiclient import AlreadyExists, ApiClient, Conflict, NotFound
 from kubemu.events import EventRecorder
 
-# Kinds whose status someone else writes too (the kubelet; evictions a PDB's): status writes
-# are guarded by RV.
-_SHARED_STATUS = frozenset({"Node", "Pod", "PodDisruptionBudget"})
+# Kinds whose status someone else writes too (the kubelet; evictions a PDB's; the CSR
+# approver a request's conditions): status writes are guarded by RV.
+_SHARED_STATUS = frozenset({"Node", "Pod", "PodDisruptionBudget", "CertificateSigningRequest"})
 # At most this many garbage collector writes in flight (k8s' burst of pod writes, too).
 MAX_CONCURRENT_WRITES = 500
 

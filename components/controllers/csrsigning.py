@@ -10,20 +10,21 @@ request's spec.expirationSeconds when shorter (at least 600 s), never past the C
 The certificate is backdated 5 minutes for clock skew; a short-lived one (under 8 hours) ends
 that much earlier, so it is never valid for longer than asked.
 
-``sign(csr, ca, now, duration) -> dict | None`` is pure: the request, the CA (pki.Pair) and the
-time in; out, the request with its status to write through the status subresource, or None
-when there is nothing to do.
+``sign(csr, ca, now, duration) -> list`` is pure: the request, the CA (pki.Pair) and the
+time in; out, the actions for the controller-manager's executor: one UpdateStatus of the
+request's status subresource (the certificate, or the Failed condition), or none when there is
+nothing to do.
 """
 from __future__ import annotations
 
 import base64
-import copy
 import datetime
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from components.controllers import UpdateStatus
 from components.controllers.csrapproving import kubelet_client_error
 from kubemu.api import certificates
 from kubemu.api.times import format_time
@@ -102,11 +103,10 @@ def issue(req: x509.CertificateSigningRequest, usages: list[str], ca, now: datet
     return builder.sign(ca.key, hashes.SHA256())
 
 
-def sign(csr: dict, ca, now: float, cluster_duration: float = DEFAULT_DURATION) -> dict | None:
+def sign(csr: dict, ca, now: float, cluster_duration: float = DEFAULT_DURATION) -> list[UpdateStatus]:
     if not _signable(csr):
-        return None
-    out = copy.deepcopy(csr)
-    status = out.setdefault("status", {})
+        return []
+    status = dict(csr.get("status") or {})
     try:
         req = certificates.parse_request(csr)
         problem = request_error(csr, req)
@@ -116,10 +116,9 @@ def sign(csr: dict, ca, now: float, cluster_duration: float = DEFAULT_DURATION) 
         status["conditions"] = [*(status.get("conditions") or []),
                                 {"type": certificates.FAILED, "status": "True", "reason": FAILED_REASON,
                                  "message": problem, "lastUpdateTime": format_time(now)}]
-        return out
-    moment = datetime.datetime.fromtimestamp(now, datetime.timezone.utc)
-    ttl = datetime.timedelta(seconds=duration(csr, cluster_duration))
-    cert = issue(req, (csr.get("spec") or {}).get("usages") or [], ca, moment, ttl)
-    pem = cert.public_bytes(serialization.Encoding.PEM)
-    status["certificate"] = base64.b64encode(pem).decode()
-    return out
+    else:
+        moment = datetime.datetime.fromtimestamp(now, datetime.timezone.utc)
+        ttl = datetime.timedelta(seconds=duration(csr, cluster_duration))
+        cert = issue(req, (csr.get("spec") or {}).get("usages") or [], ca, moment, ttl)
+        status["certificate"] = base64.b64encode(cert.public_bytes(serialization.Encoding.PEM)).decode()
+    return [UpdateStatus(certificates.KIND, None, (csr.get("metadata") or {}).get("name", ""), status)]

@@ -189,3 +189,18 @@ def test_a_finalizer_removal_takes_off_that_one_finalizer_of_that_object():
     api = StrategicApi(fail={("patch", "data"): Conflict("the object has been modified")})
     with pytest.raises(Conflict):
         run(setup(api).execute([RemoveFinalizer("v1", "PersistentVolumeClaim", "db", "data", "u1", "x")]))
+
+
+def test_a_csr_status_write_is_guarded_by_the_version_it_was_computed_from():
+    """The approver writes a request's conditions too (the approval subresource): the signer's
+    status, computed from the cached request, must not overwrite a newer one."""
+    csr = {"metadata": {"name": "node-csr-1", "resourceVersion": "9"},
+           "status": {"conditions": [{"type": "Approved"}]}}
+    api = FakeApi()
+    executor = setup(api, ("certificatesigningrequests", csr))
+    status = {"conditions": [{"type": "Approved"}], "certificate": "Y2VydA=="}
+    run(executor.execute([UpdateStatus("CertificateSigningRequest", None, "node-csr-1", status)]))
+    [(verb, name, params)] = api.calls
+    assert (verb, name, params["resource"], params["subresource"]) == (
+        "patch", "node-csr-1", "certificatesigningrequests", "status")
+    assert params["patch"] == {"status": status, "metadata": {"resourceVersion": "9"}}

@@ -35,7 +35,9 @@ def test_a_pending_request_goes_after_a_day():
 
 def test_an_issued_request_goes_an_hour_after_approval_or_when_its_certificate_expires():
     ca = pki.Pair(pki.make_ca(key := ec.generate_private_key(ec.SECP256R1()), NOW), key)
-    issued = sign(approve(pending(), NODE_CLIENT.message, T), ca, T, cluster_duration=1800)
+    approved = approve(pending(), NODE_CLIENT.message, T)
+    [signed] = sign(approved, ca, T, cluster_duration=1800)
+    issued = {**approved, "status": signed.status}
     assert clean_csr(issued, T + 60) == ([], 1800 - 5 * 60 - 60)  # backdated 5 minutes
     assert clean_csr(issued, T + 1800) == (GONE, None)
     approved_only = approve(pending(), NODE_CLIENT.message, T)
