@@ -4,8 +4,10 @@
 [--min-sync-period S] [--masquerade-bit N] [--metrics-file FILE] [--cleanup] [--log-level L]
 
 One DaemonSet template serves every node (kubemu/addons.py): its args name the node whose proxy
-takes the host's side (`--host-side-node`) and give that side's flags to all; `for_this_node`
-keeps them only in that node's proxy.
+takes the host's side (`--host-side-node`) and give that side's flags to all, and give every
+node the same apiserver list (node-0's first); `for_this_node` keeps the host side's flags only
+in that node's proxy and orders the list as every client on this node orders it
+(kubemu/apipreference.py: a control-plane node's own apiserver first).
 
 kube-proxy's shell: informers on Services, EndpointSlices and its own Node feed the pure cores
 (endpoints.service_ports → rules.desired → rules.transaction, paced by sync.SyncRunner), and
@@ -33,7 +35,7 @@ import time
 from components.kube_proxy import endpoints, nftshell, rules
 from components.kube_proxy.sync import SyncRunner, trigger_time
 from components.kube_proxy.userspace import UserspaceProxier
-from kubemu import sdnotify
+from kubemu import apipreference, sdnotify
 from kubemu._wire_auth import CREDENTIALS_HELP, credentials_flag
 from kubemu.apiclient import ApiClient
 from kubemu.events import EventRecorder
@@ -100,7 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
                                             "(or userspace forwarders)")
     p.add_argument("--api", required=True,
                    help="the apiserver's wire endpoint (ipc:// or tcp://), or a comma-separated list of "
-                        "them to fail over between")
+                        "every apiserver's, node-0's first, to fail over between (tried in this node's "
+                        "order of preference)")
     p.add_argument("--wire-credentials", type=credentials_flag, metavar="FILE", help=CREDENTIALS_HELP)
     p.add_argument("--hostname-override", required=True, metavar="NODE", help="this node's name")
     p.add_argument("--proxy-mode", choices=(NFTABLES, USERSPACE), default=NFTABLES,
@@ -127,14 +130,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def for_this_node(args: argparse.Namespace) -> argparse.Namespace:
-    """The flags this node's proxy runs with: the host side's (--host-interface, --host-address,
-    --nodeport-addresses) dropped unless this is the --host-side-node. Only one proxy may take
-    what comes from the host link, and a NodePort listener on the nodes' one shared loopback
-    address is one proxy's alone (components/kube_proxy/userspace_plan.py)."""
-    if args.host_side_node is None or args.host_side_node == args.hostname_override:
-        return args
-    return argparse.Namespace(**{**vars(args), "host_interface": None, "host_address": None,
-                                 "nodeport_addresses": []})
+    """The flags this node's proxy runs with: --api in this node's order of preference, and the
+    host side's (--host-interface, --host-address, --nodeport-addresses) dropped unless this is
+    the --host-side-node. Only one proxy may take what comes from the host link, and a NodePort
+    listener on the nodes' one shared loopback address is one proxy's alone
+    (components/kube_proxy/userspace_plan.py)."""
+    endpoints = [e for e in (part.strip() for part in args.api.split(",")) if e]
+    changes: dict = {"api": ",".join(apipreference.for_node(endpoints, args.hostname_override))} if endpoints else {}
+    if args.host_side_node not in (None, args.hostname_override):
+        changes.update(host_interface=None, host_address=None, nodeport_addresses=[])
+    return argparse.Namespace(**{**vars(args), **changes})
 
 
 class Proxy:

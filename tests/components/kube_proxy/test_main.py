@@ -259,3 +259,13 @@ def test_userspace_a_node_port_held_elsewhere_is_said_once_and_tried_again(env):
         other.close()
         proxy.stop()
         env.call("delete", resource="services", namespace="default", name="web")
+
+
+def test_the_apiservers_are_tried_in_this_node_s_order():
+    def api(node: str, given: str = "ipc:///a,ipc:///b,ipc:///c") -> str:
+        return for_this_node(build_parser().parse_args(["--api", given, "--hostname-override", node])).api
+
+    assert api("node-0") == "ipc:///a,ipc:///b,ipc:///c"
+    assert api("node-2") == "ipc:///c,ipc:///a,ipc:///b"
+    assert api("node-4") == "ipc:///b,ipc:///c,ipc:///a"     # a worker: rotated
+    assert api("node-1", "ipc:///a, ipc:///b,") == "ipc:///b,ipc:///a"
