@@ -14,7 +14,8 @@
   requests sent after the kill count.
 - control-plane node: on an HA cluster (3 control-plane nodes), the node of the
   controller-manager's leader loses power -> first API write, first pod scheduled, a
-  Deployment scaled after the kill converged (bench/failover_ha.py), each beside its target.
+  Deployment scaled after the kill converged (bench/failover_ha.py); once with --fast, once
+  with the default timings, the first write beside the issue's target for each.
 """
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def store_failover(trials: int, workdir: Path, tick=None) -> dict:
 
 
 async def _apiserver_trial(endpoint: str, apiserver_pod: Path, api: ApiClient, credentials) -> dict[str, float]:
-    """One kill of the apiserver's container; seconds from the kill to each clock."""
+    """One kill of the apiserver's container; seconds from the kill to each clock that stopped
+    within STEADY_TIMEOUT."""
     loop = asyncio.get_running_loop()
     victim = await _steady_apiserver(apiserver_pod, api)
     clocks: dict[str, float] = {}
@@ -105,6 +107,8 @@ async def _apiserver_trial(endpoint: str, apiserver_pod: Path, api: ApiClient, c
         os.kill(victim, signal.SIGKILL)
         tasks.append(loop.create_task(new_pid()))
         await asyncio.wait_for(done.wait(), STEADY_TIMEOUT)
+    except TimeoutError:
+        pass  # a clock that did not stop in time is counted as missing (a busy machine's 100 ms probe)
     finally:
         done.set()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -152,7 +156,8 @@ def apiserver_failover(trials: int, workdir: Path, tick=None) -> dict:
 
 
 def ha_kills(quick: bool, kills: int | None) -> int:
-    """Control-plane node kills: `kills` if given, else 10 (3 with quick: too few for a p99)."""
+    """Control-plane node kills per timing mode: `kills` if given, else 10 (3 with quick: too
+    few for a p99)."""
     return kills or (3 if quick else 10)
 
 
@@ -167,21 +172,23 @@ def run(quick: bool = False, kills: int | None = None, progress_factory=None, wo
         results.update(store_failover(trials, Path(tmp) / "store", tick))
         tick = progress_factory("apiserver kill -9", trials + 1) if progress_factory else None
         results.update(apiserver_failover(trials, Path(tmp) / "api", tick))
-        tick = progress_factory("control-plane node kill", node_kills) if progress_factory else None
-        rows, node_trials = failover_ha.ha_failover(node_kills, Path(tmp) / "ha", tick)
-        results.update(rows)
+        node_trials = {}
+        for i, mode in enumerate(failover_ha.MODES):
+            tick = progress_factory(f"control-plane node kill, {mode}", node_kills) if progress_factory else None
+            rows, node_trials[mode] = failover_ha.ha_failover(node_kills, Path(tmp) / f"ha{i}", tick, mode)
+            results.update(rows)
     return {"suite": "failover", "trials": trials, "node_kills": node_kills, "quick": quick,
             "machine": machine_with_load(), "results": results, "node_kill_trials": node_trials,
             "settings": {"store": "3 replicas on TCP loopback, --tick-ms 10 --election-ticks 10 --heartbeat-ticks 1; "
                                   f"{store.FAILOVER_WRITERS} writers through one StoreClient and a direct prober",
                          "apiserver": f"kubemu up --fast, 1 node, kubelet {NO_BACKOFF}; probes 5 ms apart",
-                         "control-plane node": failover_ha.SETTINGS}}
+                         **{f"control-plane node, {mode}": failover_ha.settings(mode) for mode in failover_ha.MODES}}}
 
 
 def title(report: dict) -> str:
     quick = " (--quick: too few for a p99)" if report.get("quick") else ""
     return (f"failover: kill -9 -> served again, {report['trials']} trials per process layer, "
-            f"{report['node_kills']} control-plane node kills{quick}")
+            f"{report['node_kills']} control-plane node kills per timing ({', '.join(failover_ha.MODES)}){quick}")
 
 
 def table(report: dict):

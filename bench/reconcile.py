@@ -19,6 +19,12 @@ pod lands on a hollow node, which reports it Running without starting a process.
   kind at a time, each deleted before the next: StatefulSets (Parallel pod management) and
   Jobs (parallelism = completions) spread over D objects, DaemonSets one pod per hollow node
   (pods / K of them). Beside the Deployment row of the same run.
+- HA control plane (`ha_control_plane_nodes`, default 3; 0: none): then a second cluster,
+  `kubemu up --control-plane-nodes 3` with the same K hollow nodes (the 3 store replicas now
+  one per control-plane node, 3 apiservers, a scheduler and a controller-manager on each of
+  which one leads), and the startup and deletion measurements again with the same
+  Deployments, beside the first cluster's rows (the ratio of each figure). The benchmark's
+  client asks node-0's apiserver first, as the hollow nodes do.
 
 Over the startup and deletion windows: mutating API requests/s by verb (the audit log; reads
 are not audited), Raft entries committed/s and fsyncs/s per store replica (the replicas'
@@ -46,8 +52,8 @@ import psutil
 from kubemu._wire_auth import state_credentials
 from kubemu.apiclient import ApiClient, WireError
 
-from .reconcile_cluster import ProcessSampler, cluster_processes, private_cluster, role
-from .reconcile_figures import (AuditWindow, audit_log, cpu_per_pod, over_time, pipeline, startup_latency,
+from .reconcile_cluster import ProcessSampler, cluster_processes, control_plane_count, private_cluster, role
+from .reconcile_figures import (AuditWindow, audit_logs, cpu_per_pod, over_time, pipeline, startup_latency,
                                 store_figures, store_status)
 from .reconcile_profile import Profilers, profiling_environment
 from .reconcile_plots import plots
@@ -59,6 +65,7 @@ __all__ = ["run", "table", "headlines", "plots"]  # what the runner calls
 
 DEFAULTS = {"deployments": 10, "pods": 1000, "hollow_nodes": 100, "kills": 1}
 QUICK = {"deployments": 2, "pods": 100, "hollow_nodes": 10, "kills": 1}
+HA_CONTROL_PLANE_NODES = 3
 MAX_PODS_PER_NODE = 110  # the hollow kubelet's default pods capacity
 CONTROLLER_MANAGER_POD = ("kube-system", "controller-manager-node-0")
 RESTART_POLL = 0.05
@@ -85,10 +92,11 @@ def phase_timeout(pods: int) -> float:
 def run(quick: bool = False, kills: int | None = None, progress_factory=None, *, deployments: int | None = None,
         pods: int | None = None, hollow_nodes: int | None = None, fast: bool = False,
         workdir: str | os.PathLike | None = None, profile_dir: str | os.PathLike | None = None,
-        workloads: tuple[str, ...] = ()) -> dict:
+        workloads: tuple[str, ...] = (), ha_control_plane_nodes: int = HA_CONTROL_PLANE_NODES) -> dict:
     """`kills`: recovery runs, each with one controller-manager kill (default 1; 0: none).
-    `workdir`: where the cluster's directory is made (default: the temp dir).
-    `workloads`: the other controllers to measure beside the Deployment (KINDS)."""
+    `workdir`: where the clusters' directories are made (default: the temp dir).
+    `workloads`: the other controllers to measure beside the Deployment (KINDS).
+    `ha_control_plane_nodes`: the control-plane nodes of the second cluster (0: none)."""
     base = QUICK if quick else DEFAULTS
     pods = pods or base["pods"]
     deployments = min(deployments or base["deployments"], pods)
@@ -104,7 +112,8 @@ def run(quick: bool = False, kills: int | None = None, progress_factory=None, *,
     config = {"deployments": deployments, "replicas": replicas, "pods": pods, "hollow_nodes": hollow_nodes,
               "store_replicas": 3, "kills": kills, "fast_timings": fast, "quick": quick,
               "profiled": profile_dir is not None, "workloads": ["deployment", *others],
-              "workload_replicas": {kind: replicas_for(kind, pods, deployments, hollow_nodes) for kind in others}}
+              "workload_replicas": {kind: replicas_for(kind, pods, deployments, hollow_nodes) for kind in others},
+              "control_plane_nodes": [1, ha_control_plane_nodes] if ha_control_plane_nodes else [1]}
     about = machine_with_load()
     profile_dir = Path(profile_dir).absolute() if profile_dir else None
     with profiling_environment(profile_dir) if profile_dir else nullcontext(), \
@@ -112,10 +121,18 @@ def run(quick: bool = False, kills: int | None = None, progress_factory=None, *,
             ProcessSampler(state) as sampler:
         results = asyncio.run(_measure(state, sampler, replicas, kills, progress_factory, profile_dir,
                                        config["workload_replicas"]))
+    if ha_control_plane_nodes:
+        with private_cluster(hollow_nodes, fast, workdir, ha_control_plane_nodes) as state, \
+                ProcessSampler(state) as sampler:
+            results["ha"] = asyncio.run(_measure_ha(state, sampler, replicas, progress_factory))
     about["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]  # the machine is shared: how busy it was
     report = {"suite": "reconcile", "machine": about, "config": config, "results": results, "units": UNITS}
     report.update(compare(results))
     return report
+
+
+def _api(state) -> ApiClient:
+    return ApiClient(state.api_endpoint(), timeout=30, credentials=state_credentials(state.root))
 
 
 async def _measure(state, sampler: ProcessSampler, replicas: list[int], kills: int, progress_factory,
@@ -123,7 +140,7 @@ async def _measure(state, sampler: ProcessSampler, replicas: list[int], kills: i
     def progress(label: str, pods: int = sum(replicas)):
         return progress_factory(label, pods) if progress_factory else None
 
-    api = ApiClient(state.api_endpoint(), timeout=30, credentials=state_credentials(state.root))
+    api = _api(state)
     try:
         async with Workload(api, "startup", replicas) as w:
             profiling = Profilers(state, profile_dir) if profile_dir else nullcontext()
@@ -154,12 +171,28 @@ async def _measure(state, sampler: ProcessSampler, replicas: list[int], kills: i
         await api.close()
 
 
+async def _measure_ha(state, sampler: ProcessSampler, replicas: list[int], progress_factory) -> dict:
+    """The startup and deletion rows on the HA cluster."""
+    def progress(label: str):
+        return progress_factory(f"{control_plane_count(state)} control-plane nodes, {label}", sum(replicas)) \
+            if progress_factory else None
+
+    api = _api(state)
+    try:
+        async with Workload(api, "startup", replicas) as w:
+            startup = await _startup(state, sampler, w, progress("startup: pods Running"))
+            deletion = await _deletion(state, sampler, w, progress("scale to 0: pods deleted"))
+        return {"control_plane_nodes": control_plane_count(state), "startup": startup, "deletion": deletion}
+    finally:
+        await api.close()
+
+
 class Window:
     """The figures every measured window carries: API requests, store counters, processes."""
 
     def __init__(self, state, sampler: ProcessSampler, store_before: dict):
         self.state, self.sampler, self.store_before = state, sampler, store_before
-        self.audit = AuditWindow(audit_log(state))
+        self.audit = AuditWindow(audit_logs(state))
         self.processes = sampler.start_window()
 
     async def figures(self, start: float, end: float) -> dict:
@@ -261,11 +294,35 @@ def compare(results: dict) -> dict:
     rate = results["startup"]["pods_per_s"]
     p99 = results["startup"]["latency"]["from_first_seen"]["p99_ms"]
     low, high = ANCHORS["kube-scheduler_perf thresholds (Go, large machines)"]
+    ratios = {"pods_per_s / kube-scheduler_perf 680": rate / low,
+              "pods_per_s / kube-scheduler_perf 810": rate / high,
+              "pods_per_s / kwok 20": rate / ANCHORS["kwok default rate"],
+              "p99 startup / SLO 5 s": p99 / ANCHORS["pod startup SLO p99 (ms)"]}
+    if "ha" in results:
+        ratios.update(ha_ratios(results))
     return {"targets": {"pods_per_s >= 1000": rate >= TARGETS["pods_per_s"],
                         "p99 startup <= 1 s": p99 <= TARGETS["p99_startup_ms"]},
-            "anchors": ANCHORS,
-            "ratios": {"pods_per_s / kube-scheduler_perf 680": rate / low,
-                       "pods_per_s / kube-scheduler_perf 810": rate / high,
-                       "pods_per_s / kwok 20": rate / ANCHORS["kwok default rate"],
-                       "p99 startup / SLO 5 s": p99 / ANCHORS["pod startup SLO p99 (ms)"]}}
+            "anchors": ANCHORS, "ratios": ratios}
+
+
+HA_FIGURES = {"pods_per_s": ("startup", "pods_per_s"),
+              "p50 startup": ("startup", "latency", "from_first_seen", "p50_ms"),
+              "p99 startup": ("startup", "latency", "from_first_seen", "p99_ms"),
+              "cluster CPU per pod": ("startup", "cpu_per_pod", "cluster_ms"),
+              "deletions_per_s": ("deletion", "deletions_per_s")}
+
+
+def ha_figure(rows: dict, figure: str) -> float:
+    """`figure` (HA_FIGURES) of a cluster's startup and deletion rows."""
+    value = rows
+    for key in HA_FIGURES[figure]:
+        value = value[key]
+    return value
+
+
+def ha_ratios(results: dict) -> dict[str, float]:
+    """Each HA_FIGURES figure of the HA cluster over the same figure of the 1-control-plane one."""
+    n = results["ha"]["control_plane_nodes"]
+    return {f"{figure} {n}-CP / 1-CP": ha_figure(results["ha"], figure) / ha_figure(results, figure)
+            for figure in HA_FIGURES}
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 
-from kubemu import cluster, ownership
+from kubemu import cluster, ownership, wire
 from kubemu.statedir import StateDir
 
 from .reconcile_cpuprofile import role_of
@@ -26,18 +26,21 @@ class LeftBehind(RuntimeError):
 
 
 @contextmanager
-def private_cluster(hollow_nodes: int, fast: bool, workdir: Path | None = None):
-    """Boot node-0 (3 store replicas, apiserver, scheduler, controller-manager as static pods)
-    and `hollow_nodes` hollow nodes in a new directory under `workdir` (default: the temp
-    dir); yield the StateDir once every node is Ready. Always torn down (`cluster.down`, even
-    on Ctrl-C or SIGTERM), then checked: no process of the state dir is left."""
+def private_cluster(hollow_nodes: int, fast: bool, workdir: Path | None = None, control_plane_nodes: int = 1):
+    """Boot node-0 (3 store replicas, apiserver, scheduler, controller-manager as static pods),
+    or with `control_plane_nodes` 3 node-0..2 (one store replica and one of each component on
+    each: `kubemu up --control-plane-nodes 3`), and `hollow_nodes` hollow nodes in a new
+    directory under `workdir` (default: the temp dir); yield the StateDir once every node is
+    Ready. Always torn down (`cluster.down`, even on Ctrl-C or SIGTERM), then checked: no
+    process of the state dir is left."""
     root = Path(tempfile.mkdtemp(prefix="kr", dir=workdir))  # short: ipc:// paths are limited to 107 bytes
     state = StateDir(root)
     in_main = threading.current_thread() is threading.main_thread()
     # The cluster runs in sessions of its own: nothing signals it when this process is told to stop.
     previous = signal.signal(signal.SIGTERM, _interrupted) if in_main else None
     try:
-        nodes, hollow = cluster.up(state, 1, fast=fast, hollow_nodes=hollow_nodes, api_port=0)  # 6443 stays the user's
+        nodes, hollow = cluster.up(state, control_plane_nodes, fast=fast, hollow_nodes=hollow_nodes, api_port=0,
+                                   control_plane_count=control_plane_nodes)  # api_port 0: 6443 stays the user's
         cluster.wait_started(state, nodes, BOOT_TIMEOUT)
         cluster.wait_ready(state, nodes + hollow, BOOT_TIMEOUT)
         yield state
@@ -74,16 +77,23 @@ def role(proc: psutil.Process) -> str:
     return role_of(proc.cmdline())
 
 
+def control_plane_count(state: StateDir) -> int:
+    """How many control-plane nodes the cluster has: one apiserver endpoint each in the
+    api-endpoint file `kubemu up` wrote."""
+    return len(wire.split_endpoints(state.api_endpoint() or ""))
+
+
 def cluster_processes(state: StateDir) -> list[psutil.Process]:
-    """Every process under node-0's init (cheaper than scanning every environ on the machine)."""
-    pid = state.init_pid(cluster.CONTROL_PLANE_NODE)
-    if pid is None:
-        return []
-    try:
-        init = psutil.Process(pid)
-        return [init, *init.children(recursive=True)]
-    except psutil.Error:  # init is gone: so is its cluster
-        return []
+    """Every process under every node's init (cheaper than scanning every environ on the
+    machine; the hollow nodes are one process under node-0's)."""
+    found = []
+    for pid in filter(None, map(state.init_pid, state.nodes())):
+        try:
+            init = psutil.Process(pid)
+            found += [init, *init.children(recursive=True)]
+        except psutil.Error:  # init is gone: so is its node
+            continue
+    return found
 
 
 class ProcessSampler:

@@ -14,6 +14,7 @@ from kubemu._wire_auth import state_credentials
 from kubemu.statedir import StateDir
 
 from .stats import percentile
+from .reconcile_cluster import control_plane_count
 from .reconcile_workload import PodTracker
 
 
@@ -50,34 +51,36 @@ def pipeline(tracker: PodTracker, start: float) -> dict:
                                  ("running", tracker.running_at))}
 
 
-def audit_log(state: StateDir) -> Path:
-    return state.node_dir(cluster.CONTROL_PLANE_NODE) / "logs" / "audit.log"
+def audit_logs(state: StateDir) -> list[Path]:
+    """Every apiserver's audit log (one per control-plane node)."""
+    return [state.node_dir(node) / "logs" / "audit.log"
+            for node in cluster.control_plane_nodes(control_plane_count(state))]
 
 
 class AuditWindow:
-    """The audit log's lines of one window: opened at the log's end, read when the window closes."""
+    """The audit logs' lines of one window: each opened at its end, read when the window closes."""
 
-    def __init__(self, path: Path):
-        self.path = path
-        self.offset = path.stat().st_size if path.exists() else 0
+    def __init__(self, paths: list[Path]):
+        self.offsets = {path: path.stat().st_size if path.exists() else 0 for path in paths}
 
     def requests(self, start: float, end: float) -> dict:
-        """Mutating requests the apiserver received within [start, end], by verb and by
+        """Mutating requests the apiservers received within [start, end], by verb and by
         verb + resource, per second; failures by HTTP code. (Reads - get, list, watch - are not
         audited, so they are not here.)"""
         verbs, by_resource, failed = Counter(), Counter(), Counter()
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            for raw in f:
-                line = json.loads(raw)
-                at = datetime.datetime.strptime(line["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
-                    tzinfo=datetime.timezone.utc).timestamp()
-                if not start <= at <= end:
-                    continue
-                verbs[line["verb"]] += 1
-                by_resource[f"{line['verb']} {line['resource']}"] += 1
-                if line["code"] >= 300:
-                    failed[f"{line['code']} {line.get('reason', '')}".strip()] += 1
+        for path, offset in self.offsets.items():
+            with open(path, "rb") as f:
+                f.seek(offset)
+                for raw in f:
+                    line = json.loads(raw)
+                    at = datetime.datetime.strptime(line["time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+                        tzinfo=datetime.timezone.utc).timestamp()
+                    if not start <= at <= end:
+                        continue
+                    verbs[line["verb"]] += 1
+                    by_resource[f"{line['verb']} {line['resource']}"] += 1
+                    if line["code"] >= 300:
+                        failed[f"{line['code']} {line.get('reason', '')}".strip()] += 1
         seconds = end - start
         return {"total": sum(verbs.values()), "per_s": sum(verbs.values()) / seconds,
                 "by_verb_per_s": {v: n / seconds for v, n in verbs.most_common()},
@@ -94,7 +97,7 @@ async def store_status(state: StateDir, timeout: float = 5.0) -> dict[str, dict]
                 return await client.call("status", {}, idempotent=True)
         except wire.WireError:
             return None
-    names = cluster.store_endpoints(state)
+    names = cluster.store_endpoints(state, control_plane_count=control_plane_count(state))
     answers = await asyncio.gather(*(one(ep) for ep in names.values()))
     return {name: st for name, st in zip(names, answers) if st is not None}
 

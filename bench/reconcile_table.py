@@ -23,7 +23,7 @@ def table(report: dict) -> Table:
     t.add_column("figure")
     t.add_column("kubemu", justify="right")
     t.add_column("target / anchor")
-    for rows in (_headline, _recovery, _workloads, _traffic, _cpu):
+    for rows in (_headline, _recovery, _workloads, _control_planes, _traffic, _cpu):
         for row in rows(report):
             t.add_row(*row)
     return t
@@ -73,6 +73,26 @@ def _workloads(report: dict) -> list[tuple[str, str, str]]:
     return rows
 
 
+def _control_planes(report: dict) -> list[tuple[str, str, str]]:
+    """The HA cluster's startup and deletion beside the 1-control-plane cluster's of the same run."""
+    ha = report["results"].get("ha")
+    if ha is None:
+        return []
+    n, ratios = ha["control_plane_nodes"], report["ratios"]
+    up, down = ha["startup"], ha["deletion"]
+
+    def x(figure: str) -> str:
+        return f"{ratios[f'{figure} {n}-CP / 1-CP']:.2f}x the 1-control-plane row"
+    return [(f"{n} control-plane nodes: pods/s (first create -> all Running)", f"{up['pods_per_s']:.1f}",
+             x("pods_per_s")),
+            (f"{n} control-plane nodes: startup ms p50/p90/p99", _ms(up["latency"]["from_first_seen"]),
+             f"p50 {x('p50 startup')}, p99 {x('p99 startup')}"),
+            (f"{n} control-plane nodes: deletions/s", f"{down['deletions_per_s']:.1f}", x("deletions_per_s")),
+            (f"{n} control-plane nodes: startup CPU per pod, whole cluster", f"{up['cpu_per_pod']['cluster_ms']:.2f} ms",
+             f"{x('cluster CPU per pod')}; " + ", ".join(f"{name} {ms:.2f}" for name, ms in
+                                                          up["cpu_per_pod"]["by_role_ms"].items()) + " ms/pod")]
+
+
 def _traffic(report: dict) -> list[tuple[str, str, str]]:
     rows = []
     for label in ("startup", "deletion"):
@@ -111,6 +131,11 @@ def headlines(report: dict) -> list[tuple[str, str, str]]:
     for rec in report["results"]["recovery"]:
         rows.append(("controller-manager kill -9 -> all Running", f"{number(rec['kill_to_converged_s'])} s",
                      f"{rec['pods']} pods, {number(rec['total_s'], '{:.1f}')} s in all"))
+    ha = report["results"].get("ha")
+    if ha is not None:
+        n = ha["control_plane_nodes"]
+        rows.append((f"pods/s, {n} control-plane nodes", f"{number(ha['startup']['pods_per_s'], '{:.0f}')}/s",
+                     f"{number(report['ratios'][f'pods_per_s {n}-CP / 1-CP'])}x the 1-control-plane cluster"))
     for kind, row in report["results"].get("workloads", {}).items():
         rows.append((f"pods/s through the {kind} controller", f"{number(row['pods_per_s'], '{:.0f}')}/s",
                      f"p99 startup {number(row['latency']['from_first_seen']['p99_ms'], '{:.0f}')} ms"))

@@ -1,5 +1,6 @@
-"""Smoke test of the failover benchmark, 2 kills per layer (the control-plane node too): every
-clock stops, with sane figures. Speed is never asserted."""
+"""Smoke test of the failover benchmark, 2 kills per layer (the control-plane node too, with
+--fast and with the default timings): every clock stops, with sane figures. Speed is never
+asserted."""
 import pytest
 
 from bench import failover, failover_ha
@@ -7,19 +8,26 @@ from bench import failover, failover_ha
 from .outputs import check_outputs, sane_latency
 
 
-@pytest.mark.timeout(1800)  # an HA cluster boots, and each of its killed nodes boots again
+@pytest.mark.timeout(2400)  # two HA clusters boot, and each of their killed nodes boots again
 def test_failover_bench_produces_sane_figures(bench_dir, tmp_path):
     report = failover.run(kills=2, workdir=bench_dir)
 
     assert report["suite"] == "failover" and report["trials"] == report["node_kills"] == 2
     res = report["results"]
-    assert len(res) == 9
+    assert len(res) == 12
     assert sum(name.startswith("store leader kill") for name in res) == 3
     assert sum(name.startswith("apiserver kill") for name in res) == 3
-    assert set(failover_ha.ROWS) <= set(res)
+    node_rows = {failover_ha.row_name(clock, mode) for clock in failover_ha.CLOCKS for mode in failover_ha.MODES}
+    assert node_rows <= set(res)
+    # each timing mode's first write carries its own target
+    targets = {mode: res[failover_ha.row_name("first_write_ms", mode)]["target_ms"] for mode in failover_ha.MODES}
+    assert targets == {"--fast": 2000.0, "default timings": 17000.0}
     # every kill took the node of the controller-manager's leader
-    for kill in report["node_kill_trials"]:
-        assert kill["victim"] in ("node-0", "node-1", "node-2") and "kube-controller-manager" in kill["took"]
+    assert list(report["node_kill_trials"]) == list(failover_ha.MODES)
+    for kills in report["node_kill_trials"].values():
+        assert len(kills) == 2
+        for kill in kills:
+            assert kill["victim"] in ("node-0", "node-1", "node-2") and "kube-controller-manager" in kill["took"]
     for row in res.values():
         assert row["n"] == 2 and row["missing"] == 0 and row["unit"] == "ms"
         sane_latency(row)

@@ -1,6 +1,7 @@
 """Smoke test of the reconcile benchmark at --quick scale (a real cluster: 3 store replicas,
-control plane, 10 hollow nodes, 2 x 50 pods, one controller-manager kill, CPU profiles): it
-runs, its figures are sane and its cluster is gone afterwards. Speed is never asserted."""
+control plane, 10 hollow nodes, 2 x 50 pods, one controller-manager kill, CPU profiles; then a
+3-control-plane cluster with the same hollow nodes and pods): it runs, its figures are sane and
+its clusters are gone afterwards. Speed is never asserted."""
 import json
 import math
 import os
@@ -101,13 +102,40 @@ def test_reconcile_quick_produces_sane_figures(bench_dir, tmp_path):
     assert profile["apiserver"]["cpu_s_sampled"] > 0 and profile["apiserver"]["inclusive"]
     assert config["profiled"]
 
+    # the 3-control-plane row: the same workload on node-0..2, each with a store replica and components
+    assert config["control_plane_nodes"] == [1, 3]
+    ha = res["ha"]
+    assert ha["control_plane_nodes"] == 3
+    assert ha["startup"]["pods"] == ha["deletion"]["pods"] == 100
+    ordered(ha["startup"]["latency"]["from_first_seen"])
+    assert ha["startup"]["api_requests"]["by_verb_resource"].get("create pods", 0) >= 100
+    assert len(ha["startup"]["store"]["fsyncs"]) == 3 and ha["startup"]["store"]["leader"]
+    ha_roles = ha["startup"]["processes"]["roles"]
+    assert ROLES <= set(ha_roles) and len(ha_roles["apiserver"]["pids"]) == 3
+    for figure in reconcile.HA_FIGURES:
+        assert f"{figure} 3-CP / 1-CP" in report["ratios"]
+
     assert set(report["targets"]) == {"pods_per_s >= 1000", "p99 startup <= 1 s"}
     assert all(r > 0 and math.isfinite(r) for r in report["ratios"].values())
     text = check_outputs(report, reconcile, tmp_path / "plots", plots=2)
     assert "pods/s" in text and "controller-manager" in text and "kube-scheduler_perf" in text
-    assert [figure for figure, _value, _beside in reconcile.headlines(report)][:2] == [
-        "pods/s, create -> all Running", "pod startup p99"]
+    assert "3 control-plane nodes: pods/s" in text and "x the 1-control-plane row" in text
+    figures = [figure for figure, _value, _beside in reconcile.headlines(report)]
+    assert figures[:2] == ["pods/s, create -> all Running", "pod startup p99"]
+    assert "pods/s, 3 control-plane nodes" in figures
 
+
+
+def test_the_ha_row_is_each_figure_over_the_1_control_plane_clusters():
+    def rows(pods_per_s, p50, p99, cpu, deletions):
+        return {"startup": {"pods_per_s": pods_per_s, "cpu_per_pod": {"cluster_ms": cpu},
+                            "latency": {"from_first_seen": {"p50_ms": p50, "p99_ms": p99}}},
+                "deletion": {"deletions_per_s": deletions}}
+    results = rows(100.0, 400.0, 800.0, 20.0, 200.0)
+    results["ha"] = dict(rows(50.0, 600.0, 2000.0, 30.0, 100.0), control_plane_nodes=3)
+    assert reconcile.ha_ratios(results) == {"pods_per_s 3-CP / 1-CP": 0.5, "p50 startup 3-CP / 1-CP": 1.5,
+                                            "p99 startup 3-CP / 1-CP": 2.5, "cluster CPU per pod 3-CP / 1-CP": 1.5,
+                                            "deletions_per_s 3-CP / 1-CP": 0.5}
 
 
 def test_replicas_of_other_workloads():
@@ -118,9 +146,10 @@ def test_replicas_of_other_workloads():
 
 def test_reconcile_other_workloads_beside_the_deployment(bench_dir, tmp_path):
     report = reconcile.run(quick=True, pods=20, deployments=2, hollow_nodes=5, kills=0, workdir=bench_dir,
-                           workloads=("daemonset", "statefulset", "job", "deployment"))
+                           workloads=("daemonset", "statefulset", "job", "deployment"), ha_control_plane_nodes=0)
     assert not processes_under(bench_dir), "the benchmark left processes of its cluster behind"
     assert report["config"]["workloads"] == ["deployment", "daemonset", "statefulset", "job"]
+    assert report["config"]["control_plane_nodes"] == [1] and "ha" not in report["results"]
     rows = report["results"]["workloads"]
     assert list(rows) == ["daemonset", "statefulset", "job"]
     for kind, row in rows.items():
