@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     api.add_argument("--api", help="the apiserver's wire endpoint, or a comma-separated list of them to fail "
                                     "over between; without it, static pods only")
     api.add_argument("--wire-credentials", type=credentials_flag, metavar="FILE", help=CREDENTIALS_HELP)
+    api.add_argument("--wire-curve-dir", metavar="DIR",
+                     help="present system:node:<node> with CURVE: DIR/server.key (the apiservers' public key) and "
+                          "DIR/clients/system:node:<node>.key_secret (a node joined from another machine)")
     api.add_argument("--cpu", help="the node's cpu capacity (default: this machine's cpu count)")
     api.add_argument("--memory", help="the node's memory capacity (default: this machine's memory)")
     api.add_argument("--max-pods", type=int, default=110, help="pods capacity (default 110)")
@@ -109,6 +112,16 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(err))
     if args.network_mode_reason and args.network_mode != netplan.HOST:
         p.error("--network-mode-reason goes with --network-mode host")
+    credentials = args.wire_credentials
+    if args.wire_curve_dir is not None:
+        if credentials is not None:
+            p.error("--wire-curve-dir and --wire-credentials: give one")
+        from kubemu import wirekeys
+        from kubemu._wire_auth import node_identity
+        try:
+            credentials = wirekeys.directory_credentials(args.wire_curve_dir, node_identity(args.node))
+        except ValueError as err:
+            p.error(f"--wire-curve-dir: {err}")
     network = None
     if args.network_mode == netplan.CNI:
         network = NetworkOptions(
@@ -121,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                    file_check_frequency=args.file_check_frequency,
                    settings=Settings(backoff_initial=args.backoff_initial, backoff_max=args.backoff_max,
                                      time_scale=args.time_scale),
-                   api=args.api, api_credentials=args.wire_credentials, node_config=node_config,
+                   api=args.api, api_credentials=credentials, node_config=node_config,
                    lease_duration=args.node_lease_duration_seconds,
                    renew_interval=args.node_status_update_frequency,
                    status_interval=args.node_status_report_frequency,

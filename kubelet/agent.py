@@ -55,6 +55,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
+from kubemu._wire_auth import CurveCredentials
 from kubemu.api.pod import claim_names
 from kubemu.api.quantity import cpu_millis, format_memory, memory_bytes
 from kubemu import netplan
@@ -118,7 +119,7 @@ class Options:
     file_check_frequency: float = 20.0
     settings: Settings = Settings()
     api: str | None = None                 # the apiserver's endpoint; None: static pods only
-    api_credentials: tuple[str, str] | None = None  # the wire identity presented to it (--wire-credentials)
+    api_credentials: tuple[str, str] | CurveCredentials | None = None  # --wire-credentials, --wire-curve-dir
     node_config: NodeConfig | None = None  # what the Node reports (with --api)
     lease_duration: int = 40
     renew_interval: float = 10.0

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from kubemu.apiclient import ApiClient, is_already_exists, is_not_found
 from kubemu.wire import WireError
 
-from .nodestatus import NodeConfig, NodeNetwork, lease_object, node_object, node_status
+from .nodestatus import NodeConfig, NodeNetwork, default_labels, lease_object, node_object, node_status
 
 log = logging.getLogger("kubelet.node")
 
@@ -68,6 +68,9 @@ class NodeHeartbeat:
         except WireError as err:
             if not is_already_exists(err):
                 raise
+            # kubelet's updateDefaultLabels: a Node made before the kubelet (`kubemu join` makes
+            # it to carry the node's CURVE key) gets the labels registration would have given it
+            await self.api.patch("nodes", self.node, {"metadata": {"labels": default_labels(self.config)}})
             await self._post_status()
             log.info("node %s was already registered; status updated", self.node)
 

@@ -46,6 +46,10 @@ CONTROL_PLANE_TAINT = "node-role.kubernetes.io/control-plane"
 # Running and never answer. They carry this label (kubelet/hollow.py); the Deployment requires
 # its absence, as addons are kept off virtual-kubelet nodes.
 HOLLOW_NODE_LABEL = "kubemu.io/hollow"
+# Nodes of other machines (`kubemu join`) carry this label (kubemu/cluster.py kubelet_args): the
+# addons' pods read this machine's files (credentials, the fabric's namespace) and reach its ipc
+# endpoints, so they are kept off them as off the hollow nodes.
+JOINED_NODE_LABEL = "kubemu.io/joined"
 RESOURCES = {"cpu": "100m", "memory": "70Mi"}       # kubeadm's requests (its 170Mi limit left out:
 #                                                     a Python server's footprint is not CoreDNS's)
 # The label the cluster's addon manager owned its objects by; kubemu's addon objects carry it.
@@ -110,7 +114,7 @@ def coredns(net: netplan.Record, api: str, credentials: str) -> list[dict]:
                      "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"},
                                      {"key": CONTROL_PLANE_TAINT, "effect": "NoSchedule"}],
                      "nodeSelector": {"kubernetes.io/os": "linux"},
-                     "affinity": NOT_HOLLOW,
+                     "affinity": ON_LOCAL_NODES,
                      "dnsPolicy": "Default",  # the DNS server does not ask itself
                      "containers": [container]}}}}
     return [account, service, deployment]
@@ -138,8 +142,9 @@ PROXY_LABELS = {"k8s-app": "kube-proxy"}
 PROXY_IMAGE = "registry.k8s.io/kube-proxy:v1.32.0"  # the image catalog runs components.kube_proxy
 CREDENTIALS_VOLUME = "wire-credentials"
 FABRIC_VOLUME = "fabric-netns"
-NOT_HOLLOW = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-    "nodeSelectorTerms": [{"matchExpressions": [{"key": HOLLOW_NODE_LABEL, "operator": "DoesNotExist"}]}]}}}
+ON_LOCAL_NODES = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+    "nodeSelectorTerms": [{"matchExpressions": [{"key": HOLLOW_NODE_LABEL, "operator": "DoesNotExist"},
+                                                {"key": JOINED_NODE_LABEL, "operator": "DoesNotExist"}]}]}}}
 
 
 def kube_proxy(net: netplan.Record, api: str, credentials: str, host_side_node: str) -> list[dict]:
@@ -171,7 +176,7 @@ def kube_proxy(net: netplan.Record, api: str, credentials: str, host_side_node: 
                      "hostNetwork": True, "terminationGracePeriodSeconds": 30,
                      "tolerations": [{"operator": "Exists"}],  # every taint: the control-plane node's too
                      "nodeSelector": {"kubernetes.io/os": "linux"},
-                     "affinity": NOT_HOLLOW,
+                     "affinity": ON_LOCAL_NODES,
                      "containers": [container], "volumes": volumes}}}}
     return [account, daemonset]
 

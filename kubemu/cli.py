@@ -79,6 +79,13 @@ def _cluster_name(_ctx, _param, name: str | None) -> str | None:
     return name
 
 
+def _advertise_address(_ctx, _param, value: str | None) -> str | None:
+    try:
+        return None if value is None else cluster.check_advertise_address(value, cluster.local_addresses())
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 def _cidr(_ctx, param, value: str | None) -> str | None:
     try:
         return None if value is None else str(netplan.parse_cidr(value, f"--{param.name.replace('_', '-')}"))
@@ -113,10 +120,16 @@ def _cidr(_ctx, param, value: str | None) -> str | None:
               help=f"the pods' addresses (default {netplan.DEFAULT_CLUSTER_CIDR}, or the next free /16 up to 10.255)")
 @click.option("--service-cidr", callback=_cidr, default=None,
               help=f"the Services' addresses (default {netplan.DEFAULT_SERVICE_CIDR}, or the next free /12)")
+@click.option("--apiserver-advertise-address", "advertise_address", callback=_advertise_address, default=None,
+              metavar="IP",
+              help="also serve the API on this address of this machine, for nodes of other machines (`kubemu "
+                   "join`, printed at the end): HTTPS on IP:--api-port, the wire with CURVE on IP:--api-port+1+i "
+                   "for control-plane node-i (default: the one this state dir's last `up` used, else loopback only)")
 @pass_ctx
 def up(ctx: Ctx, nodes: int | None, control_plane_nodes: str, store_replicas: str | None, hollow_nodes: int,
        fast: bool, detach: bool, timeout: float, api_port: int | None, name: str | None, no_kubeconfig: bool,
-       network_mode: str | None, pod_network_cidr: str | None, service_cidr: str | None) -> None:
+       network_mode: str | None, pod_network_cidr: str | None, service_cidr: str | None,
+       advertise_address: str | None) -> None:
     """Create the cluster (kubeadm's role): the PKI and kubeconfigs, one init per node, the
     control plane as static pods of node-0 (of node-0..N-1 with --control-plane-nodes N); wait
     until every node is Ready; create the addons (kube-proxy's DaemonSet, the cluster DNS, the
@@ -134,7 +147,7 @@ def up(ctx: Ctx, nodes: int | None, control_plane_nodes: str, store_replicas: st
                                    store_replicas=int(store_replicas or cluster.STORE_REPLICAS),
                                    hollow_nodes=hollow_nodes, api_port=api_port, network_mode=network_mode,
                                    pod_network_cidr=pod_network_cidr, service_cidr=service_cidr,
-                                   control_plane_count=control_plane)
+                                   control_plane_count=control_plane, advertise_address=advertise_address)
     except RuntimeError as exc:
         fail(str(exc))
     try:
@@ -169,10 +182,16 @@ def up(ctx: Ctx, nodes: int | None, control_plane_nodes: str, store_replicas: st
                   "  kill -9 <a PID from kubemu ps>; kubemu ps\n"
                   "  kubemu node kill node-1; kubemu get nodes -w\n"
                   "  kubemu down")
+    if cluster.kept_advertise_address(ctx.state) is not None:  # kubeadm init's last words
+        try:
+            click.echo("\n" + cluster.join_text(ctx.state, cluster.join_token(ctx.state)))
+        except wire.WireError as exc:
+            click.echo(f"warning: no bootstrap token for `kubemu join` could be made: {exc} "
+                       "(make one with `kubemu token create --print-join-command`)", err=True)
     if detach:
         return
     console.print("\nrunning in the foreground: Ctrl-C stops every node in order")
-    _wait_for_interrupt(ctx, cluster.control_plane_nodes(control_plane))
+    _wait_for_interrupt(ctx, cluster.control_plane_of(ctx.state, control_plane))
 
 
 def _wait_for_interrupt(ctx: Ctx, control_plane: list[str]) -> None:
@@ -261,7 +280,8 @@ def kubeconfig_cmd(ctx: Ctx) -> None:
 
 @main.group()
 def node() -> None:
-    """Kill or start a whole node (its init, with everything under it): a machine failure."""
+    """Kill or start a whole node (its init, with everything under it): a machine failure; add
+    or remove one."""
 
 
 @node.command("kill")
@@ -286,6 +306,35 @@ def node_start(ctx: Ctx, name: str) -> None:
     except RuntimeError as exc:
         fail(str(exc))
     click.echo(f"node/{name} started")
+
+
+@node.command("add")
+@click.option("--control-plane", is_flag=True,
+              help="a control-plane node: a store member, an apiserver, a scheduler and a controller-manager")
+@click.option("--fast", is_flag=True, help="the scaled-down timings: give it when the cluster's `up` had --fast")
+@click.option("--timeout", default=180.0, show_default=True, help="seconds to wait for the node to be Ready")
+@pass_ctx
+def node_add(ctx: Ctx, control_plane: bool, fast: bool, timeout: float) -> None:
+    """Add the next node, node-<i> (kubeadm join; --control-plane: kubeadm join --control-plane,
+    its store member added first) and wait until it is Ready."""
+    try:
+        name = cluster.add_node(ctx.state, control_plane, fast=fast, timeout=timeout, say=click.echo)
+    except (RuntimeError, NoCluster) as exc:
+        fail(str(exc))
+    click.echo(f"node/{name} joined{' the control plane' if control_plane else ''}")
+
+
+@node.command("remove")
+@click.argument("name")
+@pass_ctx
+def node_remove(ctx: Ctx, name: str) -> None:
+    """Remove a node (kubeadm reset): its store member first, then its processes, its Node
+    object and its directory. Refused when the store would lose its quorum."""
+    try:
+        cluster.remove_node(ctx.state, name, say=click.echo)
+    except (RuntimeError, NoCluster) as exc:
+        fail(str(exc))
+    click.echo(f"node/{name} removed")
 
 
 @main.command()
@@ -562,6 +611,9 @@ main.add_command(token)
 
 from .chaos_cli import chaos  # noqa: E402
 main.add_command(chaos)
+
+from .join_cli import join_command  # noqa: E402
+main.add_command(join_command)
 
 if __name__ == "__main__":
     main()

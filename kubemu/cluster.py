@@ -11,7 +11,12 @@ node runs one store replica, an apiserver (every apiserver talks to every replic
 and a controller-manager (those two elect one leader each). Every client of the wire gets every
 apiserver's endpoint, in its own order of preference (its own node's first), and fails over
 between them; the apiservers share one HTTPS port (SO_REUSEPORT), so the kernel spreads
-kubectl's connections over the live ones as a load balancer in front of kubeadm's would."""
+kubectl's connections over the live ones as a load balancer in front of kubeadm's would.
+
+With `--apiserver-advertise-address IP` (kept for the next `up`), nodes of other machines reach
+the control plane too: every apiserver also serves HTTPS on IP:<api-port> (its certificate names
+IP) and control-plane node-i's serves the wire with CURVE on tcp://IP:<api-port + 1 + i>;
+cluster-info carries those endpoints and the CURVE server key for `kubemu join`."""
 from __future__ import annotations
 
 import functools
@@ -19,6 +24,7 @@ import json
 import logging
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,7 +37,8 @@ from pathlib import Path
 import psutil
 
 from . import _wire_auth as wireauth
-from . import addons, cgroups, kubeconfig, leaderelection, netplan, network, ownership, wire
+from . import nodemembership
+from . import addons, apipreference, cgroups, kubeconfig, leaderelection, netplan, network, ownership, wire, wirekeys
 from .api.identity import KUBE_PROXY
 from .child import proc_stat
 from .statedir import ENV, StateDir, write_atomic
@@ -132,7 +139,7 @@ spec:
   containers:
   - name: store
     command: ["{python}", "-m", "store", "--name", "{name}", "--data-dir", "{data_dir}",
-              "--listen", "{endpoint}", "--peers", "{peers}", "--wire-secrets", "{secrets}"]
+              "--listen", "{endpoint}", "--peers", "{peers}", "--wire-secrets", "{secrets}"{join}]
     resources: {{requests: {requests}}}
   hostNetwork: true
   terminationGracePeriodSeconds: 30
@@ -188,8 +195,12 @@ def store_nodes(control_plane_count: int = 1, replicas: int = STORE_REPLICAS) ->
 
 
 def store_endpoints(state: StateDir, replicas: int = STORE_REPLICAS, control_plane_count: int = 1) -> dict[str, str]:
-    return {name: f"ipc://{state.node_dir(node) / f'{name}.sock'}"
-            for name, node in store_nodes(control_plane_count, replicas).items()}
+    return {name: store_endpoint(state, name, node)
+            for name, node in store_placement(state, control_plane_count, replicas).items()}
+
+
+def store_endpoint(state: StateDir, name: str, node: str) -> str:
+    return f"ipc://{state.node_dir(node) / f'{name}.sock'}"
 
 
 def store_data_dir(state: StateDir, name: str, node: str) -> Path:
@@ -206,19 +217,10 @@ def api_endpoint(state: StateDir, control_plane_count: int = 1) -> str:
     return node_api_endpoint(state, CONTROL_PLANE_NODE, control_plane_count)
 
 
-def preference(endpoints: list[str], index: int) -> list[str]:
-    """`endpoints` rotated to start at `index` (modulo their number): node-i's order of
-    preference, so that node-i on a control-plane node asks its own apiserver first and the
-    workers' first choices are spread over the apiservers."""
-    k = index % len(endpoints)
-    return endpoints[k:] + endpoints[:k]
-
-
 def node_api_endpoint(state: StateDir, node: str, control_plane_count: int = 1) -> str:
     """The apiserver endpoints the clients on `node` use, in their order of preference."""
-    endpoints = [apiserver_endpoint(state, n) for n in control_plane_nodes(control_plane_count)]
-    _, _, index = node.rpartition("-")
-    return ",".join(preference(endpoints, int(index) if index.isdigit() else 0))
+    endpoints = [apiserver_endpoint(state, n) for n in control_plane_of(state, control_plane_count)]
+    return ",".join(apipreference.for_node(endpoints, node))
 
 
 # A testing knob: seconds (a float) the CronJob controller's clock runs ahead of real time, read
@@ -231,14 +233,15 @@ LOCAL_PATH_DIR = "local-path"
 
 def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings, api_port: int,
                        net: netplan.Record | None = None, node: str = CONTROL_PLANE_NODE,
-                       control_plane_count: int = 1) -> dict[str, list[str]]:
-    """The argv of control-plane node `node`'s apiserver, scheduler and controller-manager."""
+                       control_plane_count: int = 1, advertise: str | None = None) -> dict[str, list[str]]:
+    """The argv of control-plane node `node`'s apiserver, scheduler and controller-manager;
+    with an `advertise` address, the apiserver serves HTTPS and the wire (CURVE) there too."""
     from . import pki  # here: importing cryptography costs every command ~0.1 s
     api = node_api_endpoint(state, node, control_plane_count)
     logs = state.node_dir(node) / "logs"
     secrets = wireauth.secrets_dir(state.root)
     # several apiservers: one HTTPS port, the kernel spreads connections over them
-    sharing = ["--permit-port-sharing"] if control_plane_count > 1 else []
+    sharing = ["--permit-port-sharing"] if len(control_plane_of(state, control_plane_count)) > 1 else []
     lease, renew, retry = t.leader_elect
     leader_elect = ["--leader-elect-lease-duration", f"{lease:g}s", "--leader-elect-renew-deadline", f"{renew:g}s",
                     "--leader-elect-retry-period", f"{retry:g}s"]
@@ -249,8 +252,11 @@ def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings, a
                       "--wire-secrets", str(secrets),
                       "--store-credentials", str(wireauth.secret_path(secrets, wireauth.APISERVER)),
                       "--kubelet-client-credentials", str(wireauth.secret_path(secrets, wireauth.KUBELET_CLIENT))]
-                     + apiserver_tls_flags(state.pki_dir, api_port) + sharing
-                     + (netplan.apiserver_flags(net) if net else []),
+                     + apiserver_tls_flags(state.pki_dir, api_port, advertise) + sharing
+                     + (netplan.apiserver_flags(net) if net else [])
+                     + ([] if advertise is None else
+                        ["--wire-listen-address", wire_endpoint(advertise, api_port, node),
+                         "--wire-curve-dir", str(wirekeys.curve_dir(state.root))]),
         "scheduler": [sys.executable, "-m", "components.scheduler", "--api", api,
                       "--wire-credentials", str(wireauth.secret_path(secrets, wireauth.SCHEDULER)),
                       "--backoff-initial", f"{t.scheduler_backoff[0]:g}",
@@ -273,10 +279,11 @@ def control_plane_argv(state: StateDir, endpoints: dict[str, str], t: Timings, a
     }
 
 
-def apiserver_tls_flags(pki_dir: Path, api_port: int) -> list[str]:
-    """kube-apiserver's flags for the HTTPS door and its PKI."""
+def apiserver_tls_flags(pki_dir: Path, api_port: int, advertise: str | None = None) -> list[str]:
+    """kube-apiserver's flags for the HTTPS door and its PKI (also on the `advertise` address)."""
     from . import pki, serviceaccount_token  # here: importing cryptography costs every command ~0.1 s
     return ["--secure-port", str(api_port), "--bind-address", BIND_ADDRESS,
+            *(["--external-address", advertise] if advertise else []),
             "--tls-cert-file", str(pki_dir / f"{pki.APISERVER.name}.crt"),
             "--tls-private-key-file", str(pki_dir / f"{pki.APISERVER.name}.key"),
             "--client-ca-file", str(pki_dir / f"{pki.CA_NAME}.crt"),
@@ -286,13 +293,15 @@ def apiserver_tls_flags(pki_dir: Path, api_port: int) -> list[str]:
 
 
 def write_control_plane(state: StateDir, replicas: int = STORE_REPLICAS, timings: Timings = DEFAULT_TIMINGS, *,
-                        api_port: int, net: netplan.Record | None = None, control_plane_count: int = 1) -> None:
+                        api_port: int, net: netplan.Record | None = None, control_plane_count: int = 1,
+                        advertise: str | None = None, only: str | None = None) -> None:
     """Each control-plane node's static pod manifests (its store replicas, apiserver, scheduler,
     controller-manager), the control plane's manifests an earlier `up` wrote elsewhere removed,
-    and <state>/store-endpoints and <state>/api-endpoint for clients. The PKI is written
+    and <state>/store-endpoints and <state>/api-endpoint for clients; with `only`, that node's
+    manifests alone and the endpoint files (`kubemu node add`). The PKI is written
     before (write_pki): the apiserver's flags name its files. RuntimeError, before anything is
     written, when a store replica's data lies on another node than this layout puts it."""
-    placement = store_nodes(control_plane_count, replicas)
+    placement = store_placement(state, control_plane_count, replicas)
     elsewhere = misplaced_store_data(state, placement)
     if elsewhere:
         raise RuntimeError(
@@ -304,23 +313,26 @@ def write_control_plane(state: StateDir, replicas: int = STORE_REPLICAS, timings
                      *map(wireauth.store_identity, endpoints)):
         wireauth.ensure_secret(secrets, identity)
     peers = ",".join(f"{name}={ep}" for name, ep in endpoints.items())
-    pods: dict[str, dict[str, str]] = {node: {} for node in control_plane_nodes(control_plane_count)}
+    pods: dict[str, dict[str, str]] = {node: {} for node in control_plane_of(state, control_plane_count)}
+    join = ', "--join"' if recorded_layout(state) is not None else ""  # see nodemembership.py
     for name, endpoint in endpoints.items():
         node = placement[name]
         pods[node][name] = STORE_POD.format(
             name=name, python=sys.executable, data_dir=store_data_dir(state, name, node), endpoint=endpoint,
-            peers=peers, secrets=secrets, requests=json.dumps(CONTROL_PLANE_REQUESTS["store"]))
+            peers=peers, secrets=secrets, requests=json.dumps(CONTROL_PLANE_REQUESTS["store"]), join=join)
     for node in pods:
         for name, argv in control_plane_argv(state, endpoints, timings, api_port, net, node,
-                                             control_plane_count).items():
+                                             control_plane_count, advertise).items():
             pods[node][name] = COMPONENT_POD.format(  # JSON is YAML: every path quoted right
                 name=name, argv=json.dumps(argv), requests=json.dumps(CONTROL_PLANE_REQUESTS[name]))
-    _remove_stale_control_plane(state, pods)
+    if only is not None:
+        pods = {only: pods[only]}
+    else:
+        _remove_stale_control_plane(state, pods)
     for node, manifests in pods.items():
         for name, text in manifests.items():
             _write_if_changed(state.node_dir(node) / "manifests" / f"{name}.yaml", text)
-    (state.root / "store-endpoints").write_text("".join(f"{ep}\n" for ep in endpoints.values()))
-    state.api_endpoint_file.write_text(api_endpoint(state, control_plane_count) + "\n")
+    write_endpoint_files(state, replicas, control_plane_count)
 
 
 def misplaced_store_data(state: StateDir, placement: dict[str, str]) -> list[Path]:
@@ -391,12 +403,17 @@ def preferred_api_port(requested: int | None, kept: int | None) -> int | None:
     return None if requested == 0 else DEFAULT_API_PORT
 
 
-def port_free(port: int) -> bool:
-    """Whether the apiserver could listen on BIND_ADDRESS:port now (aiohttp sets SO_REUSEADDR too)."""
+def port_free(port: int, *addresses: str) -> bool:
+    """Whether the apiserver could listen on BIND_ADDRESS:port (and on `addresses`' port) now."""
+    return all(bindable(address, port) for address in (BIND_ADDRESS, *addresses))
+
+
+def bindable(address: str, port: int) -> bool:
+    """Whether a listener could bind address:port now (aiohttp and ZeroMQ set SO_REUSEADDR too)."""
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            sock.bind((BIND_ADDRESS, port))
+            sock.bind((address, port))
         except OSError:
             return False
     return True
@@ -408,11 +425,11 @@ def any_free_port() -> int:
         return sock.getsockname()[1]
 
 
-def resolve_api_port(state: StateDir, requested: int | None) -> int:
-    """The apiserver's HTTPS port for this `up`, kept in the state directory; a busy port is
-    replaced by a free one, said in one line."""
+def resolve_api_port(state: StateDir, requested: int | None, advertise: str | None = None) -> int:
+    """The apiserver's HTTPS port for this `up` (free on loopback and on the `advertise`
+    address), kept in the state directory; a busy port is replaced by a free one, said in one line."""
     preferred = preferred_api_port(requested, state.api_port())
-    if preferred is not None and port_free(preferred):
+    if preferred is not None and port_free(preferred, *([advertise] if advertise else [])):
         port = preferred
     else:
         port = any_free_port()
@@ -424,22 +441,113 @@ def resolve_api_port(state: StateDir, requested: int | None) -> int:
     return port
 
 
-def server_url(port: int) -> str:
-    return f"https://{BIND_ADDRESS}:{port}"
+def server_url(port: int, address: str = BIND_ADDRESS) -> str:
+    return f"https://{address}:{port}"
 
 
-def write_pki(state: StateDir, nodes: list[str], api_port: int, net: netplan.Record | None = None) -> None:
+# --- the advertise address: the API beyond loopback (kubeadm init --apiserver-advertise-address)
+
+ADVERTISE_ADDRESS_FILE = "apiserver-advertise-address"  # in the state directory, kept for the next `up`
+
+
+def check_advertise_address(text: str, local: set[str]) -> str:
+    """The address as given if other machines may reach the API there: an IPv4 unicast address
+    of one of this machine's devices (`local`), not loopback nor unspecified; ValueError (one
+    message) otherwise."""
+    import ipaddress
+    try:
+        ip = ipaddress.IPv4Address(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an IPv4 address") from None
+    if ip.is_loopback or ip.is_unspecified or ip.is_multicast or ip == ipaddress.IPv4Address("255.255.255.255"):
+        raise ValueError(f"{ip} is not a unicast address other machines can reach (loopback, 0.0.0.0, "
+                         "multicast and broadcast are not)")
+    if str(ip) not in local:
+        raise ValueError(f"{ip} is not an address of this machine (its devices have "
+                         f"{', '.join(sorted(local)) or 'none'})")
+    return str(ip)
+
+
+def local_addresses() -> set[str]:
+    """The IPv4 addresses of this machine's devices (`ip addr`'s), in this network namespace."""
+    return {a.address for addrs in psutil.net_if_addrs().values() for a in addrs if a.family == socket.AF_INET}
+
+
+def kept_advertise_address(state: StateDir) -> str | None:
+    """The address the last `up` of this state directory advertised, or None."""
+    try:
+        return (state.root / ADVERTISE_ADDRESS_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def resolve_advertise_address(state: StateDir, requested: str | None) -> str | None:
+    """The advertise address of this `up`: the one requested, else the one the last `up` kept
+    (dropped, said in one line, when this machine no longer has it). RuntimeError for a
+    requested address that cannot be one. `keep_advertise_address` keeps it for the next `up`
+    once its ports are known free."""
+    path = state.root / ADVERTISE_ADDRESS_FILE
+    if requested is None:
+        kept = kept_advertise_address(state)
+        if kept is None:
+            return None
+        try:
+            return check_advertise_address(kept, local_addresses())
+        except ValueError as err:
+            log.warning("kubemu: the API is no longer advertised on %s (kept in %s): %s", kept, path, err)
+            path.unlink(missing_ok=True)
+            return None
+    try:
+        address = check_advertise_address(requested, local_addresses())
+    except ValueError as err:
+        raise RuntimeError(f"--apiserver-advertise-address: {err}") from None
+    return address
+
+
+def keep_advertise_address(state: StateDir, address: str) -> None:
+    state.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_atomic(state.root / ADVERTISE_ADDRESS_FILE, f"{address}\n".encode(), 0o644)
+
+
+def wire_port(api_port: int, node: str) -> int:
+    """Where control-plane node-i's apiserver serves the wire on the advertise address: the
+    ports after the HTTPS port, one per control-plane node (api-port + 1 + i)."""
+    return api_port + 1 + apipreference.node_index(node)
+
+
+def wire_endpoint(address: str, api_port: int, node: str) -> str:
+    return f"tcp://{address}:{wire_port(api_port, node)}"
+
+
+def check_wire_ports(address: str, api_port: int, nodes: list[str]) -> None:
+    """RuntimeError naming the first of the apiservers' wire ports on `address` that is taken."""
+    for node in nodes:
+        port = wire_port(api_port, node)
+        if port > 65535 or not bindable(address, port):
+            raise RuntimeError(f"--apiserver-advertise-address: the wire port {address}:{port} of {node}'s apiserver "
+                               f"is {'not a port' if port > 65535 else 'in use'} (the HTTPS port {api_port} + 1 + "
+                               "the node's index); choose another --api-port")
+
+
+def control_plane_with_apiserver(state: StateDir) -> list[str]:
+    """The nodes whose static pods include an apiserver (node-0 first)."""
+    return [n for n in state.nodes() if (state.node_dir(n) / "manifests" / "apiserver.yaml").exists()]
+
+
+def write_pki(state: StateDir, nodes: list[str], api_port: int, net: netplan.Record | None = None,
+              advertise: str | None = None) -> None:
     """kubeadm's certs and kubeconfig phases: <state>/pki (kept and reused; a certificate near
     its expiry, from another CA or with other names is made again, and said), the components'
     kubeconfigs, and each node's kubelet.conf with its own client certificate. The apiserver's
-    certificate names the addresses of the pod network `net` (see pki.apiserver_spec)."""
+    certificate names the addresses of the pod network `net` and the `advertise` address (see
+    pki.apiserver_spec)."""
     from . import pki  # here: importing cryptography costs every command ~0.1 s
     wireauth.ensure_secret(wireauth.secrets_dir(state.root), wireauth.ADMIN)  # the CLI's wire identity
     ca, why = pki.ensure_ca(state.pki_dir)
     _say_renewed("ca", why)
-    apiserver = pki.APISERVER if net is None else pki.apiserver_spec(
+    apiserver = pki.apiserver_spec(external_address=advertise) if net is None else pki.apiserver_spec(
         netplan.advertise_address(net),
-        netplan.service_ip(netplan.service_cidr(net), netplan.KUBERNETES_SERVICE_INDEX))
+        netplan.service_ip(netplan.service_cidr(net), netplan.KUBERNETES_SERVICE_INDEX), advertise)
     _say_renewed(apiserver.name, pki.ensure_cert(state.pki_dir, apiserver, ca)[1])
     pki.ensure_service_account_keys(state.pki_dir)
     server = server_url(api_port)
@@ -508,17 +616,26 @@ def unmerge_user_kubeconfig(state: StateDir) -> tuple[str, Path] | None:
 
 
 def kubelet_args(state: StateDir, node: str, t: Timings, net: netplan.Record | None = None,
-                 control_plane_count: int = 1) -> str:
-    """The node's kubelet flags; its wire identity's secret is made here if missing."""
-    credentials = wireauth.ensure_secret(wireauth.secrets_dir(state.root), wireauth.node_identity(node))
-    args = ["--api", node_api_endpoint(state, node, control_plane_count), "--wire-credentials", str(credentials),
-            "--listen", state.kubelet_endpoint(node), "--wire-secrets", str(wireauth.secrets_dir(state.root)),
-            "--backoff-initial", "10", "--backoff-max", "300",
+                 control_plane_count: int = 1, *, joined_api: str | None = None, curve_dir: Path | None = None) -> str:
+    """The node's kubelet flags; its wire identity's secret is made here if missing. A node joined
+    from another machine (`kubemu join`) gives the apiservers' tcp endpoints (`joined_api`) and its
+    CURVE key directory (`curve_dir`) instead: no PLAIN secret, and no exec/attach listener (the
+    apiserver dials a kubelet's unix socket in its own state directory, not on another machine)."""
+    if curve_dir is None:
+        credentials = wireauth.ensure_secret(wireauth.secrets_dir(state.root), wireauth.node_identity(node))
+        wire_args = ["--api", node_api_endpoint(state, node, control_plane_count), "--wire-credentials",
+                     str(credentials), "--listen", state.kubelet_endpoint(node),
+                     "--wire-secrets", str(wireauth.secrets_dir(state.root))]
+    else:
+        wire_args = ["--api", joined_api, "--wire-curve-dir", str(curve_dir)]
+    args = [*wire_args, "--backoff-initial", "10", "--backoff-max", "300",
             "--time-scale", f"{t.pod_time_scale:g}", "--file-check-frequency", f"{t.file_check_frequency:g}",
             "--node-lease-duration-seconds", str(t.lease_duration),
             "--node-status-update-frequency", f"{t.node_status_update:g}",
             "--node-status-report-frequency", f"{t.node_status_report:g}"]
-    if node in control_plane_nodes(control_plane_count):  # kubeadm's control-plane label and taint
+    if curve_dir is not None:  # the addons that need this machine's files stay off it (addons.ON_LOCAL_NODES)
+        args += ["--node-labels", f"{addons.JOINED_NODE_LABEL}="]
+    elif node in control_plane_of(state, control_plane_count):  # kubeadm's control-plane label and taint
         args += ["--node-labels", f"{CONTROL_PLANE_ROLE}=",
                  "--register-with-taints", f"{CONTROL_PLANE_ROLE}:NoSchedule"]
     if net is not None:
@@ -640,12 +757,14 @@ def write_hollow(state: StateDir, count: int, t: Timings, control_plane_count: i
 def up(state: StateDir, count: int, *, fast: bool = False, store_replicas: int = STORE_REPLICAS,
        hollow_nodes: int = 0, watchdog_sec: float = 30, api_port: int | None = None, network_mode: str | None = None,
        pod_network_cidr: str | None = None, service_cidr: str | None = None,
-       control_plane_count: int = 1) -> tuple[list[str], list[str]]:
+       control_plane_count: int = 1, advertise_address: str | None = None) -> tuple[list[str], list[str]]:
     """Write and boot the cluster; (the nodes with an init, the hollow nodes). `api_port`:
     see preferred_api_port; the port chosen is state.api_port(). The pod network (`network_mode`
     cni, host or None for cni where possible; kubemu/network.py) is made before any node starts,
     and before the PKI: the apiserver's certificate names its addresses. The first
-    `control_plane_count` nodes are control-plane nodes (`store_replicas` applies to one)."""
+    `control_plane_count` nodes are control-plane nodes (`store_replicas` applies to one).
+    `advertise_address` (else the one the last `up` kept, see resolve_advertise_address): the
+    apiservers serve HTTPS and the wire with CURVE there too, for nodes on other machines."""
     if control_plane_count not in CONTROL_PLANE_NODE_COUNTS:
         raise RuntimeError(f"{control_plane_count} control-plane nodes: choose one of "
                            f"{', '.join(map(str, CONTROL_PLANE_NODE_COUNTS))}")
@@ -656,11 +775,16 @@ def up(state: StateDir, count: int, *, fast: bool = False, store_replicas: int =
         raise RuntimeError(f"a cluster is already running in {state.root} (nodes: {', '.join(already)}); "
                            "`kubemu down` first")
     timings = FAST_TIMINGS if fast else DEFAULT_TIMINGS
-    nodes = node_names(count)
-    port = resolve_api_port(state, api_port)
+    nodes = layout_nodes(state, count, control_plane_count)
+    advertise = resolve_advertise_address(state, advertise_address)
+    port = resolve_api_port(state, api_port, advertise)
+    if advertise is not None:
+        check_wire_ports(advertise, port, control_plane_of(state, control_plane_count))
+        keep_advertise_address(state, advertise)
+        wirekeys.ensure_server_keys(state.root)  # its public half goes into cluster-info
     net = network.setup(state.root, network_mode, pod_network_cidr, service_cidr, count + hollow_nodes)
     try:
-        write_pki(state, nodes, port, net)  # the apiserver's certificate names the network's addresses
+        write_pki(state, nodes, port, net, advertise)  # the apiserver's certificate names the network's addresses
         for identity in (addons.IDENTITY, KUBE_PROXY):  # before the apiserver starts
             wireauth.ensure_secret(wireauth.secrets_dir(state.root), identity)
         for node in nodes:
@@ -668,7 +792,7 @@ def up(state: StateDir, count: int, *, fast: bool = False, store_replicas: int =
                        kubelet_args(state, node, timings, net, control_plane_count))
         remove_old_kube_proxy(state)
         write_control_plane(state, store_replicas, timings, api_port=port, net=net,
-                            control_plane_count=control_plane_count)
+                            control_plane_count=control_plane_count, advertise=advertise)
         hollow = write_hollow(state, hollow_nodes, timings, control_plane_count)
         for node in nodes:
             start_init(state, node)
@@ -765,7 +889,7 @@ def apply_addons(state: StateDir, timeout: float) -> tuple[list[str], list[str]]
     the default StorageClass (kubemu/addons.py), each object created unless it exists; then
     kube-proxy's rollout waited for, within the same `timeout`: Services answer once its pods
     run. (What was created, what could not be or did not roll out, one line each.)"""
-    from . import clusterinfo, pki
+    from . import clusterinfo
     from .apiclient import SyncApiClient  # the wire's asyncio client only when asked
 
     net = network.load(state.root) or network.host_record(state.root, "no network record", None)
@@ -778,11 +902,48 @@ def apply_addons(state: StateDir, timeout: float) -> tuple[list[str], list[str]]
     with SyncApiClient(api_endpoints, timeout=10, credentials=wireauth.state_credentials(state.root)) as api:
         created, problems = addons.create_if_absent(api, objects, timeout)
         try:  # kubeadm's bootstrap-token phase: what `kubemu join` discovers the cluster by
-            clusterinfo.ensure(api, server_url(state.api_port()), (state.pki_dir / f"{pki.CA_NAME}.crt").read_bytes())
+            clusterinfo.ensure(api, *cluster_info_args(state))
         except wire.WireError as err:
             problems.append(f"configmap kube-public/cluster-info: {err}")
         late = addons.wait_rolled_out(api, proxy[-1], max(0.0, deadline - time.monotonic()))
     return created, problems + ([late] if late else [])
+
+
+def cluster_info_args(state: StateDir) -> tuple:
+    """clusterinfo.ensure's arguments for this state: the API's URL (on the advertise address,
+    if any), the CA, and the wire's endpoints and server key beyond loopback (none without)."""
+    from . import pki
+    advertise, port = kept_advertise_address(state), state.api_port()
+    ca = (state.pki_dir / f"{pki.CA_NAME}.crt").read_bytes()
+    if advertise is None:
+        return server_url(port), ca, (), None
+    endpoints = [wire_endpoint(advertise, port, node) for node in control_plane_with_apiserver(state)]
+    key = wirekeys.load_public(wirekeys.curve_dir(state.root) / (wirekeys.SERVER + wirekeys.PUBLIC_SUFFIX))
+    return server_url(port, advertise), ca, endpoints, key.decode()
+
+
+def join_token(state: StateDir) -> str:
+    """A new bootstrap token for nodes joining this cluster, as kubeadm init makes its default
+    one (24 h, system:bootstrappers:kubeadm:default-node-token), stored in kube-system."""
+    import random
+
+    from . import bootstraptoken as bt
+    from .apiclient import SyncApiClient
+    from .token_cli import create_token
+    token = bt.BootstrapToken.new(bt.generate(random.SystemRandom()), time.time(),
+                                  description=bt.DEFAULT_DESCRIPTION_INIT)
+    with SyncApiClient(state.api_endpoint(), timeout=10, credentials=wireauth.state_credentials(state.root)) as api:
+        create_token(api, token)
+    return token.token
+
+
+def join_text(state: StateDir, token: str) -> str:
+    """kubeadm init's closing words for nodes of other machines: the `kubemu join` command."""
+    from . import bootstraptoken as bt, pki
+    address = f"{kept_advertise_address(state)}:{state.api_port()}"
+    ca_hash = bt.ca_cert_hash((state.pki_dir / f"{pki.CA_NAME}.crt").read_bytes())
+    return ("Then you can join any number of worker nodes by running the following on each as root:\n\n"
+            + bt.join_command(address, token, ca_hash))
 
 
 def processes(state: StateDir) -> list[psutil.Process]:
@@ -839,3 +1000,233 @@ def down(state: StateDir, timeout: float = 150.0) -> list[int]:
         o.release()
     network.down(state.root)  # last: the pods' namespaces were in the nodes' processes
     return stragglers
+
+
+# --- node add / node remove (kubemu/nodemembership.py decides) -------------------------------
+
+MEMBERSHIP_FILE = "membership.json"  # the layout once `kubemu node add|remove` changed it
+PINNED_BECAUSE = "it keeps the host side of the pod network (its kube-proxy) and the hollow nodes"
+
+
+def recorded_layout(state: StateDir) -> nodemembership.Layout | None:
+    """The layout `kubemu node add|remove` recorded; None while `up`'s flags decide it."""
+    path = state.root / MEMBERSHIP_FILE
+    try:
+        return nodemembership.Layout.from_json(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise RuntimeError(f"{path}: {exc}") from None
+
+
+def store_placement(state: StateDir, control_plane_count: int = 1, replicas: int = STORE_REPLICAS) -> dict[str, str]:
+    """Store replica -> node: the recorded layout's, else `up`'s flags' (store_nodes)."""
+    recorded = recorded_layout(state)
+    return dict(recorded.stores) if recorded else store_nodes(control_plane_count, replicas)
+
+
+def control_plane_of(state: StateDir, control_plane_count: int = 1) -> list[str]:
+    """The control-plane nodes: the recorded layout's, else the first `control_plane_count`."""
+    recorded = recorded_layout(state)
+    return list(recorded.control_plane) if recorded else control_plane_nodes(control_plane_count)
+
+
+def layout_nodes(state: StateDir, count: int, control_plane_count: int = 1) -> list[str]:
+    """The nodes `up` boots: the recorded layout's (said when the flags ask for another), else
+    node-0..count-1."""
+    recorded = recorded_layout(state)
+    if recorded is None:
+        return node_names(count)
+    if count != len(recorded.nodes) or control_plane_count != len(recorded.control_plane):
+        log.warning("kubemu: `kubemu node add|remove` changed this cluster: booting its %d node(s) %s "
+                    "(control plane: %s) as %s records, not --nodes/--control-plane-nodes",
+                    len(recorded.nodes), ", ".join(recorded.nodes), ", ".join(recorded.control_plane),
+                    state.root / MEMBERSHIP_FILE)
+    return list(recorded.nodes)
+
+
+def write_endpoint_files(state: StateDir, replicas: int = STORE_REPLICAS, control_plane_count: int = 1) -> None:
+    """<state>/store-endpoints and <state>/api-endpoint, for clients."""
+    endpoints = store_endpoints(state, replicas, control_plane_count)
+    write_atomic(state.root / "store-endpoints", "".join(f"{ep}\n" for ep in endpoints.values()).encode(), 0o644)
+    write_atomic(state.api_endpoint_file, (api_endpoint(state, control_plane_count) + "\n").encode(), 0o644)
+
+
+def current_layout(state: StateDir) -> nodemembership.Layout:
+    """The running cluster's layout: recorded, else read from the store manifests `up` wrote."""
+    recorded = recorded_layout(state)
+    if recorded is not None:
+        return recorded
+    nodes = state.nodes()
+    found = {path.stem: node for node in nodes for path in (state.node_dir(node) / "manifests").glob("store-*.yaml")
+             if _control_plane_manifest(path.stem) and _written_by_up(path)}
+    if not found:
+        raise RuntimeError(f"no control plane written by `kubemu up` in {state.root}")
+    stores = {name: found[name] for name in sorted(found, key=lambda s: int(s.rpartition("-")[2]))}
+    return nodemembership.Layout(tuple(nodes), stores)
+
+
+def _store_client(state: StateDir, layout: nodemembership.Layout, timeout: float = 10.0):
+    from store.client import SyncStoreClient  # the store's client only when asked
+
+    return SyncStoreClient([store_endpoint(state, s, n) for s, n in layout.stores.items()], timeout=timeout,
+                           credentials=wireauth.state_credentials(state.root))
+
+
+def healthy_members(state: StateDir, layout: nodemembership.Layout) -> set[str]:
+    """The store members that answer their status now."""
+    with _store_client(state, layout, timeout=5.0) as client:  # generous: a busy member is a healthy one
+        rows = client.status_all(timeout=5.0)
+    return {r["name"] for r in rows if "error" not in r and r.get("name") in layout.stores}
+
+
+def add_node(state: StateDir, control_plane: bool, *, fast: bool = False, timeout: float = 180.0,
+             say=lambda line: None) -> str:
+    """`kubemu node add [--control-plane]`: the new node's name once it is Ready (and, for a
+    control-plane node, its store member caught up). RuntimeError, in one line, when refused."""
+    state.require_running()
+    layout = current_layout(state)
+    healthy = healthy_members(state, layout) if control_plane else set()
+    try:
+        plan = nodemembership.plan_add(layout, control_plane, healthy)
+    except nodemembership.MembershipError as exc:
+        raise RuntimeError(str(exc)) from None
+    advertise = kept_advertise_address(state)
+    if advertise is not None and plan.node in plan.layout.control_plane:  # its apiserver serves the wire there
+        check_wire_ports(advertise, state.api_port() or DEFAULT_API_PORT, [plan.node])
+    _carry_out(state, plan, layout, FAST_TIMINGS if fast else DEFAULT_TIMINGS, timeout, say)
+    cluster_info_in_line(state, layout, plan.layout)
+    return plan.node
+
+
+def remove_node(state: StateDir, node: str, *, timeout: float = 60.0, say=lambda line: None) -> None:
+    """`kubemu node remove NAME` (kubeadm reset with etcd's member remove); RuntimeError when refused."""
+    state.require_running()
+    layout = current_layout(state)
+    healthy = healthy_members(state, layout) if layout.stores_of(node) else set()
+    try:
+        plan = nodemembership.plan_remove(layout, node, healthy, {CONTROL_PLANE_NODE: PINNED_BECAUSE})
+    except nodemembership.MembershipError as exc:
+        raise RuntimeError(str(exc)) from None
+    _carry_out(state, plan, layout, DEFAULT_TIMINGS, timeout, say)
+    cluster_info_in_line(state, layout, plan.layout)
+
+
+def cluster_info_in_line(state: StateDir, before: nodemembership.Layout, after: nodemembership.Layout) -> None:
+    """cluster-info's wire endpoints follow the apiservers a membership change added or removed
+    (when the API is advertised: joiners read them there); a failure said in one line."""
+    from . import clusterinfo
+    from .apiclient import SyncApiClient  # the wire's asyncio client only when asked
+
+    if kept_advertise_address(state) is None or before.control_plane == after.control_plane:
+        return
+    try:
+        with SyncApiClient(state.api_endpoint(), timeout=10, credentials=wireauth.state_credentials(state.root)) as api:
+            clusterinfo.ensure(api, *cluster_info_args(state))
+    except wire.WireError as err:
+        log.warning("kubemu: configmap kube-public/cluster-info: %s (its %s are not those of the control plane "
+                    "now)", err, clusterinfo.WIRE_ENDPOINTS_KEY)
+
+
+def _carry_out(state: StateDir, plan: nodemembership.Plan, before: nodemembership.Layout, t: Timings,
+               timeout: float, say) -> None:
+    nm = nodemembership
+    deadline = time.monotonic() + timeout
+    recorded = False
+    with _store_client(state, before) as store:
+        for step in plan.steps:
+            left = max(1.0, deadline - time.monotonic())
+            try:
+                if isinstance(step, nm.MemberAdd):
+                    wireauth.ensure_secret(wireauth.secrets_dir(state.root), wireauth.store_identity(step.store))
+                    store.member_add(step.store, store_endpoint(state, step.store, step.node))
+                    say(f"store member {step.store} added")
+                elif isinstance(step, nm.MemberRemove):
+                    if any(m["name"] == step.store for m in store.member_list()):
+                        store.member_remove(step.store)
+                    say(f"store member {step.store} removed")
+                elif isinstance(step, nm.Record):
+                    write_atomic(state.root / MEMBERSHIP_FILE, step.layout.to_json().encode(), 0o644)
+                    write_endpoint_files(state)
+                    recorded = True
+                elif isinstance(step, nm.WriteNode):
+                    _write_joining_node(state, step.node, plan.layout, t)
+                elif isinstance(step, nm.StartNode):
+                    start_init(state, step.node)
+                    say(f"node/{step.node} started")
+                elif isinstance(step, nm.WaitCaughtUp):
+                    _wait_caught_up(store, store_endpoint(state, step.store, plan.layout.stores[step.store]), left)
+                    say(f"store member {step.store} caught up")
+                elif isinstance(step, nm.WaitReady):
+                    wait_started(state, [step.node], left)
+                    wait_ready(state, [step.node], max(1.0, deadline - time.monotonic()))
+                elif isinstance(step, nm.StopNode):
+                    owned = state.owned(step.node)
+                    if owned is not None:
+                        owned.kill(10.0)
+                        owned.release()
+                    say(f"node/{step.node} stopped")
+                elif isinstance(step, nm.DeleteNode):
+                    _delete_node(state, step.node, left)
+            except (wire.WireError, TimeoutError, RuntimeError) as exc:
+                undo = (f"; `kubemu node remove {plan.node}` takes it out again"
+                        if recorded and plan.node in plan.layout.nodes else "")
+                raise RuntimeError(f"{plan.node}: {_STEP_SAYS[type(step)]} failed: {exc}{undo}") from None
+
+
+_STEP_SAYS = {nodemembership.MemberAdd: "adding the store member", nodemembership.MemberRemove:
+              "removing the store member", nodemembership.Record: "recording the layout",
+              nodemembership.WriteNode: "writing the node", nodemembership.StartNode: "starting the node",
+              nodemembership.WaitCaughtUp: "waiting for the store member to catch up",
+              nodemembership.WaitReady: "waiting for the node to be Ready", nodemembership.StopNode:
+              "stopping the node", nodemembership.DeleteNode: "deleting the Node"}
+
+
+def _write_joining_node(state: StateDir, node: str, layout: nodemembership.Layout, t: Timings) -> None:
+    """The node's directory, kubelet.conf and units, and on a control-plane node its static pods
+    (kubeadm join's phases). The other control-plane nodes' manifests stay as they are: rewritten,
+    every component of theirs would restart at once; their apiservers keep the store endpoints
+    they were given, of which a quorum lives (`up` gives every one the new list)."""
+    net = network.load(state.root)
+    port = state.api_port() or DEFAULT_API_PORT
+    advertise = kept_advertise_address(state)
+    write_pki(state, list(layout.nodes), port, net, advertise)
+    write_node(state, node, t.kubelet_restart_sec, kubelet_args=kubelet_args(state, node, t, net))
+    if node in layout.control_plane:
+        write_control_plane(state, timings=t, api_port=port, net=net, advertise=advertise, only=node)
+
+
+def _wait_caught_up(store, endpoint: str, timeout: float) -> None:
+    """Until the member at `endpoint` has applied what the leader had committed when asked."""
+    deadline = time.monotonic() + timeout
+    target = None
+    while time.monotonic() < deadline:
+        try:
+            if target is None:
+                target = store.status()["commit_index"]  # the leader's, when known
+            if store.status(endpoint, timeout=2.0)["applied_index"] >= target:
+                return
+        except wire.WireError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"the store member at {endpoint} did not catch up within {timeout:g}s")
+
+
+def _delete_node(state: StateDir, node: str, timeout: float) -> None:
+    """The directory kubemu made for the node, and its Node object (kubectl delete node), asked
+    again while no apiserver answers."""
+    from .apiclient import SyncApiClient  # the wire's asyncio client only when asked
+
+    shutil.rmtree(state.node_dir(node), ignore_errors=True)
+    deadline = time.monotonic() + timeout
+    with SyncApiClient(state.api_endpoint(), timeout=10, credentials=wireauth.state_credentials(state.root)) as api:
+        while True:
+            try:
+                api.delete("nodes", node)
+                return
+            except wire.NotFound:
+                return
+            except wire.WireError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.5)

@@ -58,11 +58,14 @@ class CertSpec:
 
 
 
-def apiserver_spec(advertise_address: str = "127.0.0.1", first_service_ip: str = FIRST_SERVICE_IP) -> CertSpec:
+def apiserver_spec(advertise_address: str = "127.0.0.1", first_service_ip: str = FIRST_SERVICE_IP,
+                   external_address: str | None = None) -> CertSpec:
     """The apiserver's serving certificate, as kubeadm makes it: its names for loopback, the
-    address it advertises (the `kubernetes` Service's endpoint) and the first service IP (the
-    `kubernetes` Service's ClusterIP), so a client verifies it by any of them."""
-    ips = tuple(dict.fromkeys(("127.0.0.1", advertise_address, first_service_ip)))
+    address it advertises (the `kubernetes` Service's endpoint), the first service IP (the
+    `kubernetes` Service's ClusterIP) and the address other machines reach it by (`up
+    --apiserver-advertise-address`), so a client verifies it by any of them."""
+    ips = tuple(dict.fromkeys(("127.0.0.1", advertise_address, first_service_ip,
+                               *((external_address,) if external_address else ()))))
     return CertSpec("apiserver", "kube-apiserver", server=True, dns_names=APISERVER_DNS, ip_addresses=ips)
 
 

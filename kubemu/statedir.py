@@ -5,10 +5,13 @@
                                       (written by `kubemu up`; one unless --control-plane-nodes 3|5)
       store-endpoints                 the store replicas' endpoints, one a line
       api-port                        the apiserver's HTTPS port on 127.0.0.1 (kept for the next `up`)
+      apiserver-advertise-address     `up --apiserver-advertise-address`'s IP (kept for the next `up`)
       pki/                            kubeadm's: ca.crt/key, apiserver.crt/key, sa.key/pub, admin.crt/key,
                                       scheduler.crt/key, controller-manager.crt/key (mode 0700, keys 0600)
       admin.conf, scheduler.conf, controller-manager.conf   kubeconfigs, credentials embedded (0600)
       merged-kubeconfig.json          which context `up` merged into which user kubeconfig, for `down`
+      membership.json                 the nodes and which runs each store replica, once `kubemu node
+                                      add|remove` changed them (`up` follows it)
       images.yaml                     the image catalog (optional, the user's; kubemu never writes it)
       nodes/<node>/units/*.service    what init supervises (kubelet.service, written by `kubemu up`)
       nodes/<node>/manifests/         the kubelet's static pods (a control-plane node's: its store

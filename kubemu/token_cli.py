@@ -7,18 +7,23 @@
     kubemu token generate
 
 `create` prints the token (or, with --print-join-command, the `kubemu join` line a new node
-runs); `list` prints kubeadm's table; `delete` says `bootstrap token "<id>" deleted` for each.
-Errors are kubeadm's words on one line and a non-zero exit.
+runs, for the address and CA in kube-public/cluster-info); `list` prints kubeadm's table, and
+on stderr one line for each token Secret it cannot read (a malformed expiration, say), which it
+skips as kubeadm does; `delete` says `bootstrap token "<id>" deleted` for each. Errors are
+kubeadm's words on one line and a non-zero exit.
 """
 from __future__ import annotations
 
 import random
 import time
-from pathlib import Path
 
 import click
 
+from components.controllers.bootstrapsigner import CONFIGMAP, KUBECONFIG_KEY
+from components.controllers.bootstrapsigner import NAMESPACE as CLUSTER_INFO_NAMESPACE
+
 from . import bootstraptoken as bt
+from .api.fielderrors import go_quote
 
 TTL_HELP = ("how long the token is valid, a Go duration (24h0m0s, 30m); 0 never expires "
             "(default 24h0m0s)")
@@ -31,24 +36,76 @@ def create_token(api, token: bt.BootstrapToken) -> None:
     api.create("secrets", bt.secret_for(token), bt.NAMESPACE)
 
 
-def join_command(api_server: str, token: str, ca_pem: bytes) -> str:
-    """The line `kubeadm token create --print-join-command` prints, for kubemu."""
-    return (f"kubemu join {api_server} --token {token} "
-            f"--discovery-token-ca-cert-hash {bt.ca_cert_hash(ca_pem)}")
+def join_line(cluster_info: dict, token: str) -> str:
+    """The line `kubeadm token create --print-join-command` prints: the join command `up`
+    prints, on one line, for the address and CA a joining node finds in cluster-info (its
+    kubeconfig's server without https://, and the hash of its CA). ValueError if cluster-info
+    does not say them."""
+    from .join import JoinError, parse_cluster_kubeconfig
+    data = cluster_info.get("data") if isinstance(cluster_info.get("data"), dict) else {}
+    text = data.get(KUBECONFIG_KEY)
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"there is no {KUBECONFIG_KEY} key in the {CONFIGMAP} ConfigMap")
+    try:
+        cluster = parse_cluster_kubeconfig(text)
+        ca_hash = bt.ca_cert_hash(cluster.ca_pem)
+    except JoinError as err:
+        raise ValueError(str(err)) from None
+    except ValueError as err:
+        raise ValueError(f"the CA in the {CONFIGMAP} ConfigMap is not a certificate: {err}") from None
+    command = bt.join_command(cluster.server.removeprefix("https://"), token, ca_hash)
+    return command.replace("\\\n", "").replace("\t", "")  # as kubeadm flattens it
 
 
-def token_rows(secrets: list[dict], now: float) -> str:
-    """`kubeadm token list`'s table (its tabwriter: min width 10, padding 3)."""
+def unreadable(secret: dict) -> str | None:
+    """Why `kubeadm token list` skips a bootstrap token Secret (BootstrapTokenFromSecret's error,
+    in its words), None when it lists it. A Secret of another type is not looked at."""
+    if not isinstance(secret, dict) or secret.get("type") != bt.SECRET_TYPE:
+        return None
+    name = (secret.get("metadata") or {}).get("name", "")
+    data = bt.secret_data(secret)
+    if data is None:
+        return f"bootstrap Token Secret has data that is not base64: {name}"
+    tid = data.get(bt.TOKEN_ID, "")
+    if not tid:
+        return f"bootstrap Token Secret has no token-id data: {name}"
+    if name != bt.secret_name(tid):
+        return (f"bootstrap token name is not of the form '{bt.SECRET_PREFIX}(token-id)'. "
+                f"Actual: {go_quote(name)}. Expected: {go_quote(bt.secret_name(tid))}")
+    if not data.get(bt.TOKEN_SECRET):
+        return f"bootstrap Token Secret has no token-secret data: {name}"
+    try:
+        bt.parse(f"{tid}.{data[bt.TOKEN_SECRET]}")
+    except ValueError as err:
+        return f"bootstrap Token Secret is invalid and couldn't be parsed: {err}"
+    try:
+        bt.parse_expiration(data.get(bt.EXPIRATION))
+    except ValueError as err:
+        return f"can't parse expiration time of bootstrap token {go_quote(name)}: {err}"
+    return None
+
+
+def token_rows(secrets: list[dict], now: float) -> tuple[str, list[str]]:
+    """`kubeadm token list`'s table (its tabwriter: min width 10, padding 3), and one line per
+    bootstrap token Secret it skips, saying why (kubeadm writes those to stderr). A token whose
+    expiration is not RFC 3339 is skipped: it is neither listed as never expiring nor as
+    expired, as kubeadm neither lists it."""
     from .kubectl.tabwriter import TabWriter
     from .kubectl.timefmt import short_human_duration
     lines = ["TOKEN\tTTL\tEXPIRES\tUSAGES\tDESCRIPTION\tEXTRA GROUPS\n"]
-    tokens = [t for t in map(bt.BootstrapToken.from_secret, secrets) if t is not None]
+    tokens, skipped = [], []
+    for secret in secrets:
+        why = unreadable(secret)
+        if why is not None:
+            skipped.append(why)
+        elif (t := bt.BootstrapToken.from_secret(secret)) is not None:
+            tokens.append(t)
     for t in sorted(tokens, key=lambda t: t.id):
         ttl = "<forever>" if t.expires is None else short_human_duration(t.expires - now)
         expires = "<never>" if t.expires is None else bt.format_time(t.expires)
         lines.append("\t".join((t.token, ttl, expires, ",".join(t.usages) or "<none>",
                                 t.description or "<none>", ",".join(t.groups) or "<none>")) + "\n")
-    return TabWriter(minwidth=10, padding=3).format("".join(lines))
+    return TabWriter(minwidth=10, padding=3).format("".join(lines)), skipped
 
 
 def _fail(message: str):
@@ -79,6 +136,7 @@ def token() -> None:
 @click.pass_obj
 def create(obj, value, ttl, description, usages, groups, print_join_command) -> None:
     """Create a bootstrap token (a new random one unless VALUE is given)."""
+    from .apiclient import NotFound
     from .kubectl.durations import parse_duration
     from .kubectl.session import connect
     try:
@@ -89,13 +147,12 @@ def create(obj, value, ttl, description, usages, groups, print_join_command) -> 
     except ValueError as err:
         _fail(str(err))
     line = new.token
-    if print_join_command:
-        port = obj.state.api_port()
-        ca = Path(obj.state.pki_dir) / "ca.crt"
-        if port is None or not ca.exists():
-            _fail(f"no cluster in {obj.state.root}: its API port and CA are needed for the join command")
-        line = join_command(f"127.0.0.1:{port}", new.token, ca.read_bytes())
     with connect(obj) as api:
+        if print_join_command:  # read before the token is made: a failure leaves none behind
+            try:
+                line = join_line(api.get("configmaps", CONFIGMAP, CLUSTER_INFO_NAMESPACE), new.token)
+            except (NotFound, ValueError) as err:
+                _fail(f"failed to get join command: {getattr(err, 'message', err)}")
         create_token(api, new)
     click.echo(line)
 
@@ -103,11 +160,15 @@ def create(obj, value, ttl, description, usages, groups, print_join_command) -> 
 @token.command("list")
 @click.pass_obj
 def list_tokens(obj) -> None:
-    """List the bootstrap tokens (kubeadm token list)."""
+    """List the bootstrap tokens (kubeadm token list); one it cannot read is skipped, and why
+    is said on stderr."""
     from .kubectl.session import connect
     with connect(obj) as api:
         secrets = api.list_all("secrets", bt.NAMESPACE, field_selector=f"type={bt.SECRET_TYPE}")["items"]
-    click.echo(token_rows(secrets, time.time()), nl=False)
+    table, skipped = token_rows(secrets, time.time())
+    for why in skipped:
+        click.echo(why, err=True)
+    click.echo(table, nl=False)
 
 
 @token.command("delete")

@@ -119,9 +119,25 @@ def ensure_client_keys(state_root: str | os.PathLike, identity: str) -> KeyPair:
 def client_credentials(state_root: str | os.PathLike, identity: str) -> CurveCredentials:
     """What `identity` presents to a CURVE server of this state directory (both files must be
     there: made by `ensure_server_keys` and `ensure_client_keys`)."""
-    directory = curve_dir(state_root)
+    return directory_credentials(curve_dir(state_root), identity)
+
+
+def directory_credentials(directory: str | os.PathLike, identity: str) -> CurveCredentials:
+    """`client_credentials` of a CURVE key directory (a kubelet's --wire-curve-dir)."""
+    directory = Path(directory)
     pair = load_keypair(clients_dir(directory) / (check_identity(identity) + SECRET_SUFFIX))
     return CurveCredentials(load_public(directory / (SERVER + PUBLIC_SUFFIX)), pair.public, pair.secret)
+
+
+def write_server_public(state_root: str | os.PathLike, public: bytes | str) -> None:
+    """Record the server's public key in a state directory that has not its key pair (a node
+    joined from another machine: the key came with the join). An existing file is replaced."""
+    from .statedir import write_atomic
+
+    public = check_curve_key(public, "the server's CURVE public key")
+    directory = curve_dir(state_root)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    write_atomic(directory / (SERVER + PUBLIC_SUFFIX), _certificate(public).encode())
 
 
 class KnownKeys:

@@ -224,3 +224,17 @@ def test_kubectl_style_approve_and_deny(cluster, tmp_path):
     cert = x509.load_pem_x509_certificate(base64.b64decode(signed))
     assert cert.not_valid_after_utc - cert.not_valid_before_utc == datetime.timedelta(hours=1)
     assert "certificate" not in (api.get("certificatesigningrequests", "mallory").get("status") or {})
+
+
+def test_print_join_command_names_cluster_info_s_address_and_ca(cluster):
+    """`kubemu token create --print-join-command`: up's join command on one line, for the address
+    and CA a joining node reads from cluster-info; the token it names authenticates."""
+    env, api, _ = cluster
+    made = kubemu(env, "token", "create", "--print-join-command")
+    assert made.returncode == 0, made.stderr
+    address = env.server.removeprefix("https://")
+    words = made.stdout.split()
+    assert made.stdout.count("\n") == 1 and words[:3] == ["kubemu", "join", address], made.stdout
+    assert words[3] == "--token" and bt.is_token(words[4])
+    assert words[5:] == ["--discovery-token-ca-cert-hash", bt.ca_cert_hash(env.ca.cert_pem)]
+    assert discover(env, words[4]) == env.ca.cert_pem

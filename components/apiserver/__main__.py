@@ -1,5 +1,5 @@
 """python -m components.apiserver --listen ENDPOINT --store-endpoints EP1,EP2,EP3 [--audit-log FILE]
-       [--secure-port 6443 --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --permit-port-sharing
+       [--secure-port 6443 --bind-address 127.0.0.1 --advertise-address 127.0.0.1 [--external-address IP] --permit-port-sharing
         --tls-cert-file F --tls-private-key-file F
         --client-ca-file F --service-account-key-file F --service-account-signing-key-file F]
        [--service-cluster-ip-range 10.96.0.0/12] [--service-node-port-range 30000-32767]
@@ -58,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     https.add_argument("--advertise-address", default=ADVERTISE_ADDRESS,
                        help="the address the `kubernetes` Service's endpoints name, listened on too when "
                             f"it is not --bind-address (default {ADVERTISE_ADDRESS})")
+    https.add_argument("--external-address", default=None,
+                       help="also listen on this address, where clients on other machines reach the API "
+                            "(`kubemu up --apiserver-advertise-address`); the `kubernetes` Service keeps "
+                            "naming --advertise-address, the pods' way in (default: none)")
     https.add_argument("--tls-cert-file", default=None,
                        help="the serving certificate (PEM); without it HTTPS is not served")
     https.add_argument("--tls-private-key-file", default=None, help="the serving certificate's key (PEM)")
@@ -102,12 +106,16 @@ def https_config(args: argparse.Namespace) -> HTTPSConfig:
         raise SystemExit(f"--secure-port {args.secure_port}: not a port (0 disables HTTPS)")
     if args.tls_cert_file and not args.tls_private_key_file:
         raise SystemExit("--tls-cert-file needs --tls-private-key-file")
-    try:
-        ipaddress.ip_address(args.advertise_address)
-    except ValueError:
-        raise SystemExit(f"--advertise-address {args.advertise_address}: not an IP address") from None
+    for flag, address in (("--advertise-address", args.advertise_address),
+                          ("--external-address", args.external_address)):
+        try:
+            if address is not None:
+                ipaddress.ip_address(address)
+        except ValueError:
+            raise SystemExit(f"{flag} {address}: not an IP address") from None
     return HTTPSConfig(port=args.secure_port, bind_address=args.bind_address,
                        permit_port_sharing=args.permit_port_sharing, advertise_address=args.advertise_address,
+                       external_address=args.external_address,
                        cert_file=args.tls_cert_file,
                        key_file=args.tls_private_key_file, client_ca_file=args.client_ca_file,
                        service_account_key_files=args.service_account_key_file,

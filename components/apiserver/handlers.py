@@ -36,7 +36,7 @@ from kubemu.api.resources import Resource, UnknownResourceError, field_set, regi
 from kubemu.wire import BadRequest, Conflict, Forbidden, Gone, NotFound, OutcomeUnknown, TooLarge, WireError
 from store.client import Compacted, FutureRevision
 
-from . import caller, eviction, podlogs, storageadmission, warnings
+from . import caller, eviction, nodekeys, podlogs, storageadmission, warnings
 from . import strategy as st
 from .servicealloc import Held, ServiceAllocator
 from .serviceips import DEFAULT_NODE_PORT_RANGE, DEFAULT_SERVICE_CIDR, parse_port_range
@@ -114,6 +114,23 @@ def _resource(resource: Any) -> Resource:
     if not r.stored:
         raise st.not_allowed(r)
     return r
+
+
+def _admit_node_key(r: Resource, old: dict | None, new, key_owners: Callable[[str], list[str]] | None) -> None:
+    """NodeRestriction on a Node's CURVE key annotation, and no key another Node names
+    (nodekeys.py; `key_owners`: the Nodes that name a key now, None when not followed): `new`
+    is the object a create stores, or an update's outcome (a delete's or an unchanged one
+    keeps the key)."""
+    if r.kind != "Node" or isinstance(new, (Remove, Unchanged)):
+        return
+    obj = new.obj if isinstance(new, Write) else new
+    name = st.object_name(obj)
+    refused = nodekeys.admission_error(caller.current_user(), name, old, obj)
+    key = nodekeys.key_of(obj)
+    if refused is None and key is not None and key_owners is not None and key != nodekeys.key_of(old):
+        refused = nodekeys.duplicate_error(name, key_owners(key))
+    if refused is not None:
+        raise Forbidden(refused, {"reason": "Forbidden", "kind": "nodes", "name": name})
 
 
 def _key(r: Resource, namespace: str | None, name: Any) -> str:
@@ -194,10 +211,14 @@ class API:
                  bookmark_interval: float = BOOKMARK_INTERVAL, state_dir: str | None = None,
                  clock: Callable[[], datetime.datetime] | None = None, rand: random.Random | None = None,
                  services: Allocations | None = None,
-                 authorize: Callable[[Attributes], Decision] | None = None):
+                 authorize: Callable[[Attributes], Decision] | None = None,
+                 key_owners: Callable[[str], list[str]] | None = None):
         """`authorize` (RBAC's) answers the admission checks that ask the authorizer: who may
-        approve or sign a CertificateSigningRequest for its signer."""
+        approve or sign a CertificateSigningRequest for its signer. `key_owners` names the Nodes
+        whose annotation names a CURVE key (the apiserver's NodeKeyCache, when it serves the
+        wire with CURVE): a key another Node names is refused."""
         self.storage = storage
+        self.key_owners = key_owners
         self.authorize = authorize
         self.state_dir = Path(state_dir) if state_dir else None
         self.cache = cache
@@ -419,6 +440,7 @@ class API:
                                 user=caller.current_user())
         if r.kind in storageadmission.FINALIZERS:
             await storageadmission.admit(self.storage, obj)
+        _admit_node_key(r, None, obj, self.key_owners)
         if r.kind != "Service":
             return await self._create(r, obj, dry_run)
         obj, held = await self._allocate(None, obj, dry_run)
@@ -491,6 +513,7 @@ class API:
         outcome = st.prepare_update(r, old, rev, new, status=status, finalize=finalize, approval=approval,
                                     now=self.clock(), field_validation=field_validation, warn=warnings.add)
         self._admit_signer(r, old, outcome, "approval" if approval else "status" if status else "")
+        _admit_node_key(r, old, outcome, self.key_owners)
         return await self._commit(r, key, rev, outcome, dry_run, old)
 
     def _admit_signer(self, r: Resource, old: dict, outcome, subresource: str) -> None:
@@ -523,6 +546,7 @@ class API:
             outcome = st.prepare_update(r, old, rev, new, status=sub == "status", approval=sub == "approval",
                                         now=self.clock(), field_validation=field_validation, warn=warnings.add)
             self._admit_signer(r, old, outcome, sub)
+            _admit_node_key(r, old, outcome, self.key_owners)
             return outcome, explicit
         return await self._guaranteed(r, key, name, change, dry_run=dry_run)
 

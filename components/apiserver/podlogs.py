@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubemu.wire import BadRequest, NotFound
+from kubemu.wire import BadRequest, NotFound, Unavailable
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 MAX_LOG_BYTES = 1024 * 1024  # one reply stays well under the wire's 2 MiB frame
@@ -70,6 +70,8 @@ def log_path(state_dir: Path, pod: dict, container: str | None, previous: bool) 
                 + (status.get("containerStatuses") or [])}
     count = int((statuses.get(container) or {}).get("restartCount") or 0) - (1 if previous else 0)
     uid = pod_uid(pod)  # it may only name a directory of the node's pods
+    if is_segment(node) and not (state_dir / "nodes" / node).is_dir():
+        raise Unavailable(elsewhere(node))
     pods = state_dir / "nodes" / node / "pods"
     path = pods / f"{meta['namespace']}_{name}_{uid}" / container / f"{count}.log"
     if count < 0 or not is_segment(uid) or not path.resolve().is_relative_to(pods.resolve()) \
@@ -77,6 +79,12 @@ def log_path(state_dir: Path, pod: dict, container: str | None, previous: bool) 
         what = f'previous terminated container "{container}"' if previous else f'container "{container}"'
         raise BadRequest(f'{what} in pod "{name}" not found', {"reason": "BadRequest"})
     return path
+
+
+def elsewhere(node: str) -> str:
+    """Why the apiserver cannot reach a kubelet that has no directory in its state directory."""
+    return (f'error dialing backend: the kubelet of node "{node}" is not on this machine (a node joined with '
+            "`kubemu join`, or a hollow node): its pods' logs, exec and attach are not served")
 
 
 def is_segment(text: object) -> bool:

@@ -35,6 +35,20 @@ PAGE = 500           # objects per list call: a list reply stays well under the 
 RETRY_SECONDS = 1.0  # pause before listing a kind again after its watch ended
 
 
+async def list_all(storage: Storage, prefix: str) -> tuple[dict[str, dict], int]:
+    """Every object under `prefix` (registry key -> object) at one revision, read in pages."""
+    objects: dict[str, dict] = {}
+    start, revision = None, 0
+    while True:
+        items, revision, more = await storage.list(prefix, start=start, revision=revision, limit=PAGE)
+        for key, obj in items:
+            objects[key.decode() if isinstance(key, bytes) else key] = obj
+        if not more or not items:
+            return objects, revision
+        last = items[-1][0]
+        start = (last if isinstance(last, bytes) else last.encode()) + b"\0"
+
+
 class RBACCache:
     def __init__(self, cache: WatchCache, *, retry_seconds: float = RETRY_SECONDS):
         self._cache = cache
@@ -130,18 +144,7 @@ class RBACCache:
             await asyncio.sleep(self._retry)
 
     async def _list(self, prefix: str) -> tuple[dict[str, dict], int]:
-        """Every object under `prefix` at one revision, read in pages."""
-        objects: dict[str, dict] = {}
-        start, revision = None, 0
-        while True:
-            items, revision, more = await self._storage.list(prefix, start=start,
-                                                              revision=revision, limit=PAGE)
-            for key, obj in items:
-                objects[key.decode() if isinstance(key, bytes) else key] = obj
-            if not more or not items:
-                return objects, revision
-            last = items[-1][0]
-            start = (last if isinstance(last, bytes) else last.encode()) + b"\0"
+        return await list_all(self._storage, prefix)
 
     def _replace(self, prefix: str, objects: dict[str, dict]) -> None:
         self._objects[prefix] = objects

@@ -30,6 +30,7 @@ from .audit import AuditLog
 from .authn import Authenticator, bootstrap_secret_lookup, bound_object_lookup, service_account_lookup
 from .handlers import API, BOOKMARK_INTERVAL
 from .kubernetes_service import Reconciler, desired
+from .nodekeycache import NodeKeyCache
 from .rbaccache import RBACCache
 from .rest import discovery, openapi
 from .rest.app import RestAPI
@@ -58,6 +59,7 @@ class HTTPSConfig:
     bind_address: str = BIND_ADDRESS
     permit_port_sharing: bool = False  # SO_REUSEPORT: the apiservers of an HA cluster share the port
     advertise_address: str = ADVERTISE_ADDRESS  # where pods reach it: listened on too
+    external_address: str | None = None  # where other machines reach it (kubeadm's advertise address)
     cert_file: str | None = None
     key_file: str | None = None
     client_ca_file: str | None = None
@@ -67,12 +69,15 @@ class HTTPSConfig:
     kubelet_client_credentials: Credentials | None = None  # presented to the kubelets (exec, attach)
 
     def hosts(self) -> list[str]:
-        """The addresses the door listens on: --bind-address, and --advertise-address when that
-        is another (specific) address, so that the `kubernetes` Service's endpoint answers."""
+        """The addresses the door listens on: --bind-address, and --advertise-address and
+        --external-address when they are other (specific) addresses, so that the `kubernetes`
+        Service's endpoint and other machines' clients are answered."""
         hosts = [self.bind_address]
-        if self.advertise_address not in (self.bind_address, *UNSPECIFIED) \
-                and self.bind_address not in UNSPECIFIED:
-            hosts.append(self.advertise_address)
+        if self.bind_address in UNSPECIFIED:
+            return hosts
+        for also in (self.advertise_address, self.external_address):
+            if also is not None and also not in (*hosts, *UNSPECIFIED):
+                hosts.append(also)
         return hosts
 
 
@@ -107,10 +112,11 @@ class APIServer:
         cache = WatchCache(client)
         audit = AuditLog(self.audit_path)
         rbac = RBACCache(cache)
+        node_keys = NodeKeyCache(cache) if self.wire_listen else None
         api = API(Storage(client), cache, audit, bookmark_interval=self.bookmark_interval,
                   state_dir=self.state_dir,
                   services=Allocations(self.services.cluster_ip_range, self.services.node_port_range),
-                  authorize=rbac.authorize)
+                  authorize=rbac.authorize, key_owners=None if node_keys is None else node_keys.owners)
         auth = ServerAuth(self.wire_secrets, self._wire_authorizer(rbac)) if self.wire_secrets else None
         server = curve_server = None
         stop = asyncio.Event()
@@ -118,6 +124,8 @@ class APIServer:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         await rbac.start()
+        if node_keys is not None:
+            node_keys.start()
         https = None
         reconciler = None
         init = asyncio.create_task(self._bootstrap(api, rbac), name="bootstrap")
@@ -128,11 +136,14 @@ class APIServer:
             # projected tokens, the CSR approver (a SubjectAccessReview) whether a requester may
             handlers = {**api.handlers(), "review": Reviews(rbac).review, **tokens}
             server = Server(self.listen, handlers, name="apiserver", auth=auth)
-            curve_server = self._curve_server(handlers, rbac)
+            curve_server = self._curve_server(handlers, rbac, node_keys)
             if auth is not None or curve_server is not None:
                 # authorizing needs the roles: the wire opens once they are there, as
                 # kube-apiserver is not ready before its RBAC bootstrap
                 await _first(init, stop.wait())
+            if curve_server is not None:  # the joined nodes' keys listed first, or a joined kubelet
+                # reconnecting right after a restart would be refused once
+                await _first(node_keys.wait_listed(), stop.wait())
             if not stop.is_set():
                 await server.start()
                 log.info("serving on %s (store %s)%s", server.endpoint, ",".join(client.endpoints),
@@ -144,7 +155,10 @@ class APIServer:
                              self.wire_curve_dir)
                 if https is not None:
                     cfg = self.https
-                    also = f" --advertise-address {cfg.advertise_address}" if len(cfg.hosts()) > 1 else ""
+                    also = "".join(f" {flag} {address}" for flag, address in
+                                   (("--advertise-address", cfg.advertise_address),
+                                    ("--external-address", cfg.external_address))
+                                   if address in cfg.hosts()[1:])
                     with _starting(f"--bind-address {cfg.bind_address}{also} --secure-port {cfg.port}"):
                         port = await https.start()
                     log.info("serving HTTPS on %s:%d", ", ".join(cfg.hosts()), port)
@@ -164,6 +178,8 @@ class APIServer:
                 await server.close()
             if curve_server is not None:
                 await curve_server.close()
+            if node_keys is not None:
+                await node_keys.close()
             await rbac.close()
             await api.namespaces.close()
             await cache.close()
@@ -207,17 +223,18 @@ class APIServer:
         return HTTPSServer(rest.serve, cfg.hosts(), cfg.port, context, on_close=rest.close,
                            reuse_port=cfg.permit_port_sharing), wire_tokens
 
-    def _curve_server(self, handlers: dict, rbac: RBACCache) -> Server | None:
+    def _curve_server(self, handlers: dict, rbac: RBACCache, node_keys: NodeKeyCache) -> Server | None:
         """The wire beyond loopback (--wire-listen-address), not yet listening: CURVE with this
         apiserver's key pair (made if absent, as kube-apiserver makes its own serving certificate
-        in --cert-dir), a peer known by its public key in clients/, authorized with RBAC."""
+        in --cert-dir), a peer known by its public key in clients/, else as the joined node whose
+        Node annotation names that key (nodekeys.py), authorized with RBAC."""
         if not self.wire_listen:
             return None
         directory = self.wire_curve_dir
         with _starting(f"--wire-curve-dir {directory}"):
             keys = wirekeys.ensure_keypair(directory, wirekeys.SERVER)
-        auth = CurveAuth(keys.public, keys.secret, wirekeys.KnownKeys(wirekeys.clients_dir(directory)),
-                         self._wire_authorizer(rbac))
+        known = wirekeys.KnownKeys(wirekeys.clients_dir(directory))
+        auth = CurveAuth(keys.public, keys.secret, node_keys.chain(known), self._wire_authorizer(rbac))
         with _starting(f"--wire-listen-address {self.wire_listen}"):
             return Server(self.wire_listen, handlers, name="apiserver", auth=auth)
 

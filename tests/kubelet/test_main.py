@@ -69,3 +69,24 @@ def test_the_service_cidr_reaches_the_network_options(started, tmp_path, capsys)
     with pytest.raises(SystemExit):
         kubelet_main.main(base + ["--service-cidr", "10.96.0.1/12"])
     assert "--service-cidr" in capsys.readouterr().err
+
+
+def test_wire_curve_dir_presents_the_nodes_curve_keys(started, tmp_path, capsys):
+    from kubemu import wirekeys
+    from kubemu._wire_auth import CurveCredentials
+
+    base = ["--node", "w1", "--node-dir", str(tmp_path / "n"), "--api", "tcp://198.18.0.1:6444"]
+    curve = wirekeys.curve_dir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        kubelet_main.main(base + ["--wire-curve-dir", str(curve)])
+    assert exit_.value.code == 2 and not started
+    assert "--wire-curve-dir: no CURVE key file" in capsys.readouterr().err
+    server = wirekeys.ensure_server_keys(tmp_path)
+    node = wirekeys.ensure_client_keys(tmp_path, "system:node:w1")
+    assert kubelet_main.main(base + ["--wire-curve-dir", str(curve)]) == 0
+    assert started[0].api_credentials == CurveCredentials(server.public, node.public, node.secret)
+    secret = tmp_path / "system:node:w1.secret"
+    secret.write_text("s3cret\n")
+    with pytest.raises(SystemExit):
+        kubelet_main.main(base + ["--wire-curve-dir", str(curve), "--wire-credentials", str(secret)])
+    assert "--wire-curve-dir and --wire-credentials: give one" in capsys.readouterr().err

@@ -308,6 +308,30 @@ def test_each_node_s_kube_proxy_runs_as_its_node_and_only_node_0_s_takes_the_hos
         assert effective == {"node-0": (None, None, ["127.0.0.1/32"]), "node-1": (None, None, [])}
 
 
+def test_each_node_s_kube_proxy_asks_the_apiservers_in_its_kubelet_s_order(tmp_path):
+    """On an HA cluster the one template gives every node every apiserver, node-0's first; each
+    node's proxy then orders them as that node's kubelet does: its own apiserver first on a
+    control-plane node, a rotated order on a worker (not node-0's apiserver for everyone)."""
+    from components.kube_proxy.__main__ import build_parser, for_this_node
+    from kubelet.envvars import container_env, expand_argv
+    from kubemu import _wire_auth as wireauth
+    from kubemu import cluster
+    from kubemu.api.identity import KUBE_PROXY
+    from kubemu.statedir import StateDir
+
+    state = StateDir(tmp_path / "state")
+    secret = str(wireauth.ensure_secret(tmp_path, KUBE_PROXY))
+    template = addons.kube_proxy(HOST, cluster.api_endpoint(state, 3), secret, "node-0")[1]["spec"]["template"]
+    for node in cluster.node_names(5):
+        pod = {"metadata": {"namespace": "kube-system", "name": f"kube-proxy-{node}"},
+               "spec": {**template["spec"], "nodeName": node}}
+        (c,) = pod["spec"]["containers"]
+        env = container_env(pod, c, lambda *a: None, [], ["127.0.0.1"])
+        args = for_this_node(build_parser().parse_args(expand_argv(c["args"], env.vars)))
+        assert args.api == cluster.node_api_endpoint(state, node, 3), node
+    assert cluster.node_api_endpoint(state, "node-1", 3).split(",")[0] == cluster.apiserver_endpoint(state, "node-1")
+
+
 def test_kube_proxy_runs_on_the_control_plane_node_and_stays_off_hollow_nodes():
     from components.scheduling.filters import node_affinity_filter, taint_toleration
     from kubelet.hollow import hollow_configs
@@ -392,3 +416,18 @@ def test_up_waits_for_kube_proxy_s_rollout():
     assert clock.now == pytest.approx(5.0)
     # none (its create was refused, and said): nothing to wait for
     assert addons.wait_rolled_out(StatusApi([wire.NotFound("no")]), ds, 5, clock, clock.sleep) is None
+
+
+def test_the_dns_and_proxy_pods_stay_off_joined_nodes():
+    """Their pods read this machine's files and reach its ipc endpoints: on a node of another
+    machine (`kubemu join`, labelled kubemu.io/joined) they would fail; the control-plane
+    machine's nodes still take them."""
+    from components.scheduling.filters import node_affinity_filter
+    from kubelet.nodestatus import NodeConfig, node_object
+
+    joined = node_object(NodeConfig("node-0", "2", "4Gi", labels={addons.JOINED_NODE_LABEL: ""}), 0.0)
+    local = node_object(NodeConfig("node-1", "2", "4Gi"), 0.0)
+    for template in (objects(CNI)["Deployment"], proxy_objects(CNI)["DaemonSet"]):
+        pod = {"metadata": {}, "spec": template["spec"]["template"]["spec"]}
+        assert node_affinity_filter(pod, joined) == "node(s) didn't match Pod's node affinity/selector"
+        assert node_affinity_filter(pod, local) is None

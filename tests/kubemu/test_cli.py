@@ -388,6 +388,14 @@ def test_network_cni_without_the_privileges_is_one_line_and_starts_nothing(state
                                               "(10.244.0.1/16 has host bits set)"),
     (["--service-cidr", "banana"], "Invalid value for '--service-cidr': not an IPv4 CIDR"),
     (["--network", "bridge"], "Invalid value for '--network': 'bridge' is not one of 'cni', 'host'."),
+    (["--apiserver-advertise-address", "127.0.0.1"],
+     "Invalid value for '--apiserver-advertise-address': 127.0.0.1 is not a unicast address other machines can reach"),
+    (["--apiserver-advertise-address", "0.0.0.0"],
+     "Invalid value for '--apiserver-advertise-address': 0.0.0.0 is not a unicast address"),
+    (["--apiserver-advertise-address", "my-host"],
+     "Invalid value for '--apiserver-advertise-address': 'my-host' is not an IPv4 address"),
+    (["--apiserver-advertise-address", "198.19.255.253"],
+     "Invalid value for '--apiserver-advertise-address': 198.19.255.253 is not an address of this machine"),
 ])
 def test_up_s_network_flags_are_checked_first(state_dir, args, said):
     done = kubemu(state_dir, "up", *args, check=False)

@@ -7,6 +7,7 @@ import base64
 import logging
 import os
 import re
+import shlex
 import signal
 import socket
 import stat
@@ -17,7 +18,7 @@ from cryptography import x509
 
 from init.unitfile import load_unit
 from kubemu import _wire_auth as wireauth
-from kubemu import cgroups, cluster, kubeconfig, netplan, network, ownership, pki
+from kubemu import addons, cgroups, cluster, kubeconfig, netplan, network, ownership, pki
 from kubemu.statedir import StateDir
 from tests.conftest import alive, spawn_marked, terminate, wait_for
 
@@ -612,3 +613,277 @@ def test_the_components_take_the_flags_up_writes(state_dir, timings):
         settings = settings_from(parser, parser.parse_args(_argv(pods[name])[3:]))
         assert (settings.timings.lease_duration, settings.timings.renew_deadline, settings.timings.retry_period) \
             == timings.leader_elect
+
+
+# --- the advertise address (kubeadm init --apiserver-advertise-address) --------------------------
+
+@pytest.mark.parametrize("text, problem", [
+    ("example.com", "'example.com' is not an IPv4 address"), ("fd00::2", "not an IPv4 address"),
+    ("127.0.0.1", "loopback, 0.0.0.0"), ("0.0.0.0", "loopback, 0.0.0.0"), ("224.0.0.1", "multicast"),
+    ("255.255.255.255", "broadcast"), ("198.18.0.9", "198.18.0.9 is not an address of this machine")])
+def test_an_advertise_address_must_be_a_unicast_ipv4_address_of_this_machine(text, problem):
+    local = {"127.0.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255", "198.18.0.1"}
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        cluster.check_advertise_address(text, local)
+    assert cluster.check_advertise_address("198.18.0.1", local) == "198.18.0.1"
+
+
+def test_the_advertise_address_is_kept_for_the_next_up_and_dropped_once_the_machine_lost_it(state_dir, monkeypatch,
+                                                                                           caplog):
+    state = StateDir(state_dir)
+    monkeypatch.setattr(cluster, "local_addresses", lambda: {"127.0.0.1", "198.18.0.1"})
+    with pytest.raises(RuntimeError, match="--apiserver-advertise-address: 198.18.0.2 is not an address"):
+        cluster.resolve_advertise_address(state, "198.18.0.2")
+    assert cluster.resolve_advertise_address(state, None) is None
+    assert cluster.resolve_advertise_address(state, "198.18.0.1") == "198.18.0.1"
+    assert cluster.resolve_advertise_address(state, None) is None  # kept once `up` found its ports free
+    cluster.keep_advertise_address(state, "198.18.0.1")
+    assert cluster.resolve_advertise_address(state, None) == "198.18.0.1"  # re-`up` without the flag
+    monkeypatch.setattr(cluster, "local_addresses", lambda: {"127.0.0.1"})
+    assert cluster.resolve_advertise_address(state, None) is None
+    assert "no longer advertised on 198.18.0.1" in caplog.text and cluster.kept_advertise_address(state) is None
+
+
+def test_advertised_apiservers_serve_https_and_the_curve_wire_there_and_the_certificate_names_it(state_dir):
+    state = StateDir(state_dir)
+    for node in cluster.node_names(4):
+        cluster.write_node(state, node)
+    cluster.write_control_plane(state, api_port=7443, control_plane_count=3, advertise="198.18.0.1")
+    for i, node in enumerate(HA):
+        argv = _argv(_pods(state, node)["apiserver"])
+        assert _flag(argv, "--external-address") == "198.18.0.1" and _flag(argv, "--bind-address") == "127.0.0.1"
+        assert _flag(argv, "--wire-listen-address") == f"tcp://198.18.0.1:{7444 + i}"
+        assert _flag(argv, "--wire-curve-dir") == str(state.root / "pki" / "wire-curve")
+    assert cluster.control_plane_with_apiserver(state) == HA
+    cluster.write_control_plane(state, api_port=7443, control_plane_count=3)  # advertised no more
+    assert "--external-address" not in _argv(_pods(state, "node-0")["apiserver"])
+    assert "--wire-listen-address" not in _argv(_pods(state, "node-0")["apiserver"])
+    cluster.write_pki(state, ["node-0"], 7443, advertise="198.18.0.1")
+    cert = x509.load_pem_x509_certificate((state.pki_dir / "apiserver.crt").read_bytes())
+    assert "198.18.0.1" in pki.sans_of(cert)[1]
+    cluster.write_pki(state, ["node-0"], 7443)  # a certificate without it is made again, and the other way
+    cert = x509.load_pem_x509_certificate((state.pki_dir / "apiserver.crt").read_bytes())
+    assert "198.18.0.1" not in pki.sans_of(cert)[1]
+
+
+def test_a_busy_wire_port_is_named(state_dir):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(RuntimeError, match=f"the wire port 127.0.0.1:{port} of node-1's apiserver is in use"):
+            cluster.check_wire_ports("127.0.0.1", port - 2, HA)
+    with pytest.raises(RuntimeError, match="127.0.0.1:65536 of node-0's apiserver is not a port"):
+        cluster.check_wire_ports("127.0.0.1", 65535, ["node-0"])
+
+
+def _busy_port_for_up(monkeypatch) -> socket.socket:
+    """A socket holding a port of 127.0.0.1 (close it), and `up` made to advertise 127.0.0.1
+    (its check of the address skipped) and start no node."""
+    monkeypatch.setattr(cluster, "check_advertise_address", lambda text, local: text)
+    monkeypatch.setattr(network, "setup", lambda root, *a: HOST_RECORD)
+    monkeypatch.setattr(network, "down", lambda root: None)
+    monkeypatch.setattr(cluster, "start_init", lambda state, node: None)
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    return busy
+
+
+def test_a_failed_up_keeps_no_advertise_address(state_dir, monkeypatch):
+    """The address is kept for the next `up` only once its wire ports are known free: an `up`
+    refused for a busy one leaves nothing that would advertise it again."""
+    state = StateDir(state_dir)
+    with _busy_port_for_up(monkeypatch) as busy:
+        port = busy.getsockname()[1]
+        with pytest.raises(RuntimeError, match=f"wire port 127.0.0.1:{port} of node-1's apiserver is in use"):
+            cluster.up(state, 3, control_plane_count=3, api_port=port - 2, advertise_address="127.0.0.1")
+    assert cluster.kept_advertise_address(state) is None
+
+
+def test_up_checks_the_wire_ports_of_the_recorded_control_plane(state_dir, monkeypatch):
+    """After `node add --control-plane` and `node remove node-1` the apiservers are node-0, 2
+    and 3 (as write_control_plane lays them out): node-3's wire port is the one checked."""
+    state = StateDir(state_dir)
+    _record(state, ["node-0", "node-2", "node-3"], {"store-0": "node-0", "store-2": "node-2", "store-3": "node-3"})
+    with _busy_port_for_up(monkeypatch) as busy:
+        port = busy.getsockname()[1]
+        with pytest.raises(RuntimeError, match=f"wire port 127.0.0.1:{port} of node-3's apiserver is in use"):
+            cluster.up(state, 3, control_plane_count=3, api_port=port - 4, advertise_address="127.0.0.1")
+
+
+def test_wire_ports_follow_the_node_index_rule():
+    from kubemu import apipreference
+    for node in ("node-0", "node-3", "node-12", "myhost"):
+        assert cluster.wire_port(7443, node) == 7444 + apipreference.node_index(node)
+
+
+# --- the layout `kubemu node add|remove` recorded (kubemu/nodemembership.py) -------------------
+
+def _record(state: StateDir, nodes: list[str], stores: dict[str, str]) -> None:
+    from kubemu.nodemembership import Layout
+    (state.root / cluster.MEMBERSHIP_FILE).write_text(Layout(tuple(nodes), stores).to_json())
+
+
+def test_a_recorded_layout_decides_the_control_plane_up_writes(state_dir, caplog):
+    """After `node add --control-plane` (node-3, store-3) and `node remove node-1`, `up` lays the
+    cluster out as recorded, whatever its flags say: store-i on node-i for 0, 2, 3, each
+    replica joining (a changed cluster never bootstraps again), every apiserver with every
+    replica, the clients with every apiserver, and the kubelets' control-plane labels."""
+    state = StateDir(state_dir)
+    _write_ha(state)
+    _record(state, ["node-0", "node-2", "node-3"], {"store-0": "node-0", "store-2": "node-2", "store-3": "node-3"})
+    caplog.set_level(logging.WARNING)
+    assert cluster.layout_nodes(state, 4, 3) == ["node-0", "node-2", "node-3"]
+    assert "`kubemu node add|remove` changed this cluster" in caplog.text
+    cluster.write_control_plane(state, api_port=7443, control_plane_count=3)
+    stores = [f"ipc://{state_dir}/nodes/node-{i}/store-{i}.sock" for i in (0, 2, 3)]
+    apis = [f"ipc://{state_dir}/nodes/node-{i}/apiserver.sock" for i in (0, 2, 3)]
+    assert (state_dir / "store-endpoints").read_text().split() == stores
+    assert state.api_endpoint() == ",".join(apis)
+    for node in ("node-0", "node-2", "node-3"):
+        pods = _pods(state, node)
+        store = f"store-{node[-1]}"
+        assert set(pods) == {store, "apiserver", "scheduler", "controller-manager"}
+        argv = _argv(pods[store])
+        assert "--join" in argv and _flag(argv, "--peers").count("=ipc://") == 3
+        assert _flag(_argv(pods["apiserver"]), "--store-endpoints") == ",".join(stores)
+        assert set(_flag(_argv(pods["scheduler"]), "--api").split(",")) == set(apis)
+    args = cluster.kubelet_args(state, "node-3", cluster.FAST_TIMINGS)
+    assert f"{cluster.CONTROL_PLANE_ROLE}=" in args
+    assert "--node-labels" not in cluster.kubelet_args(state, "node-1", cluster.FAST_TIMINGS)
+
+
+def test_without_a_record_the_stores_bootstrap(state_dir):
+    """A first `up` bootstraps its replicas: --join only once a recorded layout exists."""
+    state = StateDir(state_dir)
+    _write_ha(state)
+    assert all("--join" not in _argv(_pods(state, n)[f"store-{i}"]) for i, n in enumerate(HA))
+
+
+def test_write_control_plane_only_one_node_leaves_the_others_as_they_are(state_dir):
+    """`node add --control-plane` writes the new node's static pods alone: rewriting the
+    others' would restart every component of theirs at once."""
+    state = StateDir(state_dir)
+    _write_ha(state)
+    before = {p: p.read_bytes() for p in state.nodes_dir.glob("*/manifests/*")}
+    _record(state, ["node-0", "node-1", "node-2", "node-3"],
+            {"store-0": "node-0", "store-1": "node-1", "store-2": "node-2", "store-3": "node-3"})
+    cluster.write_node(state, "node-3")
+    cluster.write_control_plane(state, api_port=7443, only="node-3")
+    assert {p: p.read_bytes() for p in state.nodes_dir.glob("*/manifests/*") if "node-3" not in str(p)} == before
+    assert set(_pods(state, "node-3")) == {"store-3", "apiserver", "scheduler", "controller-manager"}
+    assert len((state_dir / "store-endpoints").read_text().split()) == 4
+
+
+def test_a_damaged_record_is_one_clear_error(state_dir):
+    state = StateDir(state_dir)
+    (state_dir / cluster.MEMBERSHIP_FILE).write_text("{")
+    with pytest.raises(RuntimeError, match="membership.json: "):
+        cluster.control_plane_of(state, 3)
+
+
+def test_a_joined_nodes_kubelet_presents_its_curve_keys_to_the_tcp_endpoints(state_dir):
+    """`kubemu join`'s node: the apiservers' tcp endpoints and its CURVE key directory, no PLAIN
+    secret made, no exec/attach listener (the apiserver could not dial it on another machine)."""
+    state = StateDir(state_dir)
+    api = "tcp://198.18.0.1:6444,tcp://198.18.0.1:6445"
+    curve = state_dir / "pki" / "wire-curve"
+    cluster.write_node(state, "w1", kubelet_args=cluster.kubelet_args(
+        state, "w1", cluster.FAST_TIMINGS, joined_api=api, curve_dir=curve))
+    argv = load_unit(str(state.node_dir("w1") / "units" / "kubelet.service")).config.exec_start
+    assert _flag(argv, "--api") == api and _flag(argv, "--wire-curve-dir") == str(curve)
+    for absent in ("--wire-credentials", "--listen", "--wire-secrets"):
+        assert absent not in argv
+    assert not (state_dir / "pki" / "wire").exists()
+    assert _flag(argv, "--node-lease-duration-seconds") == str(cluster.FAST_TIMINGS.lease_duration)
+
+
+def test_a_joined_node_is_labelled_joined_and_never_control_plane_whatever_its_name(state_dir):
+    """A node of another machine named node-0 is not the control-plane node: no kubeadm label
+    nor taint; the kubemu.io/joined label keeps the addons that need this machine off it."""
+    state = StateDir(state_dir)
+    argv = shlex.split(cluster.kubelet_args(state, "node-0", cluster.FAST_TIMINGS, joined_api="tcp://198.18.0.1:6444",
+                                            curve_dir=state_dir / "pki" / "wire-curve"))
+    assert _flag(argv, "--node-labels") == f"{addons.JOINED_NODE_LABEL}="
+    assert "--register-with-taints" not in argv and cluster.CONTROL_PLANE_ROLE not in " ".join(argv)
+
+
+# --- node add|remove on an advertised cluster -------------------------------------------------
+
+def _membership_without_a_cluster(monkeypatch) -> tuple[list, list]:
+    """add_node/remove_node on the three-node HA layout with no process behind it: (the plans
+    carried out, the cluster-info changes asked for)."""
+    from kubemu.nodemembership import Layout
+    layout = Layout(tuple(HA), {f"store-{i}": n for i, n in enumerate(HA)})
+    carried, synced = [], []
+    monkeypatch.setattr(StateDir, "require_running", lambda self: HA)
+    monkeypatch.setattr(cluster, "current_layout", lambda state: layout)
+    monkeypatch.setattr(cluster, "healthy_members", lambda state, layout: set(layout.stores))
+    monkeypatch.setattr(cluster, "_carry_out", lambda state, plan, *a: carried.append(plan.node))
+    monkeypatch.setattr(cluster, "cluster_info_in_line",
+                        lambda state, before, after: synced.append((before.control_plane, after.control_plane)))
+    return carried, synced
+
+
+def test_node_add_control_plane_refuses_a_busy_wire_port_before_changing_anything(state_dir, monkeypatch):
+    state = StateDir(state_dir)
+    carried, synced = _membership_without_a_cluster(monkeypatch)
+    (state_dir / cluster.ADVERTISE_ADDRESS_FILE).write_text("127.0.0.1\n")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        state.api_port_file.write_text(f"{port - 4}\n")  # node-3's: api-port + 1 + 3
+        with pytest.raises(RuntimeError, match=f"wire port 127.0.0.1:{port} of node-3's apiserver is in use"):
+            cluster.add_node(state, True)
+        assert carried == [] and synced == []
+        assert cluster.add_node(state, False) == "node-3"  # a worker runs no apiserver: no port of its own
+    assert cluster.add_node(state, True) == "node-3"
+    assert synced[-1] == (tuple(HA), (*HA, "node-3"))
+    cluster.remove_node(state, "node-2")
+    assert synced[-1] == (tuple(HA), ("node-0", "node-1"))
+
+
+def test_an_added_control_plane_node_s_apiserver_is_advertised_and_cluster_info_names_it(state_dir):
+    """`node add --control-plane` writes the new apiserver's flags as `up` would (the kept
+    advertise address), and cluster-info's wire endpoints then name it, node-0's first."""
+    from kubemu import wirekeys
+    from kubemu.nodemembership import Layout
+    state = StateDir(state_dir)
+    _write_ha(state)
+    (state_dir / cluster.ADVERTISE_ADDRESS_FILE).write_text("198.18.0.1\n")
+    state.api_port_file.write_text("7443\n")
+    wirekeys.ensure_server_keys(state.root)
+    cluster.write_pki(state, HA, 7443)
+    after = Layout((*HA, "node-3"), {f"store-{i}": f"node-{i}" for i in range(4)})
+    _record(state, list(after.nodes), dict(after.stores))
+    cluster._write_joining_node(state, "node-3", after, cluster.FAST_TIMINGS)
+    argv = _argv(_pods(state, "node-3")["apiserver"])
+    assert _flag(argv, "--external-address") == "198.18.0.1"
+    assert _flag(argv, "--wire-listen-address") == "tcp://198.18.0.1:7447"
+    endpoints = cluster.cluster_info_args(state)[2]
+    assert endpoints[0] == "tcp://198.18.0.1:7444" and endpoints[-1] == "tcp://198.18.0.1:7447"
+
+
+def test_cluster_info_follows_a_changed_control_plane_of_an_advertised_cluster(state_dir, monkeypatch):
+    from contextlib import nullcontext
+
+    from kubemu import apiclient, clusterinfo, wirekeys
+    from kubemu.nodemembership import Layout
+    state = StateDir(state_dir)
+    _write_ha(state)
+    state.api_port_file.write_text("7443\n")
+    cluster.write_pki(state, HA, 7443)
+    wirekeys.ensure_server_keys(state.root)
+    asked = []
+    monkeypatch.setattr(apiclient, "SyncApiClient", lambda *a, **k: nullcontext("api"))
+    monkeypatch.setattr(clusterinfo, "ensure", lambda api, *args: asked.append(args[2]))
+    three, two = Layout(tuple(HA), {f"store-{i}": n for i, n in enumerate(HA)}), Layout(("node-0", "node-1"))
+    cluster.cluster_info_in_line(state, three, two)
+    assert asked == []  # not advertised: cluster-info names no wire
+    (state_dir / cluster.ADVERTISE_ADDRESS_FILE).write_text("198.18.0.1\n")
+    cluster.cluster_info_in_line(state, three, Layout((*HA, "node-3"), three.stores))
+    assert asked == []  # a worker added: the apiservers are the same
+    cluster.cluster_info_in_line(state, three, two)
+    assert asked == [[f"tcp://198.18.0.1:{7444 + i}" for i in range(3)]]

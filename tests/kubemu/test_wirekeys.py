@@ -96,3 +96,23 @@ def test_known_keys_map_keys_to_identities_and_follow_the_directory(state, caplo
     (directory / "junk.key").write_text("nonsense\n")  # skipped with a warning, the rest still known
     assert known(alice.public.decode()) == "alice"
     assert "ignored CURVE key file" in caplog.text
+
+
+def test_a_joined_machine_has_the_servers_public_key_and_its_own_pair(state):
+    """`kubemu join`'s state: the server's public key from cluster-info (no secret half) and
+    the node's key pair; a kubelet's --wire-curve-dir reads them as CurveCredentials."""
+    server = zmq.curve_keypair()
+    wirekeys.write_server_public(state, server[0])
+    node = wirekeys.ensure_client_keys(state, "system:node:w1")
+    directory = wirekeys.curve_dir(state)
+    assert sorted(os.listdir(directory)) == ["clients", "server.key"]
+    assert zmq.auth.load_certificate(directory / "server.key") == (server[0], None)
+    assert wirekeys.directory_credentials(directory, "system:node:w1") == (server[0], node.public, node.secret)
+    assert wirekeys.client_credentials(state, "system:node:w1") == (server[0], node.public, node.secret)
+    other = zmq.curve_keypair()[0]
+    wirekeys.write_server_public(state, other)  # joined again: the cluster's key now
+    assert wirekeys.load_public(directory / "server.key") == other
+    with pytest.raises(ValueError, match="not a CURVE key"):
+        wirekeys.write_server_public(state, "short")
+    with pytest.raises(ValueError, match="no CURVE key file"):
+        wirekeys.directory_credentials(directory, "system:node:w2")

@@ -98,6 +98,8 @@ class RemoteCommand:
         """The wire Client of `node`'s kubelet; a 500-class error when it serves no exec/attach."""
         if self.state is None or not podlogs.is_segment(node):
             raise wire.Internal(f'error dialing backend: no kubelet endpoint for node "{node}"')
+        if not self.state.node_dir(node).is_dir():
+            raise wire.Unavailable(podlogs.elsewhere(node))
         endpoint = self.state.kubelet_endpoint(node)
         if not Path(endpoint.removeprefix("ipc://")).exists():
             raise wire.Unavailable(f'error dialing backend: the kubelet of node "{node}" serves no '

@@ -851,3 +851,35 @@ def test_approving_and_signing_need_approve_and_sign_on_the_signer():
             await api.namespaces.close()
             await cache.close()
     asyncio.run(main())
+
+
+# --- NodeRestriction on a Node's CURVE key annotation (nodekeys.py) ------------------------------
+
+def test_a_node_sets_the_curve_key_of_its_own_node_only_by_create_update_and_patch():
+    from components.apiserver import caller
+    from components.apiserver.nodekeys import ANNOTATION
+    from kubemu.api.identity import UserInfo
+
+    def annotated(name, key):
+        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "annotations": {ANNOTATION: key}}}
+
+    async def body(api):
+        caller.current.set(UserInfo("system:node:a", ("system:nodes",)))
+        created = await api.create("nodes", annotated("a", "k1"))
+        with pytest.raises(wire.Forbidden, match='node "a" is not allowed to modify node "b"'):
+            await api.create("nodes", annotated("b", "k1"))
+        caller.current.set(UserInfo("kubernetes-admin", ("kubeadm:cluster-admins",)))
+        await api.create("nodes", annotated("b", "k2"))
+        caller.current.set(UserInfo("system:node:a", ("system:nodes",)))
+        for change in (lambda: api.patch("nodes", "b", {"metadata": {"annotations": {ANNOTATION: "k1"}}}),
+                       lambda: api.patch("nodes", "b", {"metadata": {"annotations": {ANNOTATION: None}}}),
+                       lambda: api.update("nodes", annotated("b", "k3"))):
+            with pytest.raises(wire.Forbidden, match='node "a" is not allowed to modify node "b"'):
+                await change()
+        assert (await api.get("nodes", "b"))["metadata"]["annotations"] == {ANNOTATION: "k2"}
+        await api.patch("nodes", "b", {"metadata": {"labels": {"x": "y"}}})  # not the key: not this rule's
+        patched = await api.patch("nodes", "a", {"metadata": {"annotations": {ANNOTATION: "k4"}}})
+        assert patched["metadata"]["annotations"] == {ANNOTATION: "k4"}
+        updated = await api.update("nodes", {**created, "metadata": {"name": "a", "annotations": {}}})
+        assert updated["metadata"].get("annotations") in (None, {})
+    run(body)

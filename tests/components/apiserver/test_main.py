@@ -89,6 +89,7 @@ def test_the_apiserver_runs_on_uvloop_unless_told(tmp_path, choice, loaded):
     (("--service-node-port-range", "32767-30000"),
      "--service-node-port-range '32767-30000': not a port range (e.g. 30000-32767)"),
     (("--advertise-address", "my-host"), "--advertise-address my-host: not an IP address"),
+    (("--external-address", "other-host"), "--external-address other-host: not an IP address"),
 ])
 def test_a_wrong_service_flag_is_one_line(tmp_path, flags, line):
     done = _start(tmp_path, *flags)

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from components.apiserver import podlogs
-from kubemu.wire import BadRequest
+from kubemu.wire import BadRequest, Unavailable
 from tests.conftest import DEADLINE
 
 
@@ -98,3 +98,13 @@ def test_a_pod_directory_that_leads_out_of_the_node_names_no_file(tmp_path):
     (pods / "ns_web_u1").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(BadRequest, match="not found"):
         podlogs.log_path(tmp_path, _mirror_pod("u1"), None, False)
+
+
+def test_a_node_with_no_directory_here_is_on_another_machine(tmp_path):
+    """A node joined with `kubemu join` keeps its pods' logs on its own machine: one clear
+    error (503, as kube-apiserver's when it cannot dial a kubelet), not "container not found"."""
+    (tmp_path / "nodes").mkdir()
+    with pytest.raises(Unavailable) as err:
+        podlogs.log_path(tmp_path, _mirror_pod("u1"), None, False)
+    assert err.value.message == ('error dialing backend: the kubelet of node "n1" is not on this machine (a node joined '
+                              "with `kubemu join`, or a hollow node): its pods' logs, exec and attach are not served")

@@ -24,6 +24,15 @@ def test_the_door_listens_on_the_advertise_address_when_it_is_another_specific_o
     assert HTTPSConfig(bind_address="0.0.0.0", advertise_address="10.1.2.3").hosts() == ["0.0.0.0"]
 
 
+def test_the_door_listens_on_the_external_address_too():
+    assert HTTPSConfig(external_address="198.18.0.1").hosts() == ["127.0.0.1", "198.18.0.1"]
+    assert HTTPSConfig(advertise_address="10.244.255.254", external_address="198.18.0.1").hosts() == \
+        ["127.0.0.1", "10.244.255.254", "198.18.0.1"]
+    assert HTTPSConfig(advertise_address="198.18.0.1", external_address="198.18.0.1").hosts() == \
+        ["127.0.0.1", "198.18.0.1"]
+    assert HTTPSConfig(bind_address="0.0.0.0", external_address="198.18.0.1").hosts() == ["0.0.0.0"]
+
+
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     path = tmp_path_factory.mktemp("s")

@@ -55,3 +55,15 @@ def test_a_token_with_a_malformed_expiration_does_not_sign(expiration):
     malformed["data"]["expiration"] = base64.b64encode(expiration.encode()).decode()
     [action] = sign_cluster_info(cm(), [token("aaaaaa.0123456789abcdef"), malformed], NOW)
     assert set(action.object["data"]) == {"kubeconfig", "jws-kubeconfig-aaaaaa"}
+
+
+def test_a_cluster_info_brought_in_line_by_up_is_signed_again_and_keeps_the_wire_keys():
+    tokens = [token("aaaaaa.0123456789abcdef")]
+    [signed] = sign_cluster_info(cm(), tokens, NOW)
+    want = clusterinfo.configmap("https://198.18.0.1:6443", CA, ["tcp://198.18.0.1:6444"], "k" * 40)
+    updated = clusterinfo.brought_in_line(signed.object, want)  # what `up --apiserver-advertise-address` writes
+    [resigned] = sign_cluster_info(updated, tokens, NOW)
+    data = resigned.object["data"]
+    assert bt.signature_valid(data["jws-kubeconfig-aaaaaa"], data["kubeconfig"], "aaaaaa", "0123456789abcdef")
+    assert "198.18.0.1" in data["kubeconfig"] and data["kubemu-wire-endpoints"] == "tcp://198.18.0.1:6444"
+    assert data["kubemu-wire-curve-server-key"] == "k" * 40
