@@ -17,9 +17,10 @@ MEMBERS = {"s0": "ipc:///nowhere/s0", "s1": "ipc:///nowhere/s1", "s2": "ipc:///n
 class FakeClient:
     sent: list[tuple[str, list[dict]]] = []  # (endpoint, msgs) in send order, over all clients
 
-    def __init__(self, endpoint, timeout, max_frame, credentials=None):
+    def __init__(self, endpoint, timeout, max_frame, credentials=None, user_agent=None):
         self.endpoint = endpoint
         self.credentials = credentials
+        self.user_agent = user_agent
 
     def connect(self) -> None:
         pass
@@ -90,9 +91,11 @@ def test_once_nothing_is_held_the_timer_is_gone_and_close_cancels_a_pending_one(
     run(main())
 
 
-def test_peers_are_reached_with_this_replicas_credentials(monkeypatch):
+def test_peers_are_reached_with_this_replicas_credentials_and_name(monkeypatch):
     monkeypatch.setattr(_peers.wire, "Client", FakeClient)
     creds = _peers.wire.Credentials("system:store:s0", "secret")
     ps = PeerSender("s0", dict(MEMBERS), _Metrics(), 1.0, spawn=lambda coro: coro.close(), credentials=creds)
     ps.connect()
     assert {p.client.credentials for p in ps._peers.values()} == {creds}
+    # named in the handshake: the server reads the user agent of every message, and a missing one costs more
+    assert {p.client.user_agent for p in ps._peers.values()} == {"store/s0"}
