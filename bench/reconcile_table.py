@@ -18,7 +18,7 @@ def _met(ok: bool) -> str:
 def table(report: dict) -> Table:
     c, m = report["config"], report["machine"]
     t = Table(title=f"reconcile: {c['deployments']} Deployments, {c['pods']} pods on {c['hollow_nodes']} hollow "
-                    f"nodes, 3 store replicas ({machine_line(m)} -> {m['loadavg_end'][0]:.2f} at the end"
+                    f"nodes, 3 store replicas ({machine_line(m)}"
                     f"{', CPU-profiled' if c['profiled'] else ''})")
     t.add_column("figure")
     t.add_column("kubemu", justify="right")

@@ -7,8 +7,9 @@ from rich.table import Table
 
 
 def machine_line(m: dict) -> str:
-    load = m.get("loadavg_end")
-    busy = f", load average {load[0]:.2f} at the end" if load else ""
+    start, end = m.get("loadavg_start"), m.get("loadavg_end")
+    busy = (f", load average {start[0]:.2f} at the start, {end[0]:.2f} at the end" if start and end
+            else f", load average {end[0]:.2f} at the end" if end else "")
     return f"{m['cpus']} cpus, {m['cpu_model']}, Python {m['python']}, {m['date']}{busy}"
 
 
