@@ -1,5 +1,6 @@
 """python -m components.scheduler --api ENDPOINT [--wire-credentials FILE] [--backoff-initial S]
-[--backoff-max S] [--parallel-binds N] [--volume-bind-timeout S] [--log-level LEVEL]
+[--backoff-max S] [--parallel-binds N] [--volume-bind-timeout S] [--percentage-of-nodes-to-score P]
+[--log-level LEVEL]
 [--leader-elect[=BOOL]] [--leader-elect-lease-duration D] [--leader-elect-renew-deadline D]
 [--leader-elect-retry-period D] [--leader-elect-resource-namespace NS] [--leader-elect-resource-name NAME]"""
 from __future__ import annotations
@@ -37,6 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--volume-bind-timeout", type=float, default=BIND_TIMEOUT, metavar="S",
                    help=f"seconds a pod waits for its claims to be bound on the chosen node before "
                         f"it is tried again (VolumeBinding's bindTimeoutSeconds, default {BIND_TIMEOUT:g})")
+    p.add_argument("--percentage-of-nodes-to-score", type=int, default=0, metavar="P",
+                   help="share of the nodes (percent) a scheduling cycle looks for feasible ones among, "
+                        "in clusters of 100 nodes or more (KubeSchedulerConfiguration's "
+                        "percentageOfNodesToScore; default 0: adaptive, 50%% minus 1%% per 125 nodes, "
+                        "at least 5%%)")
     p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     leaderelector.add_flags(p, "kube-scheduler")
     return p
@@ -51,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--parallel-binds must be at least 1")
     if not args.volume_bind_timeout > 0:
         parser.error("--volume-bind-timeout must be positive")
+    if not 0 <= args.percentage_of_nodes_to_score <= 100:
+        parser.error("--percentage-of-nodes-to-score must be between 0 and 100")
     election = leaderelector.settings_from(parser, args)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stdout,
                         format="%(asctime)s scheduler[%(process)d] %(levelname)s %(name)s: %(message)s")
@@ -60,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                                      parallel_binds=args.parallel_binds,
                                      credentials=args.wire_credentials,
                                      volume_bind_timeout=args.volume_bind_timeout,
-                                     leader_election=election).run())
+                                     leader_election=election,
+                                     percentage_of_nodes_to_score=args.percentage_of_nodes_to_score).run())
     except KeyboardInterrupt:
         return 130
 

@@ -29,7 +29,7 @@ class SchedulerCache:
         self.infos: dict[str, NodeInfo] = {}   # node name -> NodeInfo; what schedule() takes
         self._pod_node: dict[str, str] = {}    # pod key -> the node it is bound or assumed on
         self._assumed: set[str] = set()
-        self._nodes: Optional[list] = None     # the known nodes' objects, rebuilt on change
+        self._infos: Optional[list] = None     # the known nodes' NodeInfos by name, rebuilt on change
 
     # -- nodes --
 
@@ -38,9 +38,11 @@ class SchedulerCache:
         info = self.infos.get(name)
         if info is None:
             self.infos[name] = NodeInfo(name, node)
+            self._infos = None
         else:
-            info.set_node(node)
-        self._nodes = None
+            if info.node is None:   # a ghost (pods named it first) joins the nodes offered
+                self._infos = None
+            info.set_node(node)   # a known node's update keeps its place in node_infos()
 
     def remove_node(self, name: str) -> None:
         """Forget a deleted node; pods still bound to it keep a ghost NodeInfo until they go."""
@@ -51,13 +53,17 @@ class SchedulerCache:
             info.set_node(None)
         else:
             del self.infos[name]
-        self._nodes = None
+        self._infos = None
+
+    def node_infos(self) -> list[NodeInfo]:
+        """The NodeInfos of the nodes to schedule onto, in a stable order (by name)."""
+        if self._infos is None:
+            self._infos = [info for _, info in sorted(self.infos.items()) if info.node is not None]
+        return self._infos
 
     def nodes(self) -> list:
-        """The nodes to schedule onto, in a stable order (by name)."""
-        if self._nodes is None:
-            self._nodes = [info.node for _, info in sorted(self.infos.items()) if info.node is not None]
-        return self._nodes
+        """The objects of the nodes to schedule onto, in node_infos()'s order."""
+        return [info.node for info in self.node_infos()]
 
     # -- pods --
 

@@ -6,7 +6,9 @@
     and the cache (`cache.SchedulerCache`). Handlers only do bookkeeping. Three more (claims,
     volumes, storage classes) serve the VolumeBinding plugin; a change in any of them gives
     the unschedulable pods another try.
-  * One loop pops a pod and decides with the framework's `schedule` over the cache. A fit is
+  * One loop pops a pod and decides with the framework's `schedule` over the cache (for a pod
+    without node constraints, its equivalent in one pass, fastpath.py), looking at
+    `percentage_of_nodes_to_score` of the nodes in large clusters as kube-scheduler does. A fit is
     assumed in the cache at once (the next decision counts it) and bound by a task of its own;
     no fit reports PodScheduled=False and a FailedScheduling Event, and the pod waits in the
     queue. Each attempt first takes one of `parallel_binds` write slots, so at most that many
@@ -32,7 +34,7 @@ import time
 
 from components.scheduling.backoff import Backoff
 from components.scheduling import volumebinding
-from components.scheduling.framework import rejected, schedule
+from components.scheduling.framework import num_feasible_nodes_to_find, rejected, schedule
 from kubemu import leaderelector, sdnotify
 from kubemu.api.pod import claim_names
 from kubemu.apiclient import Conflict, NotFound
@@ -40,7 +42,7 @@ from kubemu.cache import meta_namespace_key, split_meta_namespace_key
 from kubemu.events import EventRecorder, format_time
 from kubemu.informer import Informer
 
-from . import plugins, triage
+from . import fastpath, plugins, triage
 from .cache import SchedulerCache
 from .queue import SchedulingQueue
 
@@ -73,11 +75,14 @@ class Scheduler:
     def __init__(self, api_endpoint: str, *, backoff_initial: float = 1.0, backoff_max: float = 10.0,
                  parallel_binds: int = 16, credentials: tuple[str, str] | None = None,
                  volume_bind_timeout: float = volumebinding.BIND_TIMEOUT,
-                 leader_election: leaderelector.Settings | None = None):
+                 leader_election: leaderelector.Settings | None = None,
+                 percentage_of_nodes_to_score: int = 0):
         self.endpoint = api_endpoint
         self.queue = SchedulingQueue(Backoff(backoff_initial, backoff_max))
         self.cache = SchedulerCache()
         self.rng = random.Random()   # ties among the best nodes are broken at random, as upstream
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score   # 0: adaptive
+        self._next_start = 0   # where the next cycle starts examining nodes (nextStartNodeIndex)
         self.api, self.elector = leaderelector.clients("kube-scheduler", api_endpoint, leader_election,
                                                        credentials=credentials)
         self.recorder = EventRecorder(self.api, component=triage.SCHEDULER_NAME)
@@ -207,16 +212,24 @@ class Scheduler:
                 result = rejected(pod, self.cache.nodes(), volumebinding.FILTER_NAME, state)
                 return self._unschedulable(key, pod, result.message, now)
             filters = filters + [volumebinding.volume_filter(state, self.cluster)]
-        result = schedule(pod, self.cache.nodes(), self.cache.infos, self.rng,
-                          filters=filters, scores=plugins.SCORES)
-        if result.node is None:
-            return self._unschedulable(key, pod, result.message, now)
-        self.cache.assume(key, pod, result.node)
+        infos = self.cache.node_infos()
+        num_to_find = num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, len(infos))
+        node = None
+        if not claims and fastpath.is_plain(pod):
+            node, examined = fastpath.schedule_plain(pod, infos, self.rng, num_to_find, self._next_start)
+        if node is None:   # not plain, or fits nowhere: the framework decides, or words why not
+            result = schedule(pod, self.cache.nodes(), self.cache.infos, self.rng, filters=filters,
+                              scores=plugins.SCORES, num_to_find=num_to_find, start=self._next_start)
+            node, examined = result.node, result.processed
+            if node is None:
+                return self._unschedulable(key, pod, result.message, now)
+        self._next_start = (self._next_start + examined) % len(infos)
+        self.cache.assume(key, pod, node)
         if claims:
-            _, plan = volumebinding.find_pod_volumes(state, self.cache.infos[result.node].node, self.cluster)
+            _, plan = volumebinding.find_pod_volumes(state, self.cache.infos[node].node, self.cluster)
             if plan:
                 return self._bind_volumes(key, pod, plan)
-        return self._bind(key, pod, result.node)
+        return self._bind(key, pod, node)
 
     def _unschedulable(self, key: str, pod: dict, message: str, now: float):
         self.queue.unschedulable(key, now)

@@ -16,10 +16,11 @@ toleration matching and node-selector matching.
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Callable, Iterable, NamedTuple, Optional
 
-from kubemu.api.quantity import cpu_millis, memory_bytes
+from kubemu.api import quantity
 
 # Reasons, word for word as kube-scheduler's plugins return them.
 ERR_UNSCHEDULABLE = "node(s) were unschedulable"
@@ -42,6 +43,11 @@ Node = dict
 
 
 # --- requests -------------------------------------------------------------------------------
+
+# Exact parsing of a quantity costs microseconds, and a cluster's pods and nodes spell few
+# distinct ones ("100m", "64Mi"), each parsed again at every pod update the scheduler sees.
+cpu_millis = functools.lru_cache(maxsize=1024)(quantity.cpu_millis)
+memory_bytes = functools.lru_cache(maxsize=1024)(quantity.memory_bytes)
 
 class Resources(NamedTuple):
     cpu: int = 0      # millicores

@@ -22,8 +22,13 @@ What kube-scheduler does, and this does too:
     the pod fit, kube-scheduler would preempt; this core does not evict anything: it lists
     those nodes in `preemption_candidates` and leaves the preemption sentence out.
   * Scores are computed over feasible nodes only, normalised per plugin, weighted and summed
-    (scores.SCORES). Every node is examined (kube-scheduler samples a share of the nodes only
-    in clusters of 100+ nodes).
+    (scores.SCORES).
+  * percentageOfNodesToScore: given ``num_to_find`` (`num_feasible_nodes_to_find`), filtering
+    stops once that many feasible nodes are found, and starts at node ``start`` (round-robin),
+    so successive cycles look at different nodes; `Result.processed` says how many nodes were
+    examined, the caller's next ``start`` being (start + processed) mod the node count
+    (schedule_one.go's nextStartNodeIndex). A pod that fits nowhere has every node examined,
+    so its message counts them all.
   * No nodes at all: "no nodes available to schedule pods" (ErrNoNodesAvailable).
   * A PreFilter plugin that rejects the pod outright (VolumeBinding: a claim that does not
     exist, ...) gives every node its message (`rejected`): "0/N nodes are available: <its
@@ -49,6 +54,10 @@ PREEMPTION_NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_PREEMPTION_VICTIMS = "No preemption victims found for incoming pod"
 PREEMPTION_NEVER = "not eligible due to preemptionPolicy=Never."
 
+# kube-scheduler's minFeasibleNodesToFind and minFeasibleNodesPercentageToFind
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
 
 @dataclass
 class Result:
@@ -59,10 +68,22 @@ class Result:
     node_reasons: dict = field(default_factory=dict)   # rejected node -> its reasons
     scores: dict = field(default_factory=dict)         # feasible node -> {plugin: score, "total": n}
     preemption_candidates: list = field(default_factory=list)  # nodes where evicting lower-priority pods would make room
+    processed: int = 0                                 # nodes examined (filtered) this cycle
 
 
 def _name(node: dict) -> str:
     return F.node_name(node)
+
+
+def num_feasible_nodes_to_find(percentage: int, num_all_nodes: int) -> int:
+    """How many feasible nodes a cycle looks for (schedule_one.go's numFeasibleNodesToFind):
+    all of them under 100 nodes; else `percentage` of them (0: adaptive, 50% minus 1% per 125
+    nodes, at least 5%), at least 100."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    if percentage == 0:
+        percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
 
 
 def fit_error_message(num_nodes: int, reasons: dict) -> str:
@@ -135,20 +156,26 @@ def rejected(pod: dict, nodes: list, plugin: str, message: str) -> Result:
 
 def schedule(pod: dict, nodes: list, pods_by_node: dict,
              rng: Optional[random.Random] = None,
-             filters: list = F.FILTERS, scores: list = SCORES) -> Result:
+             filters: list = F.FILTERS, scores: list = SCORES,
+             num_to_find: Optional[int] = None, start: int = 0) -> Result:
     """Pick a node for ``pod`` among ``nodes``; ``pods_by_node`` maps a node name to the pods
-    already bound there (missing names: no pods)."""
+    already bound there (missing names: no pods). ``num_to_find`` and ``start``: see the
+    module's percentageOfNodesToScore."""
     if not nodes:
         return Result(None, {}, NO_NODES_AVAILABLE)
+    start %= len(nodes)
+    wanted = len(nodes) if num_to_find is None else num_to_find
     feasible = []
     failed: dict = {}
     per_filter: dict = {}
     histogram: dict = {}
-    for node in nodes:
+    for node in nodes[start:] + nodes[:start]:
         name = _name(node)
         flt, reasons = run_filters(pod, node, pods_by_node.get(name, []), filters)
         if flt is None:
             feasible.append(node)
+            if len(feasible) >= wanted:
+                break
             continue
         failed[name] = (flt, reasons)
         per_filter[flt.name] = per_filter.get(flt.name, 0) + 1
@@ -160,7 +187,7 @@ def schedule(pod: dict, nodes: list, pods_by_node: dict,
         message = fit_error_message(len(nodes), histogram)
         suffix, candidates = _preemption(pod, nodes, pods_by_node, failed)
         return Result(None, per_filter, message + suffix, histogram, node_reasons,
-                      preemption_candidates=candidates)
+                      preemption_candidates=candidates, processed=len(nodes))
 
     table = score_nodes(pod, feasible, pods_by_node, scores)
     for per_plugin in table.values():
@@ -168,4 +195,4 @@ def schedule(pod: dict, nodes: list, pods_by_node: dict,
     best = max(s["total"] for s in table.values())
     tied = sorted(name for name, s in table.items() if s["total"] == best)
     chosen = rng.choice(tied) if rng is not None else tied[0]
-    return Result(chosen, per_filter, "", histogram, node_reasons, table)
+    return Result(chosen, per_filter, "", histogram, node_reasons, table, processed=len(feasible) + len(failed))

@@ -38,7 +38,7 @@ def least_requested_score(requested: int, capacity: int) -> int:
     """(capacity - requested) * 100 / capacity; 0 with no capacity or when over-committed."""
     if capacity == 0 or requested > capacity:
         return 0
-    return _go_div((capacity - requested) * MAX_NODE_SCORE, capacity)
+    return (capacity - requested) * MAX_NODE_SCORE // capacity   # >= 0: Go's division is floor division here
 
 
 def least_allocated(pod: Pod, node: Node, node_pods: list = ()) -> int:
@@ -47,9 +47,13 @@ def least_allocated(pod: Pod, node: Node, node_pods: list = ()) -> int:
     without a cpu / memory request counts 100m / 200Mi, so best-effort pods still spread."""
     alloc = allocatable(node)
     requested = node_requested(node_pods, non_zero=True) + pod_requests(pod, non_zero=True)
-    total = (least_requested_score(requested.cpu, alloc.cpu)
-             + least_requested_score(requested.memory, alloc.memory))
-    return _go_div(total, 2)
+    return least_allocated_score(requested.cpu, requested.memory, alloc.cpu, alloc.memory)
+
+
+def least_allocated_score(cpu: int, memory: int, cpu_capacity: int, memory_capacity: int) -> int:
+    """LeastAllocated from the node's non-zero requests with the pod's added."""
+    total = least_requested_score(cpu, cpu_capacity) + least_requested_score(memory, memory_capacity)
+    return total // 2   # both terms are >= 0: Go's truncating division is floor division here
 
 
 # --- NodeResourcesBalancedAllocation --------------------------------------------------------
@@ -60,14 +64,14 @@ def balanced_allocation(pod: Pod, node: Node, node_pods: list = ()) -> int:
     std = |cpu_fraction - memory_fraction| / 2. A resource with no allocatable is skipped."""
     alloc = allocatable(node)
     requested = node_requested(node_pods) + pod_requests(pod)
-    fractions = []
-    for req, cap in ((requested.cpu, alloc.cpu), (requested.memory, alloc.memory)):
-        if cap == 0:
-            continue
-        fractions.append(min(req / cap, 1.0))
-    std = 0.0
-    if len(fractions) == 2:
-        std = abs((fractions[0] - fractions[1]) / 2)
+    return balanced_score(requested.cpu, requested.memory, alloc.cpu, alloc.memory)
+
+
+def balanced_score(cpu: int, memory: int, cpu_capacity: int, memory_capacity: int) -> int:
+    """BalancedAllocation from the node's requests with the pod's added."""
+    if not (cpu_capacity and memory_capacity):
+        return MAX_NODE_SCORE   # one fraction or none: no deviation
+    std = abs((min(cpu / cpu_capacity, 1.0) - min(memory / memory_capacity, 1.0)) / 2)
     return int((1 - std) * MAX_NODE_SCORE)
 
 
@@ -112,9 +116,14 @@ def normalize_spread(raw: dict) -> dict:
     """SelectorSpread's NormalizeScore (node level, no zones): 100 * (max - count) / max, every
     node 100 when none holds a sibling. Fewer siblings, higher score."""
     most = max(raw.values(), default=0)
+    return {name: spread_score(count, most) for name, count in raw.items()}
+
+
+def spread_score(count: int, most: int) -> int:
+    """One node's normalised OwnerSpread score; `most` the largest count among the nodes scored."""
     if most == 0:
-        return {name: MAX_NODE_SCORE for name in raw}
-    return {name: int(MAX_NODE_SCORE * ((most - count) / most)) for name, count in raw.items()}
+        return MAX_NODE_SCORE
+    return int(MAX_NODE_SCORE * ((most - count) / most))
 
 
 # --- NodeAffinity (preferred) ---------------------------------------------------------------
@@ -131,13 +140,15 @@ def default_normalize(raw: dict, reverse: bool = False) -> dict:
     """helper.DefaultNormalizeScore: scale to 100 * score / max; reversed: 100 - that. With every
     score 0: all 0, or all 100 when reversed."""
     most = max(raw.values(), default=0)
+    return {name: normalized_score(score, most, reverse) for name, score in raw.items()}
+
+
+def normalized_score(score: int, most: int, reverse: bool = False) -> int:
+    """One node's DefaultNormalizeScore; `most` the largest raw score among the nodes scored."""
     if most == 0:
-        return {name: (MAX_NODE_SCORE if reverse else 0) for name in raw}
-    out = {}
-    for name, score in raw.items():
-        s = _go_div(MAX_NODE_SCORE * score, most)
-        out[name] = MAX_NODE_SCORE - s if reverse else s
-    return out
+        return MAX_NODE_SCORE if reverse else 0
+    scaled = _go_div(MAX_NODE_SCORE * score, most)
+    return MAX_NODE_SCORE - scaled if reverse else scaled
 
 
 # --- TaintToleration ------------------------------------------------------------------------

@@ -88,6 +88,39 @@ def test_pods_on_unknown_or_deleted_nodes_are_kept_but_the_node_is_not_offered()
     assert "ghost" not in cache.infos
 
 
+def test_a_status_update_keeps_the_totals_a_resize_or_a_deletion_changes_them():
+    cache = SchedulerCache()
+    cache.set_node(node("a"))
+    first = bound(pod("p", "1", owner="web"), "a")
+    cache.add_pod("default/p", first)
+    info = cache.infos["a"]
+    info.resource_scores["shape"] = 7                  # a memoised score
+    running = dict(first, status={"phase": "Running"})
+    assert not cache.add_pod("default/p", running)
+    assert list(info) == [running]                     # the newest object is the one kept
+    assert info.resource_scores == {"shape": 7} and info.requested.cpu == 1000
+    resized = bound(pod("p", "2", owner="web"), "a")   # an in-place resize of the container
+    assert not cache.add_pod("default/p", resized)
+    assert info.requested.cpu == 2000 and info.resource_scores == {}
+    deleting = dict(resized, metadata=dict(resized["metadata"], deletionTimestamp="2024-01-01T00:00:00Z"))
+    cache.add_pod("default/p", deleting)
+    assert info.count_owned("default/uid-web") == 0   # a terminating sibling is not counted
+
+
+def test_the_node_list_follows_joins_and_updates():
+    cache = SchedulerCache()
+    cache.add_pod("default/p", bound(pod("p", "1"), "b"))   # b is a ghost: a pod names it first
+    cache.set_node(node("a"))
+    assert [info.name for info in cache.node_infos()] == ["a"]
+    cache.set_node(node("b", cpu="2"))                      # the ghost's node object arrives
+    assert [info.name for info in cache.node_infos()] == ["a", "b"]
+    updated = node("a", cpu="3", taints=[{"key": "k", "effect": "NoSchedule"}])
+    cache.set_node(updated)                                 # an update keeps the order, shows the new object
+    assert cache.nodes()[0] is updated and not cache.node_infos()[0].plain
+    cache.remove_node("a")
+    assert [n["metadata"]["name"] for n in cache.nodes()] == ["b"]
+
+
 def test_node_updates_refresh_allocatable():
     cache = SchedulerCache()
     cache.set_node(node("a", cpu="1"))

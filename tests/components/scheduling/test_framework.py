@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import random
 
-from components.scheduling.framework import NO_NODES_AVAILABLE, fit_error_message, schedule
+from components.scheduling.framework import (NO_NODES_AVAILABLE, fit_error_message, num_feasible_nodes_to_find,
+                                              schedule)
 from tests.components.scheduling.test_filters import node, pod, taint
 
 
@@ -172,3 +173,35 @@ def test_ties_break_by_name_or_seeded_choice():
     assert picks == {"a", "b", "c"}
     assert schedule(pod(), nodes, {}, rng=random.Random(7)).node == \
         schedule(pod(), nodes, {}, rng=random.Random(7)).node
+
+
+# --- percentageOfNodesToScore ----------------------------------------------------------------
+
+def test_num_feasible_nodes_to_find_follows_kube_scheduler():
+    assert num_feasible_nodes_to_find(0, 99) == 99        # under 100 nodes: all of them
+    assert num_feasible_nodes_to_find(0, 100) == 100      # 50% of 100 is raised to the minimum
+    assert num_feasible_nodes_to_find(0, 1000) == 420     # adaptive: 50 - 1000/125 = 42%
+    assert num_feasible_nodes_to_find(0, 5000) == 500     # 10%
+    assert num_feasible_nodes_to_find(0, 6000) == 300     # 50 - 48 = 2%, floored at 5%
+    assert num_feasible_nodes_to_find(10, 500) == 100     # 50, raised to the minimum
+    assert num_feasible_nodes_to_find(30, 1000) == 300
+    assert num_feasible_nodes_to_find(100, 1000) == 1000
+
+
+def test_sampling_stops_at_the_feasible_nodes_wanted_and_starts_where_told():
+    nodes = [node(name) for name in "abcdef"]
+    pods_by_node = {"c": [pod("big", "4")]}   # c is full
+    result = schedule(pod("p", "1"), nodes, pods_by_node, num_to_find=2, start=1)
+    assert result.node in ("b", "d")   # b, c (refused), d: two feasible found, e and f not examined
+    assert result.processed == 3
+    assert set(result.scores) == {"b", "d"}
+    # the ring wraps, and a start past the end is taken modulo the node count
+    wrapped = schedule(pod("p", "1"), nodes, pods_by_node, num_to_find=3, start=10)
+    assert set(wrapped.scores) == {"e", "f", "a"} and wrapped.processed == 3
+
+
+def test_a_pod_that_fits_nowhere_examines_every_node_whatever_the_sample():
+    nodes = [node(name, cpu="1") for name in "abc"]
+    result = schedule(pod("p", "2"), nodes, {}, num_to_find=1, start=2)
+    assert result.node is None and result.processed == 3
+    assert result.message.startswith("0/3 nodes are available: 3 Insufficient cpu.")
