@@ -1,9 +1,11 @@
 """The apiserver's wire methods (see the package docstring for the API): the I/O around strategy.py.
 
-Each mutating method reads the object, asks `strategy` what the verb makes of it, and writes the
-result conditionally on the revision it read (retrying from the read when another writer got
-there first and the request named no resourceVersion of its own). With `dry_run` everything
-runs but the write: the answer is what would have been stored, its resourceVersion unchanged.
+Each mutating method takes the object's state (from the watch cache when its resource's cacher
+runs, else a store read), asks `strategy` what the verb makes of it, and writes the result
+conditionally on that state's revision (retrying from the state the failed write read when
+another writer got there first and the request named no resourceVersion of its own; see
+`_guaranteed`). With `dry_run` everything runs but the write: the answer is what would have been
+stored, its resourceVersion unchanged.
 
 A Service's clusterIP and nodePorts are taken in the store (servicealloc.py: IPAddress objects and
 the NodePort bitmap, shared by every apiserver) before the write, given back if it fails and when
@@ -44,7 +46,7 @@ from .servicestrategy import Allocations
 from .audit import HTTP_CODES, AuditLog, now_rfc3339
 from .caller import caller_name, caller_user_agent
 from .namespaces import NamespaceCache
-from .storage import MAX_OBJECT_BYTES, Storage, encode
+from .storage import MAX_OBJECT_BYTES, Current, Storage, encode
 from .strategy import Remove, Unchanged, Write, modified, not_found
 from .watchcache import CacheEvent, WatchCache
 
@@ -165,16 +167,17 @@ def _field_selector(r: Resource, text: Any) -> fieldsel.FieldSelector:
 
 
 def _matcher(r: Resource, label_selector: Any, field_selector: Any):
+    """match(obj, its field_set if known) -> whether the selectors select obj."""
     ls, fs = _label_selector(label_selector), _field_selector(r, field_selector)
     if ls.empty() and fs.empty():
-        return lambda obj: True
+        return lambda obj, fields=None: True
 
-    def match(obj: dict) -> bool:
+    def match(obj: dict, fields: dict[str, str] | None = None) -> bool:
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         if not ls.matches(meta.get("labels") or {}):
             return False
         if fs.terms:
-            values = field_set(r, obj)
+            values = fields if fields is not None else field_set(r, obj)
             for t in fs.terms:
                 have = values.get(t.field, "")
                 if (have != t.value) if t.operator != fieldsel.NOT_EQUALS else (have == t.value):
@@ -197,6 +200,16 @@ def _decode_continue(token: str, prefix: str) -> tuple[bytes, int]:
     if not key.startswith(prefix.encode()) or rev <= 0:
         raise BadRequest("invalid continue token", {"field": "continue"})
     return key, rev
+
+
+class _Changed(Conflict):
+    """modified(): a conditional write found the key changed; `current` is its state, read by
+    the same txn (the retry starts from it, without a read of its own)."""
+
+    def __init__(self, r: Resource, name: str, current: Current):
+        conflict = modified(r, name)
+        super().__init__(conflict.message, conflict.details)
+        self.current = current
 
 
 # --- the API ----------------------------------------------------------------------------------------
@@ -310,6 +323,11 @@ class API:
         match = _matcher(r, label_selector, field_selector)
         if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
             raise BadRequest(f"invalid limit: {limit!r}", {"field": "limit"})
+        # A list is how a watch begins (list, then watch from its resourceVersion): with the
+        # resource's cacher started first, that version is one the cache reaches, and the watch
+        # is served from it rather than by a store watch of its own (as kube's cachers, which
+        # start with the apiserver)
+        await self.cache.cacher(registry_prefix(r)).ensure_started()
         exact, minimum = st.list_revision(resource_version or "", resource_version_match or "", limit, bool(token))
         start, rev = (_decode_continue(token, prefix) if token else (None, exact))
         items: list[dict] = []
@@ -398,8 +416,8 @@ class API:
         if isinstance(outcome, Remove):
             if not dry_run:
                 new_rev = await self.storage.delete(key, rev)
-                if new_rev is None:
-                    raise modified(r, name)
+                if isinstance(new_rev, Current):
+                    raise _Changed(r, name, new_rev)
                 self._wrote(r, name, new_rev)
             return obj
         value = encode(obj)
@@ -407,26 +425,55 @@ class API:
         if dry_run:
             return obj
         new_rev = await self.storage.update(key, value, rev)
-        if new_rev is None:
-            raise modified(r, name)
+        if isinstance(new_rev, Current):
+            raise _Changed(r, name, new_rev)
         self._wrote(r, name, new_rev)
         obj["metadata"]["resourceVersion"] = str(new_rev)
         return obj
 
     async def _guaranteed(self, r: Resource, key: str, name: Any, change, *, dry_run: bool = False) -> dict:
-        """GuaranteedUpdate: read `key`, `change(old, rev) -> (Outcome, explicit)`, commit; on a
-        conflict read again and retry, unless `explicit` (the request named the version it changes)."""
+        """GuaranteedUpdate: `change(old, rev) -> (Outcome, explicit)` on the key's state, then
+        commit it conditionally on `rev`; on a conflict, again on the state the failed txn read,
+        unless `explicit` (the request named the version it changes).
+
+        The first state is the watch cache's when it runs (kube's cachedExistingObject): no
+        store read, but it may be behind the store. Only a successful compare-and-swap confirms
+        such a state, so whatever else it leads to (an error from `change`, NotFound, nothing to
+        write) is decided again on the store's state (kube's origStateIsCurrent): a stale cache
+        never answers what the store's state would not. A dry run writes nothing, so nothing
+        would confirm it; a Service takes its allocations from `old` before the write: both
+        start from the store."""
+        cached = None if dry_run or r.kind == "Service" else self.cache.current(registry_prefix(r), key)
+        confirmed = cached is None
+        current = await self.storage.read(key) if confirmed else cached
         for attempt in range(PATCH_ATTEMPTS):
-            old, rev = await self.storage.get(key)
-            if old is None:
-                raise not_found(r, name)
-            outcome, explicit = change(old, rev)
+            old, rev = current.decoded(), current.revision
+            try:
+                if old is None:
+                    raise not_found(r, name)
+                outcome, explicit = change(old, rev)
+            except WireError:
+                if confirmed:
+                    raise
+                outcome = None
+            if not confirmed and not isinstance(outcome, (Write, Remove)):
+                # an answer no write will confirm: decide again on the store's state
+                current, confirmed = await self.storage.read(key), True
+                continue
             try:
                 return await self._commit(r, key, rev, outcome, dry_run, old)
             except Conflict as err:
-                if err.details.get("reason") != "Conflict" or explicit or attempt == PATCH_ATTEMPTS - 1:
+                final = explicit or attempt == PATCH_ATTEMPTS - 1
+                if err.details.get("reason") != "Conflict" or confirmed and final:
                     raise
-                await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))  # de-synchronize contenders
+                if confirmed:  # a real race, not a cache behind the store
+                    await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))  # de-synchronize contenders
+                current = err.current if isinstance(err, _Changed) else await self.storage.read(key)
+            except TooLarge:  # the change made of a stale state may be larger than of the current one
+                if confirmed:
+                    raise
+                current = await self.storage.read(key)
+            confirmed = True
         raise modified(r, name)  # not reached
 
     # --- create
@@ -506,15 +553,18 @@ class API:
         r = _resource(resource)
         name, ns, precondition = st.update_target(r, new, namespace, status=status)
         key = _key(r, ns, name)
-        old, rev = await self.storage.get(key)
-        if old is None:
-            raise not_found(r, name)
-        st.check_resource_version(r, name, precondition, rev)
-        outcome = st.prepare_update(r, old, rev, new, status=status, finalize=finalize, approval=approval,
-                                    now=self.clock(), field_validation=field_validation, warn=warnings.add)
-        self._admit_signer(r, old, outcome, "approval" if approval else "status" if status else "")
-        _admit_node_key(r, old, outcome, self.key_owners)
-        return await self._commit(r, key, rev, outcome, dry_run, old)
+
+        def change(old: dict, rev: int):
+            st.check_resource_version(r, name, precondition, rev)
+            outcome = st.prepare_update(r, old, rev, new, status=status, finalize=finalize, approval=approval,
+                                        now=self.clock(), field_validation=field_validation, warn=warnings.add)
+            self._admit_signer(r, old, outcome, "approval" if approval else "status" if status else "")
+            _admit_node_key(r, old, outcome, self.key_owners)
+            # explicit: the client sent the whole object as it read it, so a change made meanwhile
+            # is the client's to merge (kube retries only when the strategy allows unconditional
+            # updates and the request named no resourceVersion; here an update never retries)
+            return outcome, True
+        return await self._guaranteed(r, key, name, change, dry_run=dry_run)
 
     def _admit_signer(self, r: Resource, old: dict, outcome, subresource: str) -> None:
         """The CertificateApproval and CertificateSigning admissions: approving, and issuing a
@@ -760,9 +810,9 @@ class API:
     def _translate(ev: CacheEvent, prefix: str, match) -> dict | None:
         if not ev.key.startswith(prefix):
             return None
-        old_match = ev.old is not None and match(ev.old)
+        old_match = ev.old is not None and match(ev.old, ev.old_fields)
         if ev.type == "PUT":
-            cur_match = match(ev.obj)
+            cur_match = match(ev.obj, ev.fields)
             if cur_match:
                 return {"type": "MODIFIED" if old_match else "ADDED", "object": ev.obj}
             if old_match:  # left the selection

@@ -1,7 +1,11 @@
 """The watch cache (the apiserver's Cacher): one store watch per resource, fanned out.
 
-A `Cacher` starts lazily on the first watch of its resource: it notes the store revision R and
-watches the resource's prefix from R+1 (with prev_kv). Every event goes into a window of the
+A `Cacher` starts lazily on the first list or watch of its resource: it lists the resource's prefix at
+the store revision R and watches it from R+1 (with prev_kv), keeping every key's current state
+(kube's watchCache store): encoded bytes and mod_revision, so 30,000 pods cost their stored size
+and every reader decodes an object of its own. Writes start from that state instead of a store
+read (handlers' `_guaranteed`); it may be behind the store, which their compare-and-swap
+catches. Every event also goes into a window of the
 last `WINDOW` events and to each registered watcher's bounded queue. A watch from resourceVersion
 rv >= `floor` (every event after rv is still in the window) is served from the cache; an older
 one is served from the store's own watch history (`store_events`), which fails with Gone
@@ -24,18 +28,22 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
-from typing import AsyncIterator, NamedTuple
+from typing import AsyncIterator, Callable, NamedTuple
 
+from kubemu.api.resources import UnknownResourceError, field_set, registry_prefix, resolve
 from kubemu.wire import Gone, Unavailable
 from store.client import Compacted, StoreClient
+from store.mvcc import prefix_end
 
-from .storage import decode
+from .storage import ABSENT, Current, decode
 from .strategy import too_large_resource_version
 
 log = logging.getLogger("kubemu.apiserver.watchcache")
 
 WINDOW = 1000        # events kept for resumes
+LIST_PAGE = 500      # keys per range when a cacher lists its resource at start
 QUEUE_LIMIT = 1000   # events a watcher may fall behind by before it is ended
 
 
@@ -45,14 +53,42 @@ class CacheEvent(NamedTuple):
     key: str
     obj: dict | None     # the new state (None for DELETE)
     old: dict | None     # the state before (None if the key was absent)
+    # obj's and old's selectable fields (field_set), when the cacher computed them: once per
+    # object for every watcher's field selector (kube's watchCache keeps them with each object)
+    fields: dict[str, str] | None = None
+    old_fields: dict[str, str] | None = None
 
 
-def to_cache_event(ev) -> CacheEvent:
+FieldsOf = Callable[[dict], dict[str, str]]
+
+
+def to_cache_event(ev, last: dict[str, CacheEvent] | None = None,
+                   fields_of: FieldsOf | None = None) -> CacheEvent:
+    """`ev` decoded, with its objects' fields if `fields_of`. `last`: events by key, the latest of
+    each; the one before `ev` on its key already holds the state `ev` replaces, decoded (objects
+    are shared read-only)."""
     kv, prev = ev.kv, ev.prev_kv
     key = kv["key"].decode() if isinstance(kv["key"], bytes) else kv["key"]
-    old = decode(prev["value"], prev["mod_revision"]) if prev else None
+    before = last.get(key) if last else None
+    old = old_fields = None
+    if prev is not None and before is not None and before.obj is not None \
+            and before.revision == prev["mod_revision"]:
+        old, old_fields = before.obj, before.fields
+    elif prev is not None:
+        old = decode(prev["value"], prev["mod_revision"])
+        old_fields = fields_of(old) if fields_of else None
     obj = decode(kv["value"], kv["mod_revision"]) if ev.type == "PUT" else None
-    return CacheEvent(kv["mod_revision"], ev.type, key, obj, old)
+    fields = fields_of(obj) if fields_of and obj is not None else None
+    return CacheEvent(kv["mod_revision"], ev.type, key, obj, old, fields, old_fields)
+
+
+def _fields_of(prefix: str) -> FieldsOf | None:
+    """field_set of the resource whose registry prefix `prefix` is (None: not a resource's)."""
+    try:
+        r = resolve(prefix.split("/")[2])
+    except (IndexError, UnknownResourceError):
+        return None
+    return functools.partial(field_set, r) if registry_prefix(r) == prefix else None
 
 
 def expired(rv: int, oldest: int | None) -> Gone:
@@ -95,6 +131,8 @@ class Cacher:
         self.floor = 0          # every event after `floor` is in the window
         self.revision = 0       # the latest revision this cache knows of
         self.watchers: set[Watcher] = set()
+        self.state: dict[str, Current] = {}  # every key's state at `revision`, once ready
+        self.fields_of = _fields_of(prefix)
         self._task: asyncio.Task | None = None
         self._ready: asyncio.Future | None = None
 
@@ -108,18 +146,27 @@ class Cacher:
         err: Exception | None = None
         try:
             # start where the store is now; the window fills from here
-            start = await _current_revision(self.client, self.prefix)
             self.window.clear()
+            self.state, start = await _list_state(self.client, self.prefix)
             self.floor = self.revision = start
             async with self.client.watch(self.prefix, prefix=True, start_revision=start + 1,
                                          prev_kv=True) as w:
                 if not ready.done():
                     ready.set_result(None)
+                last: dict[str, CacheEvent] = {}  # each key's latest event in the window
                 async for ev in w:
-                    cev = to_cache_event(ev)
+                    cev = to_cache_event(ev, last, self.fields_of)
+                    if ev.type == "PUT":
+                        self.state[cev.key] = Current(ev.kv["value"], cev.revision)
+                    else:
+                        self.state.pop(cev.key, None)
                     self.window.append(cev)
+                    last[cev.key] = cev
                     while len(self.window) > WINDOW:
-                        self.floor = max(self.floor, self.window.popleft().revision)
+                        gone = self.window.popleft()
+                        if last.get(gone.key) is gone:
+                            del last[gone.key]
+                        self.floor = max(self.floor, gone.revision)
                     self.revision = max(self.revision, cev.revision)
                     for watcher in list(self.watchers):
                         watcher.offer(cev)
@@ -135,6 +182,14 @@ class Cacher:
             for watcher in list(self.watchers):
                 watcher.fail(err or Unavailable("watch cache stopped"))
             self.watchers.clear()
+            self.state = {}
+
+    def current(self, key: str) -> Current | None:
+        """`key`'s state as far as this cache knows (it may be behind the store), or None if the
+        cache is not running (its state is then not kept up to date)."""
+        if self._task is None or self._task.done() or self._ready is None or not self._ready.done():
+            return None
+        return self.state.get(key, ABSENT)
 
     def register(self, start: int) -> Watcher | None:
         """A watcher fed every event after `start`, or None if the window no longer reaches back."""
@@ -159,9 +214,21 @@ class Cacher:
                 pass
 
 
-async def _current_revision(client: StoreClient, prefix: str) -> int:
-    resp = await client.range(prefix, prefix=True, count_only=True)
-    return resp["header"]["revision"]
+async def _list_state(client: StoreClient, prefix: str) -> tuple[dict[str, Current], int]:
+    """Every key under `prefix` at one revision (the first page's), by pages: (state, revision).
+    A compaction past that revision meanwhile fails the cacher (Compacted); the next watch starts
+    a new one."""
+    state: dict[str, Current] = {}
+    start, end, revision = prefix.encode(), prefix_end(prefix.encode()), 0
+    while True:
+        resp = await client.range(start, end, revision=revision, limit=LIST_PAGE)
+        revision = revision or resp["header"]["revision"]
+        kvs = resp.get("kvs") or ()
+        for kv in kvs:
+            state[kv["key"].decode()] = Current(kv["value"], kv["mod_revision"])
+        if not resp.get("more") or not kvs:
+            return state, revision
+        start = kvs[-1]["key"] + b"\0"
 
 
 async def cache_events(cacher: Cacher, w: Watcher) -> AsyncIterator[CacheEvent]:
@@ -222,6 +289,11 @@ class WatchCache:
         self.reached = max(self.reached, current)
         if start > current:
             raise too_large_resource_version(start, current)
+
+    def current(self, prefix: str, key: str) -> Current | None:
+        """`key`'s state in the running cacher of `prefix` (its resource's), else None."""
+        c = self.cachers.get(prefix)
+        return c.current(key) if c is not None else None
 
     def latest(self, prefix: str) -> int:
         c = self.cachers.get(prefix)

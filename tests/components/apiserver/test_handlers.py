@@ -15,6 +15,7 @@ from components.apiserver.handlers import API
 from components.apiserver.memstorage import MemStorage
 from components.apiserver.serviceips import parse_port_range
 from components.apiserver.servicestrategy import Allocations
+from components.apiserver.storage import ABSENT, Current
 from components.apiserver.strategy import MethodNotAllowed, Timeout
 from components.apiserver.watchcache import WatchCache
 from kubemu import wire
@@ -882,4 +883,169 @@ def test_a_node_sets_the_curve_key_of_its_own_node_only_by_create_update_and_pat
         assert patched["metadata"]["annotations"] == {ANNOTATION: "k4"}
         updated = await api.update("nodes", {**created, "metadata": {"name": "a", "annotations": {}}})
         assert updated["metadata"].get("annotations") in (None, {})
+    run(body)
+
+
+# -- GuaranteedUpdate from the watch cache ---------------------------------------------------------
+# A write starts from the state in its resource's watch cache (no store read); that state may be
+# behind the store. `behind` puts the cache back to an earlier state of the pod, as a cache that
+# has not yet seen the writes after it: the API reads it synchronously when a write starts.
+
+PODS, KEY = "/registry/pods/", "/registry/pods/default/web"
+
+
+async def caught_up(api: API, key: str = KEY):
+    """The pods cacher, running and holding `key` as the store does."""
+    cacher = api.cache.cacher(PODS)
+    await cacher.ensure_started()
+    while cacher.current(key) != await api.storage.read(key):
+        await asyncio.sleep(0.001)
+    return cacher
+
+
+def behind(cacher, state: Current, key: str = KEY) -> None:
+    if state.value is None:
+        cacher.state.pop(key, None)
+    else:
+        cacher.state[key] = state
+
+
+def store_reads(api: API) -> list[str]:
+    """The keys the API reads from the store from now on."""
+    reads: list[str] = []
+    read = api.storage.read
+
+    async def counted(key: str):
+        reads.append(key)
+        return await read(key)
+    api.storage.read = counted
+    return reads
+
+
+async def labels_in_store(api: API, key: str = KEY) -> dict:
+    return (await api.storage.read(key)).decoded()["metadata"].get("labels", {})
+
+
+def test_a_write_starts_from_the_cache_and_a_conflict_retries_from_what_the_failed_txn_read():
+    async def body(api):
+        await api.create("pods", pod("web", labels={"a": "1"}))
+        cacher = await caught_up(api)
+        first = cacher.current(KEY)
+        reads = store_reads(api)
+        await api.patch("pods", "web", {"metadata": {"labels": {"b": "2"}}}, "default")
+        assert reads == []  # the cache was current: no read
+        behind(cacher, first)  # the cache has not seen the patch yet
+        got = await api.patch("pods", "web", {"metadata": {"labels": {"c": "3"}}}, "default")
+        assert reads == []  # the retry started from the kv its failed txn read
+        assert got["metadata"]["labels"] == {"a": "1", "b": "2", "c": "3"} == await labels_in_store(api)
+    run(body)
+
+
+def test_a_stale_cache_with_the_clients_current_version_succeeds():
+    async def body(api):
+        await api.create("pods", pod("web"))
+        cacher = await caught_up(api)
+        first = cacher.current(KEY)
+        now = await api.patch("pods", "web", {"metadata": {"labels": {"b": "2"}}}, "default")
+        behind(cacher, first)
+        now["metadata"]["labels"]["u"] = "1"
+        now = await api.update("pods", now, "default")
+        behind(cacher, first)
+        patch = {"metadata": {"resourceVersion": now["metadata"]["resourceVersion"], "labels": {"p": "1"}}}
+        now = await api.patch("pods", "web", patch, "default")
+        assert await labels_in_store(api) == {"b": "2", "u": "1", "p": "1"}
+        behind(cacher, first)
+        await api.delete("pods", "web", "default", grace_period_seconds=0,
+                         preconditions={"resourceVersion": now["metadata"]["resourceVersion"]})
+        assert (await api.storage.read(KEY)).value is None
+    run(body)
+
+
+def test_an_explicit_stale_version_read_from_a_stale_cache_is_still_a_409():
+    async def body(api):
+        await api.create("pods", pod("web"))
+        cacher = await caught_up(api)
+        first = cacher.current(KEY)
+        stale = first.decoded()
+        await api.patch("pods", "web", {"metadata": {"labels": {"b": "2"}}}, "default")
+        behind(cacher, first)  # the cache agrees with the client's stale version
+        stale["metadata"]["labels"] = {"u": "1"}
+        with pytest.raises(wire.Conflict):
+            await api.update("pods", stale, "default")
+        behind(cacher, first)
+        with pytest.raises(wire.Conflict):
+            await api.patch("pods", "web", {"metadata": {"resourceVersion": str(first.revision),
+                                                         "labels": {"p": "1"}}}, "default")
+        assert await labels_in_store(api) == {"b": "2"}
+    run(body)
+
+
+def test_not_found_from_a_stale_cache_is_asked_of_the_store():
+    async def body(api):
+        await api.create("pods", pod("web"))
+        cacher = await caught_up(api)
+        behind(cacher, ABSENT)  # created, not yet seen by the cache
+        got = await api.patch("pods", "web", {"metadata": {"labels": {"b": "2"}}}, "default")
+        assert got["metadata"]["labels"] == {"b": "2"}
+        # deleted, still in the cache: the failed txn read that it is gone, and that is the answer
+        first = (await caught_up(api)).current(KEY)
+        await api.delete("pods", "web", "default", grace_period_seconds=0)
+        behind(cacher, first)
+        reads = store_reads(api)
+        with pytest.raises(wire.NotFound):
+            await api.patch("pods", "web", {"metadata": {"labels": {"c": "3"}}}, "default")
+        assert reads == []
+    run(body)
+
+
+def test_a_uid_precondition_failing_on_a_stale_cache_is_asked_of_the_store():
+    async def body(api):
+        await api.create("pods", pod("web"))
+        cacher = await caught_up(api)
+        first = cacher.current(KEY)
+        await api.delete("pods", "web", "default", grace_period_seconds=0)
+        again = await api.create("pods", pod("web"))  # the same name, a new uid
+        behind(cacher, first)
+        await api.delete("pods", "web", "default", grace_period_seconds=0,
+                         preconditions={"uid": again["metadata"]["uid"]})
+        assert (await api.storage.read(KEY)).value is None
+    run(body)
+
+
+def test_nothing_to_write_on_a_stale_cache_is_decided_on_the_stores_state():
+    async def body(api):
+        await api.create("pods", pod("web", labels={"a": "1"}))
+        cacher = await caught_up(api)
+        first = cacher.current(KEY)
+        await api.patch("pods", "web", {"metadata": {"labels": {"a": "2"}}}, "default")
+        behind(cacher, first)  # the cache still says a=1: the patch below changes nothing there
+        got = await api.patch("pods", "web", {"metadata": {"labels": {"a": "1"}}}, "default")
+        assert got["metadata"]["labels"] == {"a": "1"} == await labels_in_store(api)
+        assert int(got["metadata"]["resourceVersion"]) == (await api.storage.read(KEY)).revision
+    run(body)
+
+
+def test_a_dry_run_answers_from_the_stores_state_not_a_stale_cache():
+    async def body(api):
+        await api.create("pods", pod("web"))
+        cacher = await caught_up(api)
+        first = cacher.current(KEY)
+        await api.patch("pods", "web", {"metadata": {"labels": {"b": "2"}}}, "default")
+        behind(cacher, first)
+        got = await api.patch("pods", "web", {"metadata": {"labels": {"c": "3"}}}, "default", dry_run=True)
+        assert got["metadata"]["labels"] == {"b": "2", "c": "3"}
+        assert await labels_in_store(api) == {"b": "2"}
+    run(body)
+
+
+def test_a_list_starts_its_resources_cache_so_a_watch_from_its_version_is_served_by_the_cache():
+    async def body(api):
+        await api.create("pods", pod("a"))
+        listed = await api.list("pods", "default")
+        await api.create("pods", pod("b"))  # written between the list and its watch
+        events = api.watch("pods", "default", resource_version=listed["metadata"]["resourceVersion"])
+        got = await anext(events)
+        assert (got["type"], got["object"]["metadata"]["name"]) == ("ADDED", "b")
+        assert len(api.cache.cachers[PODS].watchers) == 1  # not a store watch of its own
+        await events.aclose()
     run(body)

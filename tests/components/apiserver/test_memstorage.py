@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from components.apiserver.memstorage import MemStorage
-from components.apiserver.storage import encode
+from components.apiserver.storage import ABSENT, Current, encode
 from store.client import Compacted
 from tests.conftest import DEADLINE
 
@@ -27,12 +27,15 @@ def test_conditional_writes_and_revisions():
         assert rev and await s.create("/registry/pods/ns/a", encode(obj("a"))) is None  # exists
         got, at = await s.get("/registry/pods/ns/a")
         assert at == rev and got["metadata"]["resourceVersion"] == str(rev)
-        assert await s.update("/registry/pods/ns/a", encode(obj("a", x=1)), rev - 1) is None  # stale
+        # a failed compare answers the key's current state, read by the same txn
+        assert await s.update("/registry/pods/ns/a", encode(obj("a", x=1)), rev - 1) == \
+            Current(encode(obj("a")), rev)
         rev2 = await s.update("/registry/pods/ns/a", encode(obj("a", x=1)), rev)
         assert rev2 == rev + 1 and await s.current_revision("/registry/pods/") == rev2
-        assert await s.delete("/registry/pods/ns/a", rev) is None
+        assert await s.delete("/registry/pods/ns/a", rev) == Current(encode(obj("a", x=1)), rev2)
         assert await s.delete("/registry/pods/ns/a", rev2) == rev2 + 1
         assert await s.get("/registry/pods/ns/a") == (None, 0)
+        assert await s.update("/registry/pods/ns/a", encode(obj("a")), rev2) == ABSENT
     run(body())
 
 

@@ -11,11 +11,13 @@ import pytest
 
 from components.apiserver.audit import AuditLog
 from components.apiserver.handlers import API
-from components.apiserver.memstorage import MemoryStoreClient
-from components.apiserver.storage import Storage
+from components.apiserver import watchcache
+from components.apiserver.memstorage import MemoryStoreClient, MemStorage
+from components.apiserver.storage import ABSENT, Current, Storage, encode
 from components.apiserver.strategy import Timeout
 from components.apiserver.watchcache import CacheEvent, Watcher, WatchCache
 from kubemu import wire
+from kubemu.api.resources import field_set
 from kubemu.apiclient import ApiClient, is_too_large_resource_version
 from kubemu.cache import meta_namespace_key
 from kubemu.informer import Informer
@@ -32,6 +34,69 @@ def test_a_watcher_made_while_the_cache_is_behind_skips_what_it_asked_to_start_a
         w.offer(ev(rev))
     assert [e.revision for e in w.queue] == [8, 9]
     assert w.wake.is_set()
+
+
+def test_a_cacher_starts_from_a_list_of_every_key_by_pages_then_follows_the_watch(monkeypatch):
+    monkeypatch.setattr(watchcache, "LIST_PAGE", 2)  # five pods: three pages
+
+    async def body():
+        storage = MemStorage()
+        keys = [f"/registry/pods/ns/p{i}" for i in range(5)]
+        for key in keys:
+            await storage.create(key, encode(pod_obj(key)))
+        await storage.create("/registry/podtemplates/ns/t", encode(pod_obj("t")))  # past the prefix
+        cacher = WatchCache(storage.client).cacher("/registry/pods/")
+        assert cacher.current(keys[0]) is None  # not running: nothing to go by
+        await cacher.ensure_started()
+        try:
+            assert {k: cacher.current(k) for k in keys} == {k: await storage.read(k) for k in keys}
+            assert set(cacher.state) == set(keys)
+            rev = await storage.update(keys[0], encode(pod_obj("changed")), cacher.current(keys[0]).revision)
+            await storage.delete(keys[1], cacher.current(keys[1]).revision)
+            while cacher.revision < rev + 1:
+                await asyncio.sleep(0.001)
+            assert cacher.current(keys[0]) == Current(encode(pod_obj("changed")), rev)
+            assert cacher.current(keys[1]) == ABSENT
+        finally:
+            await cacher.close()
+        assert cacher.current(keys[0]) is None  # stopped: no longer kept up to date
+    asyncio.run(asyncio.wait_for(body(), DEADLINE))
+
+
+def test_an_events_old_state_and_fields_are_the_previous_events_while_that_is_in_the_window(monkeypatch):
+    monkeypatch.setattr(watchcache, "WINDOW", 2)
+
+    async def body():
+        storage = MemStorage()
+        cacher = WatchCache(storage.client).cacher("/registry/pods/")
+        await cacher.ensure_started()
+        seen: list[CacheEvent] = []
+        w = cacher.register(cacher.revision)
+        a, b = "/registry/pods/ns/a", "/registry/pods/ns/b"
+        rev = await storage.create(a, encode(pod_obj("a1")))
+        rev = await storage.update(a, encode(pod_obj("a2")), rev)
+        await storage.create(b, encode(pod_obj("b1")))
+        await storage.create("/registry/pods/ns/c", encode(pod_obj("c1")))  # a's last event leaves the window
+        await storage.delete(a, rev)
+        while len(seen) < 5:
+            await w.wake.wait()
+            w.wake.clear()
+            seen.extend(w.queue)
+            w.queue.clear()
+        await cacher.close()
+        a1, a2, _, _, gone = seen
+        assert a2.old is a1.obj  # decoded once, shared
+        assert gone.old == a2.obj and gone.old is not a2.obj  # decoded again: a2 had left the window
+        assert gone.old["metadata"] == {"name": "a2", "namespace": "ns", "resourceVersion": str(rev)}
+        for e in seen:  # each object's selectable fields, computed once, go with it
+            assert e.fields == (field_set("pods", e.obj) if e.obj is not None else None)
+            assert e.old_fields == (field_set("pods", e.old) if e.old is not None else None)
+        assert a2.old_fields is a1.fields and a2.fields["metadata.name"] == "a2"
+    asyncio.run(asyncio.wait_for(body(), DEADLINE))
+
+
+def pod_obj(name: str) -> dict:
+    return {"kind": "Pod", "metadata": {"name": name, "namespace": "ns"}}
 
 
 # -- a watch from a resourceVersion this apiserver's cache has not reached -----------------------
