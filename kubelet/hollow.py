@@ -12,11 +12,12 @@ them taken) the pod reports the node's IP, as pods on the host network do. For b
 and scale tests of the control plane.
 
 What to write is decided by `hollow_status` and `PodAddresses` (pure); the shell is an
-informer on all pods, one on the nodes, a queue of pod keys, and a few writers.
+informer on the bound pods, one on the nodes, a queue of pod keys, and a few writers.
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
 import time
@@ -34,6 +35,7 @@ log = logging.getLogger("kubelet.hollow")
 
 WRITERS = 32          # status writes in flight at once
 REGISTER_BATCH = 16   # nodes whose heartbeats start together (spreads the first renewals)
+BOUND_PODS = "spec.nodeName!="   # the field selector of the pods a kubelet plays
 
 
 class PodAddresses:
@@ -62,8 +64,7 @@ class PodAddresses:
         """The pod's IP in `pod_cidr` (the same on a repeat); None when every one is taken."""
         if uid in self._by_uid:
             return self._by_uid[uid]
-        net = ipaddress.IPv4Network(pod_cidr, strict=False)
-        first, last = int(net.network_address) + 2, int(net.broadcast_address) - 1
+        first, last = _host_range(pod_cidr)
         if first > last:
             return None
         start = self._last.get(node, last) + 1
@@ -72,7 +73,7 @@ class PodAddresses:
         size = last - first + 1
         for step in range(size):
             candidate = first + (start - first + step) % size
-            ip = str(ipaddress.IPv4Address(candidate))
+            ip = _dotted(candidate)
             if ip not in self._in_use:
                 self._last[node] = candidate
                 self.observe(uid, ip)
@@ -80,11 +81,32 @@ class PodAddresses:
         return None
 
 
+# Parsed per CIDR text, not per node: a node's podCIDR can change (node IPAM reassigns it after
+# the Node is recreated) and a new text is simply a new entry. A fleet has one CIDR per node, so
+# the caches hold what the informer holds; the bound only keeps a churning fleet's from growing.
+@functools.lru_cache(maxsize=65536)
+def _host_range(pod_cidr: str) -> tuple[int, int]:
+    """The first and last address host-local gives out in `pod_cidr`, as ints (first > last:
+    none): after the network address and the bridge's gateway, before the broadcast address."""
+    net = ipaddress.IPv4Network(pod_cidr, strict=False)
+    return int(net.network_address) + 2, int(net.broadcast_address) - 1
+
+
+def _dotted(address: int) -> str:
+    # what str(IPv4Address(address)) gives, without building the object for every pod
+    return f"{address >> 24}.{(address >> 16) & 255}.{(address >> 8) & 255}.{address & 255}"
+
+
 def node_pod_cidr(node: dict | None) -> str | None:
     """The node's IPv4 podCIDR, when it has one."""
     cidr = ((node or {}).get("spec") or {}).get("podCIDR")
+    return _canonical_ipv4_cidr(cidr) if cidr and isinstance(cidr, str) else None
+
+
+@functools.lru_cache(maxsize=65536)
+def _canonical_ipv4_cidr(cidr: str) -> str | None:
     try:
-        return str(ipaddress.IPv4Network(cidr, strict=False)) if cidr else None
+        return str(ipaddress.IPv4Network(cidr, strict=False))
     except ValueError:
         return None
 
@@ -119,7 +141,10 @@ class HollowKubelet:
         self.api = ApiClient(endpoint, credentials=credentials, timeout=10.0)
         self.heartbeats = [NodeHeartbeat(self.api, c, lease_duration, renew_interval, status_interval)
                            for c in configs]
-        self.informer = Informer(self.api, "pods")
+        # Only bound pods, as a kubelet watches only its node's (spec.nodeName=<node>): a pod
+        # waiting for the scheduler is nothing to a kubelet, and not decoding it saves one of
+        # the three events of every pod. Binding it makes it match: the watch reports it ADDED.
+        self.informer = Informer(self.api, "pods", field_selector=BOUND_PODS)
         self.informer.add_event_handler(self._seen, lambda _old, new: self._seen(new), self._gone)
         self.node_informer = Informer(self.api, "nodes")
         self.addresses = PodAddresses()

@@ -176,10 +176,16 @@ class Indexer:
         # leaves the store as it was.
         new = {name: _values_of(func, obj) for name, func in self._indexers.items()}
         if key in self._items:
-            self._unindex(key)
+            # An update mostly keeps every value (a pod's status changes, not its namespace,
+            # owner or node): refile the key only in the indexes whose values changed.
+            for name, values in new.items():
+                if self._values[name].get(key) != values:
+                    self._unindex_one(name, key)
+                    self._file_values(name, key, values)
+        else:
+            for name, values in new.items():
+                self._file_values(name, key, values)
         self._items[key] = obj
-        for name, values in new.items():
-            self._file_values(name, key, values)
 
     def _file(self, name: str, key: str, obj: Any) -> None:
         self._file_values(name, key, _values_of(self._indexers[name], obj))
@@ -191,14 +197,18 @@ class Indexer:
         self._values[name][key] = values
 
     def _unindex(self, key: str) -> None:
-        for name, index in self._indices.items():
-            for value in self._values[name].pop(key, ()):
-                bucket = index.get(value)
-                if bucket is None:
-                    continue
-                bucket.pop(key, None)
-                if not bucket:
-                    del index[value]    # no empty buckets: values come and go (node names)
+        for name in self._indices:
+            self._unindex_one(name, key)
+
+    def _unindex_one(self, name: str, key: str) -> None:
+        index = self._indices[name]
+        for value in self._values[name].pop(key, ()):
+            bucket = index.get(value)
+            if bucket is None:
+                continue
+            bucket.pop(key, None)
+            if not bucket:
+                del index[value]    # no empty buckets: values come and go (node names)
 
 
 def _values_of(func: IndexFunc, obj: Any) -> tuple[str, ...]:

@@ -100,7 +100,7 @@ class GarbageCollector:
         if is_terminating(obj) and {ORPHAN, FOREGROUND} & set(m.get("finalizers") or []):
             return True
         for ref in m.get("ownerReferences") or []:
-            owner = self.informers.by_uid(ref.get("uid"))
+            owner = self.informers.by_uid(ref.get("uid"), ref.get("kind"))
             if owner is None:
                 if ref.get("kind") in OWNER_KINDS:
                     return True

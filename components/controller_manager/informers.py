@@ -113,6 +113,10 @@ class SharedInformers:
         self.api = api
         self.resync_period = resync_period
         self._informers: dict[str, Informer] = {}
+        # index name -> the informers that have it, kept as informers are made: the garbage
+        # collector's lookups run on every pod event, and asking each informer for its
+        # indexers would copy them every time
+        self._with_index: dict[str, list[Informer]] = {}
         self._started = False
 
     def informer(self, resource: str) -> Informer:
@@ -126,6 +130,8 @@ class SharedInformers:
                                 field_selector=_FIELD_SELECTORS.get(resource, ""),
                                 resync_period=self.resync_period, indexers=_INDEXERS[resource])
             self._informers[resource] = informer
+            for index in _INDEXERS[resource]:
+                self._with_index.setdefault(index, []).append(informer)
         return informer
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -148,15 +154,22 @@ class SharedInformers:
             return None
         return informer.get(f"{namespace or 'default'}/{name}" if resource.namespaced else name)
 
-    def by_uid(self, uid: str) -> dict | None:
-        for informer in self._informers.values():
-            if UID_INDEX in informer.indexer.get_indexers():
-                found = informer.indexer.by_index(UID_INDEX, uid)
-                if found:
-                    return found[0]
+    def by_uid(self, uid: str, kind: str | None = None) -> dict | None:
+        """The cached object with this uid, of any kind. `kind` (an ownerReference's) is only
+        where to look first: a reference's kind may be wrong, and a uid is unique anyway."""
+        informers = self._with_index.get(UID_INDEX, [])
+        resource = _RESOURCE_OF_KIND.get(kind) if kind else None
+        likely = self._informers.get(resource.plural) if resource else None
+        if likely is not None and likely in informers:
+            found = likely.indexer.by_index(UID_INDEX, uid)
+            if found:
+                return found[0]
+        for informer in informers:   # (`likely` again only when the uid is not there: rare)
+            found = informer.indexer.by_index(UID_INDEX, uid)
+            if found:
+                return found[0]
         return None
 
     def has_dependents(self, uid: str) -> bool:
         return any(informer.indexer.index_keys(OWNER_INDEX, uid)
-                   for informer in self._informers.values()
-                   if OWNER_INDEX in informer.indexer.get_indexers())
+                   for informer in self._with_index.get(OWNER_INDEX, ()))

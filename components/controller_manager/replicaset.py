@@ -16,7 +16,7 @@ import time
 
 from components.controllers.podutil import (controller_ref, is_terminating, labels_of, meta,
                                             object_key, selector_matches)
-from components.controllers.replicaset import Expectations, sync_replicaset
+from components.controllers.replicaset import Expectations, pod_update_matters, sync_replicaset
 from components.controller_manager.executor import ActionExecutor
 from components.controller_manager.informers import (CONTROLLER_INDEX, SharedInformers,
                                                      orphan_value)
@@ -113,8 +113,8 @@ class ReplicaSetController:
         self._enqueue_matching(pod)
 
     def _pod_updated(self, old: dict, new: dict) -> None:
-        if _rv(old) == _rv(new):
-            return  # a resync: the ReplicaSets are resynced themselves
+        if _rv(old) == _rv(new) or not pod_update_matters(old, new):
+            return  # a resync (the ReplicaSets are resynced themselves), or nothing a sync reads
         labels_changed = labels_of(old) != labels_of(new)
         if is_terminating(new):
             # a graceful delete starts: replace the pod now, not when the kubelet is done

@@ -157,7 +157,7 @@ def is_pod_active(pod: dict) -> bool:
     return pod_phase(pod) not in ("Succeeded", "Failed") and not is_terminating(pod)
 
 
-def _ready_condition(pod: dict) -> dict | None:
+def ready_condition(pod: dict) -> dict | None:
     for cond in (pod.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "Ready":
             return cond
@@ -165,13 +165,13 @@ def _ready_condition(pod: dict) -> dict | None:
 
 
 def is_pod_ready(pod: dict) -> bool:
-    cond = _ready_condition(pod)
+    cond = ready_condition(pod)
     return bool(cond) and cond.get("status") == "True"
 
 
 def ready_since(pod: dict) -> float | None:
     """When the pod became ready (the Ready condition's lastTransitionTime), if it is ready."""
-    cond = _ready_condition(pod)
+    cond = ready_condition(pod)
     if not cond or cond.get("status") != "True":
         return None
     return parse_time(cond.get("lastTransitionTime"))
@@ -315,12 +315,19 @@ def compute_hash(template: dict, collision_count: int | None = None) -> str:
 def strip_hash_label(template: dict) -> dict:
     """A copy of a pod template without the pod-template-hash label (and with empty label /
     annotation maps normalised away), for template equality (k8s EqualIgnoreHash)."""
-    tmpl = copy.deepcopy(template or {})
+    return copy.deepcopy(_without_hash_label(template))
+
+
+def _without_hash_label(template: dict) -> dict:
+    # strip_hash_label's result, sharing everything below metadata.labels with `template`: a
+    # read-only view for comparing, so a Deployment's sync copies no template per ReplicaSet
+    tmpl = dict(template or {})
     tmeta = tmpl.get("metadata")
     if isinstance(tmeta, dict):
+        tmeta = tmpl["metadata"] = dict(tmeta)
         labels = tmeta.get("labels")
-        if isinstance(labels, dict):
-            labels.pop(POD_TEMPLATE_HASH, None)
+        if isinstance(labels, dict) and POD_TEMPLATE_HASH in labels:
+            tmeta["labels"] = {k: v for k, v in labels.items() if k != POD_TEMPLATE_HASH}
         for key in ("labels", "annotations"):
             if key in tmeta and not tmeta[key]:
                 del tmeta[key]
@@ -330,7 +337,7 @@ def strip_hash_label(template: dict) -> dict:
 
 
 def equal_ignore_hash(a: dict, b: dict) -> bool:
-    return strip_hash_label(a) == strip_hash_label(b)
+    return _without_hash_label(a) == _without_hash_label(b)
 
 
 def with_label(obj_labels: dict | None, key: str, value: str) -> dict:

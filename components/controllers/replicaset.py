@@ -40,8 +40,8 @@ from components.controllers import CreatePod, DeletePod, RecordEvent, UpdateStat
 from components.controllers.podutil import (claim_objects, format_time, is_pod_active,
                                             is_pod_available, is_pod_ready, is_terminating,
                                             labels_of, meta, object_key, owner_reference,
-                                            pod_from_template, rank_for_deletion, ready_since,
-                                            selector_is_empty)
+                                            pod_from_template, pod_phase, rank_for_deletion,
+                                            ready_condition, ready_since, selector_is_empty)
 
 BURST_REPLICAS = 500
 EXPECTATIONS_TTL = 300.0  # k8s ExpectationsTimeout: 5 minutes
@@ -126,6 +126,23 @@ class ReplicaSetSync:
     requeue_after: float | None = None  # seconds; e.g. when a pod reaches minReadySeconds
 
 
+def pod_update_matters(old: dict, new: dict) -> bool:
+    """Whether a pod's update can change what a sync of its ReplicaSet decides or reports: who
+    owns it (labels, ownerReferences), whether it counts (phase, deletionTimestamp) and its
+    readiness and availability (the Ready condition, with its lastTransitionTime).
+
+    Anything else (the binding's nodeName, container statuses, IPs) only orders the pods a
+    scale-down picks, and the sync that scales down ranks them from the cache as they are
+    then. k8s' updatePod enqueues on every update; skipping these spares a pass over all the
+    ReplicaSet's pods for every pod's binding."""
+    old_meta, new_meta = meta(old), meta(new)
+    return (old_meta.get("labels") != new_meta.get("labels")
+            or old_meta.get("ownerReferences") != new_meta.get("ownerReferences")
+            or old_meta.get("deletionTimestamp") != new_meta.get("deletionTimestamp")
+            or pod_phase(old) != pod_phase(new)
+            or ready_condition(old) != ready_condition(new))
+
+
 def rs_key(rs: dict) -> str:
     return object_key(rs)
 
@@ -141,13 +158,20 @@ def claim_pods(rs: dict, pods: Iterable[dict]) -> tuple[list[dict], list]:
 def calculate_status(rs: dict, owned: list[dict], now: float) -> dict:
     """k8s calculateStatus (without conditions)."""
     spec = rs.get("spec") or {}
-    template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    template_labels = (((spec.get("template") or {}).get("metadata") or {}).get("labels")
+                       or {}).items()
     min_ready = int(spec.get("minReadySeconds") or 0)
-    fully = sum(1 for p in owned
-                if all(labels_of(p).get(k) == v for k, v in template_labels.items()))
-    return {"replicas": len(owned), "fullyLabeledReplicas": fully,
-            "readyReplicas": sum(1 for p in owned if is_pod_ready(p)),
-            "availableReplicas": sum(1 for p in owned if is_pod_available(p, min_ready, now)),
+    # one pass over the pods: a sync runs for every change of any of them
+    fully = ready = available = 0
+    for pod in owned:
+        if template_labels <= labels_of(pod).items():
+            fully += 1
+        if is_pod_ready(pod):
+            ready += 1
+            if is_pod_available(pod, min_ready, now):
+                available += 1
+    return {"replicas": len(owned), "fullyLabeledReplicas": fully, "readyReplicas": ready,
+            "availableReplicas": available,
             "observedGeneration": int(meta(rs).get("generation") or 0)}
 
 

@@ -53,6 +53,16 @@ def test_pod_addresses_skip_what_is_in_use_and_wrap():
     assert PodAddresses().assign("n", "10.9.0.0/31", "u") is None
 
 
+def test_pod_addresses_follow_a_changed_pod_cidr_of_the_same_node():
+    # the parsed ranges are cached: by the CIDR's text, never by the node's name
+    a = PodAddresses()
+    assert a.assign("n0", "10.244.1.0/24", "u0") == "10.244.1.2"
+    assert a.assign("n0", "10.244.9.0/24", "u1") == "10.244.9.2"
+    assert a.assign("n0", "10.244.9.0/30", "u2") is None, "a /30 of it has one address, taken"
+    assert node_pod_cidr({"spec": {"podCIDR": "10.244.9.7/24"}}) == "10.244.9.0/24"
+    assert node_pod_cidr({"spec": {"podCIDR": "10.244.1.0/24"}}) == "10.244.1.0/24"
+
+
 def test_node_pod_cidr():
     assert node_pod_cidr({"spec": {"podCIDR": "10.244.3.0/24"}}) == "10.244.3.0/24"
     assert node_pod_cidr({"spec": {}}) is None and node_pod_cidr(None) is None
@@ -96,6 +106,21 @@ def test_hollow_nodes_register_and_run_bound_pods(hollow, api):  # noqa: F811
     wait_for(gone, message="the hollow kubelet to finish the graceful delete")
     for i in (0, 2):
         api.call("delete", resource="pods", namespace="default", name=f"h{i}", grace_period_seconds=0)
+
+
+def test_hollow_kubelet_runs_a_pod_bound_after_its_creation(hollow, api):  # noqa: F811
+    # the hollow kubelet watches bound pods only: binding must bring the pod to it (ADDED)
+    wait_for(lambda: any(n["metadata"]["name"] == "hollow-node-4"
+                         for n in api.call("list", resource="nodes")["items"]), message="hollow-node-4")
+    api.call("create", resource="pods", namespace="default", object={
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "late"},
+        "spec": {"schedulerName": "nobody", "containers": [{"name": "c", "command": ["serve"]}]}})
+    try:
+        api.call("bind", namespace="default", name="late", node="hollow-node-4")
+        wait_for(lambda: api.call("get", resource="pods", namespace="default", name="late")["status"]
+                 .get("phase") == "Running", message="the pod bound after its creation Running")
+    finally:
+        api.call("delete", resource="pods", namespace="default", name="late", grace_period_seconds=0)
 
 
 def test_hollow_pods_get_ips_from_their_nodes_pod_cidr(state_dir, api):  # noqa: F811

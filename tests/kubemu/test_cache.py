@@ -133,6 +133,21 @@ def test_failing_index_function_leaves_the_store_unchanged():
     assert s.list_keys() == ["good"] and s.index_keys("picky", "x") == ["good"]
 
 
+def test_an_update_keeping_every_index_value_still_replaces_the_object():
+    # the key is refiled only where a value changed; the object is replaced everywhere
+    s = Indexer(indexers=INDEXERS)
+    s.add(pod("a", "ns1", node="n1", owners=["rs1"], rv="1"))
+    s.add(pod("b", "ns1", node="n1", owners=["rs1"], rv="1"))
+    newer = pod("a", "ns1", node="n1", owners=["rs1"], rv="2")
+    s.update(newer)
+    assert s.get_by_key("ns1/a") is newer
+    for name, value in ((NAMESPACE_INDEX, "ns1"), ("node", "n1"), ("owner", "rs1")):
+        assert s.by_index(name, value)[0] is newer and s.index_keys(name, value) == ["ns1/a", "ns1/b"]
+    s.update(pod("a", "ns1", node="n2", owners=["rs1"], rv="3"))   # only the node changes
+    assert s.index_keys("node", "n1") == ["ns1/b"] and s.index_keys("node", "n2") == ["ns1/a"]
+    assert s.by_index("owner", "rs1")[0]["metadata"]["resourceVersion"] == "3"
+
+
 def test_in_place_mutation_of_a_stored_object_does_not_corrupt_indexes():
     """client-go forbids mutating cached objects; if a caller does anyway, the update that
     follows must still unfile the key from the value it was really filed under."""

@@ -2,8 +2,13 @@
 deleted pod; and a kill -9 in the middle of a scale-up never leads to more pods than wanted."""
 from __future__ import annotations
 
+import asyncio
+import copy
+
 import pytest
 
+from components.controller_manager.informers import SharedInformers
+from components.controller_manager.replicaset import ReplicaSetController
 from tests.conftest import wait_for
 
 from . import PodCensus, cluster, controlled_by, replicaset  # noqa: F401  (cluster: a fixture)
@@ -79,3 +84,33 @@ def test_kill_9_in_the_middle_of_a_scale_up_never_overshoots(cluster, cm):
     finally:
         census.stop()
     assert census.most == 50, f"{census.most} pods existed at once"
+
+
+def test_only_pod_updates_a_sync_reads_queue_the_replicaset():
+    # no API needed: the handlers are fed directly, and the queue is looked at
+    ctrl = ReplicaSetController(None, SharedInformers(None))
+    rs = replicaset("web", 1)
+    rs["metadata"].update(namespace="default", uid="rs-uid")
+    ctrl.replicasets.indexer.add(rs)
+    pod = {"metadata": {"name": "web-1", "namespace": "default", "resourceVersion": "1",
+                        "labels": {"app": "web"},
+                        "ownerReferences": [{"kind": "ReplicaSet", "name": "web", "uid": "rs-uid",
+                                             "controller": True}]},
+           "spec": {}, "status": {"phase": "Pending"}}
+    queue = ctrl.workers.queue.core
+
+    def update(change) -> bool:
+        new = copy.deepcopy(pod)
+        new["metadata"]["resourceVersion"] = "2"
+        change(new)
+        ctrl._pod_updated(pod, new)
+        queued = len(queue) == 1
+        while len(queue):
+            queue.done(queue.get_nowait(0.0))
+        return queued
+
+    async def body():
+        assert not update(lambda p: p["spec"].update(nodeName="node-0")), "a binding is no news"
+        assert update(lambda p: p["status"].update(phase="Running", conditions=[
+            {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]))
+    asyncio.run(body())

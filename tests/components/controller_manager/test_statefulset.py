@@ -80,9 +80,10 @@ def test_ordered_creation_claims_events_revision_and_scale_down(cluster, cm):
     api.patch("statefulsets", "web", {"spec": {"replicas": 1}}, namespace=ns)
     # (the order is the core's test's and the end-to-end test's: unbound pods go at once)
     wait_for(lambda: names(cluster.pods(ns)) == ["web-0"], message="web-2 and web-1 deleted")
-    assert {e["message"] for e in cluster.events(ns, "SuccessfulDelete", "web")} == {
+    # an Event is written after the delete it tells of returns: it may land after the pod is gone
+    wait_for(lambda: {e["message"] for e in cluster.events(ns, "SuccessfulDelete", "web")} == {
         "delete Pod web-2 in StatefulSet web successful",
-        "delete Pod web-1 in StatefulSet web successful"}
+        "delete Pod web-1 in StatefulSet web successful"}, message="a SuccessfulDelete event per pod")
 
 
 def test_kill_9_during_a_scale_up_makes_no_second_pod_of_a_name(cluster, cm):

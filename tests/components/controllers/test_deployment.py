@@ -508,3 +508,26 @@ def test_hash_collision_bumps_collision_count():
     d["status"] = status.status
     (create,) = of(CreateReplicaSet, sync_deployment(d, [squatter], [], NOW).actions)
     assert create.replicaset["metadata"]["name"] == f"web-{compute_hash(template(), 1)}"
+
+
+def test_a_sync_never_changes_the_cached_replicasets_it_is_given():
+    # the sync works on copies of the ReplicaSets: only where it writes, the rest is shared
+    class Checked(World):
+        def sync_deployment(self):
+            given = copy.deepcopy(self.rss)
+            rss = list(self.rss.values())
+            result = super().sync_deployment()
+            assert [copy.deepcopy(rs) for rs in rss] == [given[meta["metadata"]["name"]]
+                                                        for meta in rss]
+            return result
+
+    world = Checked(make_deployment(3))
+    world.settle()
+    world.d = merge_patch(world.d, {"metadata": {"generation": 2},
+                                    "spec": {"template": template("img:v2"), "minReadySeconds": 0,
+                                             "replicas": 5}})
+    world.settle()        # scales (spec.replicas, annotations) and rolls (revision annotation)
+    world.d = merge_patch(world.d, {"metadata": {"generation": 3},
+                                    "spec": {"template": template("img:v1")}})
+    world.settle()        # the rollback reuses revision 1's ReplicaSet: its revision bumped
+    assert sorted(world.rs_by_revision()) == [2, 3]

@@ -1,11 +1,14 @@
 """Shared controller helpers: claiming by controller reference, the FNV hashes."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from components.controllers import Adopt, PatchObject, Release
-from components.controllers.podutil import (claim_objects, fnv1_32, fnv1a_32, owner_reference,
-                                            safe_encode)
+from components.controllers.podutil import (POD_TEMPLATE_HASH, claim_objects, equal_ignore_hash,
+                                            fnv1_32, fnv1a_32, owner_reference, safe_encode,
+                                            strip_hash_label)
 
 GONE = "2026-01-01T00:00:00Z"
 
@@ -101,3 +104,20 @@ def test_fnv1_is_go_fnv_new32_and_fnv1a_is_go_fnv_new32a():
 
 def test_safe_encode_uses_the_vowel_free_alphabet():
     assert set(safe_encode(str(fnv1a_32(b"x")))) <= set("bcdfghjklmnpqrstvwxz2456789")
+
+
+def test_equal_ignore_hash_compares_without_touching_either_template():
+    # it compares views sharing the templates' insides: the cached templates stay as they were
+    hashed = {"metadata": {"labels": {"app": "web", POD_TEMPLATE_HASH: "abc"}},
+              "spec": {"containers": [{"name": "c", "image": "v1"}]}}
+    plain = {"metadata": {"labels": {"app": "web"}, "annotations": {}},
+             "spec": {"containers": [{"name": "c", "image": "v1"}]}}
+    before = copy.deepcopy((hashed, plain))
+    assert equal_ignore_hash(hashed, plain) and equal_ignore_hash(plain, hashed)
+    assert (hashed, plain) == before
+    assert not equal_ignore_hash(hashed, {**plain, "spec": {"containers": []}})
+    only_hash = {"metadata": {"labels": {POD_TEMPLATE_HASH: "abc"}}, "spec": {}}
+    assert equal_ignore_hash(only_hash, {"spec": {}}) and only_hash["metadata"]["labels"]
+    stripped = strip_hash_label(hashed)
+    stripped["spec"]["containers"][0]["image"] = "v2"
+    assert hashed == before[0], "strip_hash_label still returns a copy of its own"

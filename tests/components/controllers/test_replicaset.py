@@ -1,12 +1,14 @@
 """ReplicaSet reconcile core: fake caches in, expected actions out (as sample-controller does)."""
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from components.controllers import Adopt, CreatePod, DeletePod, Release, UpdateStatus
 from components.controllers.podutil import format_time
 from components.controllers.replicaset import (BURST_REPLICAS, EXPECTATIONS_TTL, Expectation,
-                                               Expectations, sync_replicaset)
+                                               Expectations, pod_update_matters, sync_replicaset)
 
 NOW = 1_700_000_000.0
 SEL = {"matchLabels": {"app": "web"}}
@@ -237,3 +239,27 @@ def test_empty_selector_is_refused():
     rs["spec"]["selector"] = {}
     result = sync_replicaset(rs, [], None, NOW)
     assert [a.reason for a in result.actions] == ["SelectingAll"]
+
+
+def _changed(pod, fn):
+    new = copy.deepcopy(pod)
+    fn(new)
+    return new
+
+
+def test_a_pod_update_matters_to_its_replicaset_only_through_what_a_sync_reads():
+    bound = make_pod("p", phase="Pending", ready=False)
+    unbound = _changed(bound, lambda p: p["spec"].pop("nodeName"))
+    assert not pod_update_matters(unbound, bound), "the binding changes no count"
+    assert not pod_update_matters(bound, _changed(
+        bound, lambda p: p["status"].update(podIP="10.0.0.1", containerStatuses=[]))), \
+        "neither does what only orders a scale-down"
+    for what, change in (
+            ("readiness", lambda p: p["status"]["conditions"][0].update(status="True")),
+            ("when it became ready (availability)",
+             lambda p: p["status"]["conditions"][0].update(lastTransitionTime=format_time(NOW))),
+            ("the phase", lambda p: p["status"].update(phase="Failed")),
+            ("the labels", lambda p: p["metadata"]["labels"].update(app="other")),
+            ("the owner", lambda p: p["metadata"].pop("ownerReferences")),
+            ("a graceful delete", lambda p: p["metadata"].update(deletionTimestamp=format_time(NOW)))):
+        assert pod_update_matters(bound, _changed(bound, change)), what
