@@ -27,10 +27,11 @@ SUITES = {  # name -> module, in the order `all` runs them
     "store": "bench.store",
     "reconcile": "bench.reconcile",
     "service": "bench.service",
+    "scale": "bench.scale",
 }
 # The options each suite takes besides quick and kills (others are not passed to it).
 OPTIONS = {"store": ("clients", "read_clients", "seconds", "peers"), "startup": ("trials",),
-           "reconcile": ("pods", "deployments", "hollow_nodes", "workloads")}
+           "reconcile": ("pods", "deployments", "hollow_nodes", "workloads"), "scale": ("pods", "hollow_nodes")}
 
 
 class SuiteUnavailable(Exception):

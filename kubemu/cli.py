@@ -538,7 +538,7 @@ def _int_list(ctx, param, value: str | None) -> list[int] | None:
 
 @main.command()
 @click.argument("suite", type=click.Choice(["restart", "failover", "wire", "api", "startup", "footprint",
-                                            "store", "reconcile", "service", "all"]))
+                                            "store", "reconcile", "service", "scale", "all"]))
 @click.option("--quick", is_flag=True,
               help="fewer trials, shorter windows: under a minute per suite (store: about 3 minutes)")
 @click.option("--kills", type=int, default=None,
@@ -553,11 +553,13 @@ def _int_list(ctx, param, value: str | None) -> list[int] | None:
               help="store: measured seconds per level (default 5, 2 with --quick)")
 @click.option("--peers", default="etcd,pysyncobj", show_default=True,
               help="store: peers to run beside kubemu (installed for the benchmark if missing); 'none' for none")
-@click.option("--pods", type=int, default=None, help="reconcile: pods in all (default 1000, 100 with --quick)")
+@click.option("--pods", type=int, default=None,
+              help="reconcile: pods in all (default 1000, 100 with --quick); scale: (default 30000, 2000 with --quick)")
 @click.option("--deployments", type=int, default=None,
               help="reconcile: Deployments the pods are spread over (default 10, 2 with --quick)")
 @click.option("--hollow-nodes", type=int, default=None,
-              help="reconcile: hollow nodes the pods run on (default 100, 10 with --quick)")
+              help="reconcile: hollow nodes the pods run on (default 100, 10 with --quick); scale: (default 1000, "
+                   "100 with --quick)")
 @click.option("--workload", "workloads", multiple=True,
               type=click.Choice(["deployment", "statefulset", "daemonset", "job"]),
               help="reconcile: also measure the pods made through this controller, beside the Deployment "
@@ -581,7 +583,8 @@ def bench(suite: str, quick: bool, kills: int | None, trials: int | None, client
     footprint  an idle cluster's memory (PSS) and CPU per role, beside k3s
     store      durable writes, reads, failover beside etcd and PySyncObj
     reconcile  pods reconciled through Deployments (and --workload ...) on hollow nodes
-    service    Services: new Service and endpoint change -> served, DNS q/s, ClusterIP beside pod IP"""
+    service    Services: new Service and endpoint change -> served, DNS q/s, ClusterIP beside pod IP
+    scale      1,000 hollow nodes and 30,000 pods: startup, API latency SLOs, Lease lag, memory, store"""
     from bench.runner import SuiteUnavailable, failed, run_suite  # benchmarks load only when asked for
 
     peer_list = [p.strip() for p in peers.split(",") if p.strip() not in ("", "none")]
