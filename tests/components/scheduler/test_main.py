@@ -3,13 +3,23 @@ from __future__ import annotations
 
 import pytest
 
-from components.scheduler.__main__ import build_parser, main
+from components.scheduler.__main__ import main
 
 
-def test_percentage_of_nodes_to_score_defaults_to_adaptive():
-    assert build_parser().parse_args(["--api", "ipc:///x"]).percentage_of_nodes_to_score == 0
-    assert build_parser().parse_args(["--api", "ipc:///x", "--percentage-of-nodes-to-score", "30"]) \
-        .percentage_of_nodes_to_score == 30
+@pytest.mark.parametrize("flags, expected", [([], 0), (["--percentage-of-nodes-to-score", "30"], 30)])
+def test_the_percentage_reaches_the_scheduler_adaptive_by_default(flags, expected, monkeypatch):
+    made = {}
+
+    class Recorded:
+        def __init__(self, endpoint, **kwargs):
+            made.update(kwargs)
+
+        async def run(self):
+            return 0
+
+    monkeypatch.setattr("components.scheduler.__main__.Scheduler", Recorded)
+    assert main(["--api", "ipc:///x", *flags]) == 0
+    assert made["percentage_of_nodes_to_score"] == expected
 
 
 @pytest.mark.parametrize("value", ["-1", "101"])
