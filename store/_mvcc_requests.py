@@ -15,11 +15,16 @@ from ._mvcc_types import (MAX_LEASE_ID, MAX_LEASE_TTL, MAX_REQUEST_BYTES, MAX_TX
                           StoreError, TooLarge, invalid)
 
 _REQUIRED = object()
+
 TARGETS = ("value", "version", "create_revision", "mod_revision", "lease")
 RESULTS = ("=", "!=", "<", ">")
 
 
-@dataclass(frozen=True, slots=True)
+# The parsed forms below are plain slotted dataclasses, not frozen ones: every replica parses
+# every committed entry (~7 instances per txn), and a frozen dataclass's __init__ costs ~3x a
+# plain one's (each field through object.__setattr__). They are still values: nothing assigns
+# to a field after parsing, and the leader's op goes from parse to apply untouched.
+@dataclass(slots=True)
 class KeyRange:
     """A half-open interval [start, stop) of keys; stop None means no upper bound.
 
@@ -40,7 +45,7 @@ class KeyRange:
         return self.start <= key and (self.stop is None or key < self.stop)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Put:
     key: bytes
     value: bytes
@@ -50,7 +55,7 @@ class Put:
     ignore_lease: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Range:
     keys: KeyRange
     revision: int
@@ -59,13 +64,13 @@ class Range:
     keys_only: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class DeleteRange:
     keys: KeyRange
     prev_kv: bool
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Compare:
     keys: KeyRange
     target: str
@@ -73,25 +78,25 @@ class Compare:
     operand: int | bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Txn:
     compare: tuple[Compare, ...]
     success: tuple[Put | Range | DeleteRange, ...]
     failure: tuple[Put | Range | DeleteRange, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Compact:
     revision: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LeaseGrant:
     id: int
     ttl: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class LeaseRevoke:
     id: int
 

@@ -322,8 +322,7 @@ class Raft(ElectionMixin, FollowerMixin, LeaderMixin):
         log = self.log
         return bool(self._msgs or self._early_msgs or self._read_states or log.pending_snapshot is not None
                     or log.stable < log.last_index or log.committed > self._apply_floor()
-                    or self._prev_hard != HardState(self.term, self.vote, log.committed)
-                    or self._prev_soft != SoftState(self.leader_id, self.state))
+                    or self._hard_state_changed() or self._soft_state_changed())
 
     def ready(self) -> Ready:
         """Collect the work accumulated since the previous Ready. The shell must persist it,
@@ -336,12 +335,10 @@ class Raft(ElectionMixin, FollowerMixin, LeaderMixin):
                    committed_entries=log.next_committed(self.cfg.max_committed_size_per_ready),
                    messages=self._msgs, early_messages=self._early_msgs, read_states=self._read_states)
         self._msgs, self._early_msgs, self._read_states = [], [], []
-        hs = HardState(self.term, self.vote, log.committed)
-        if hs != self._prev_hard:
-            rd.hard_state = self._prev_hard = hs
-        ss = SoftState(self.leader_id, self.state)
-        if ss != self._prev_soft:
-            rd.soft_state = self._prev_soft = ss
+        if self._hard_state_changed():
+            rd.hard_state = self._prev_hard = HardState(self.term, self.vote, log.committed)
+        if self._soft_state_changed():
+            rd.soft_state = self._prev_soft = SoftState(self.leader_id, self.state)
         self._outstanding = rd
         return rd
 
@@ -364,6 +361,16 @@ class Raft(ElectionMixin, FollowerMixin, LeaderMixin):
                 self._maybe_commit()  # our own copy is durable now: it counts toward the quorum
         if rd.committed_entries:
             log.applied = max(log.applied, rd.committed_entries[-1].index)
+
+    # Field by field rather than by building a HardState/SoftState to compare: the shell asks
+    # has_ready() after every message batch, and most of the time nothing changed.
+    def _hard_state_changed(self) -> bool:
+        prev = self._prev_hard
+        return prev.commit != self.log.committed or prev.term != self.term or prev.vote != self.vote
+
+    def _soft_state_changed(self) -> bool:
+        prev = self._prev_soft
+        return prev.role != self.state or prev.leader_id != self.leader_id
 
     def _apply_floor(self) -> int:
         log = self.log

@@ -166,6 +166,26 @@ def test_range_single_prefix_interval_and_from_key(abc):
     assert h.keys(b"c\xff", prefix_end(b"c\xff")) == [b"c\xff"]
 
 
+def test_single_key_reads_see_that_key_alone_at_the_revision_asked(h):
+    # A single-key range [k, k+"\0") is answered by a lookup of k, not a scan: it must still
+    # see neither its neighbours (k+"\0" is the very next key) nor a later version of k.
+    h.ok(put_op(b"a\0", b"next"))  # 2
+    h.ok(put_op(b"a\0\0", b"after"))  # 3
+    assert h.keys(b"a", None) == [] and h.keys(b"a", b"a\0") == []
+    assert h.ok(txn_op([compare(b"a", "mod_revision", "=", 0)]))["succeeded"] is True
+    h.ok(put_op(b"a", b"v1"))  # 4
+    h.ok(put_op(b"a", b"v2"))  # 5
+    assert h.keys(b"a", None) == [b"a"] and h.keys(b"a\0", None) == [b"a\0"]
+    assert h.get(b"a", revision=4)["value"] == b"v1" and h.get(b"a", revision=3) is None
+    r = h.ok(txn_op(success=[range_op(b"a", revision=4), range_op(b"a", b"a\0")]))
+    assert [kv["value"] for kv in r["responses"][0]["kvs"]] == [b"v1"]
+    assert [kv["value"] for kv in r["responses"][1]["kvs"]] == [b"v2"]
+    assert h.ok(txn_op([compare(b"a", "mod_revision", "=", 5)]))["succeeded"] is True
+    h.ok(delete_op(b"a"))  # 6
+    assert h.keys(b"a", None) == [] and h.get(b"a", revision=5)["value"] == b"v2"
+    assert h.ok(txn_op([compare(b"a", "version", "=", 0)]))["succeeded"] is True
+
+
 def test_prefix_end():
     assert prefix_end(b"a") == b"b"
     assert prefix_end(b"a\xff") == b"b"

@@ -910,6 +910,49 @@ def test_soft_state_and_must_sync():
     assert not r.has_ready()
 
 
+@pytest.mark.parametrize("change", ["term", "vote", "commit", "role", "leader"])
+def test_a_change_of_any_one_hard_or_soft_state_field_makes_a_ready(change):
+    # has_ready/ready compare the fields one by one (no HardState/SoftState built per call):
+    # each field alone must still be noticed, and the Ready must carry the new value.
+    net = Net(ids(3))
+    net.flush()
+    r = net["n1"]
+    assert not r.has_ready()
+    if change == "term":
+        r.term += 1
+    elif change == "vote":
+        r.vote = "n2" if r.vote != "n2" else "n0"
+    elif change == "commit":
+        r.log.committed -= 1  # only the comparison matters here, not that it is a legal move
+    elif change == "role":
+        r.state = Role.PRE_CANDIDATE
+    else:
+        r.leader_id = "n2" if r.leader_id != "n2" else "n0"
+    assert r.has_ready()
+    rd = r.ready()
+    if change in ("term", "vote", "commit"):
+        assert rd.hard_state == HardState(r.term, r.vote, r.log.committed) and rd.soft_state is None
+    else:
+        assert rd.soft_state is not None and (rd.soft_state.role, rd.soft_state.leader_id) == (r.state, r.leader_id)
+        assert rd.hard_state is None
+    r.advance(rd)
+    assert not r.has_ready()
+
+
+def test_enum_fields_take_only_their_own_enums_values():
+    # Decoding looks values up in per-enum tables: a value of another enum is refused, and a
+    # decoded value is the enum member itself.
+    m = Message.from_wire({"type": int(MT.APP), "to": "a", "from": "b", "term": 2, "index": 0,
+                           "entries": [[2, 1, int(EntryKind.NOOP), b""]]})
+    assert m.type is MT.APP and m.entries[0].kind is EntryKind.NOOP
+    with pytest.raises(ValueError, match="entry.kind: unknown value 5"):
+        Entry.from_wire([1, 1, int(MT.APP), b""])  # 5 is a message type, not an entry kind
+    with pytest.raises(ValueError, match="message.type: unknown value 0"):
+        Message.from_wire({"type": 0, "to": "a", "from": "b", "term": 1})  # 0 is an entry kind only
+    with pytest.raises(ValueError, match="expected an int enum value"):
+        Entry.from_wire([1, 1, False, b""])  # bool is not an int here
+
+
 def test_messages_to_others_and_garbage_addressing_are_dropped():
     net = Net(ids(3))
     net.flush()
