@@ -10,6 +10,16 @@
 A lost leadership ends the process (exit 1 after "leaderelection lost", as kube-scheduler and
 kube-controller-manager do); its kubelet starts a new one, which campaigns again.
 
+A holder that has exited is not waited out. client-go re-acquires at once when the Lease names
+its own identity; kube-controller-manager's identity ends in a fresh UUID, so a process killed
+(-9: no release) and restarted by its kubelet waits out the whole lease (15 s) with nobody
+acting. Identities here end in the pid instead, and every write stamps the Lease with the
+holder's pid namespace (`HOLDER_PID_NAMESPACE`), so an elector of the same node in the same pid
+namespace can tell that the holder's pid is no live process: the holder is gone for good and
+the Lease is taken as if it had been released (the write is conditional on what was read, as
+any). A holder that might be alive - a live pid (even reused, or stopped), another node, another
+pid namespace, a Lease without the stamp - is waited out as before.
+
 The decisions are `kubemu.leaderelection.Elector`'s. The elector uses an API client of its own
 (client-go's components give leader election its own client too): its Lease writes are not
 subject to the write guard, and the work's traffic cannot delay a renewal.
@@ -24,7 +34,7 @@ import random
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kubemu.apiclient import ApiClient, WireError, is_not_found
 from kubemu.kubectl.durations import parse_duration
@@ -34,6 +44,8 @@ from kubemu.leaderelection import (JITTER_FACTOR, LEASE_DURATION, RENEW_DEADLINE
 log = logging.getLogger("kubemu.leaderelection")
 
 NAMESPACE = "kube-system"
+# the holder's pid namespace (this boot's), stamped on the Lease by every write
+HOLDER_PID_NAMESPACE = "kubemu.io/holder-pid-namespace"
 
 
 def identity() -> str:
@@ -41,10 +53,47 @@ def identity() -> str:
     return f"{os.environ.get('HOSTNAME') or socket.gethostname()}_{os.getpid()}"
 
 
+def own_pid_namespace() -> str | None:
+    """This process's pid namespace on this boot (`<boot id>/pid:[<inode>]`): pids name the same
+    processes only within it. None where /proc does not say (then no holder is judged gone)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+        return f"{boot}/{os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return None
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether `pid` names a process (a zombie counts: not yet reaped, it is not known gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):  # someone else's; no pid at all: not known gone either
+        return True
+    return True
+
+
+def holder_exited(lease: dict, identity: str, namespace: str | None, alive: Callable[[int], bool]) -> bool:
+    """Whether the Lease's holder is a process that has exited: another identity of this
+    elector's node (`<node>_<pid>`), stamped with this elector's pid namespace, whose pid `alive`
+    says is no process. Anything less certain is False: the holder is waited out."""
+    holder = record_from_lease(lease).holder_identity
+    stamp = ((lease.get("metadata") or {}).get("annotations") or {}).get(HOLDER_PID_NAMESPACE)
+    node, sep, pid = holder.rpartition("_")
+    own_node = identity.rpartition("_")[0]
+    return (namespace is not None and stamp == namespace and holder != identity and bool(sep) and bool(node)
+            and node == own_node and pid.isascii() and pid.isdigit() and not alive(int(pid)))
+
+
 class LeaderElector:
     def __init__(self, api: ApiClient, namespace: str, name: str, ident: str, timings: Timings = Timings(), *,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-                 rng: Callable[[], float] = random.random):
+                 rng: Callable[[], float] = random.random, pid_namespace: str | None = None,
+                 alive: Callable[[int], bool] = pid_alive):
+        """`pid_namespace`: this process's (`own_pid_namespace()`), stamped on the Lease and compared
+        with the holder's; None: no stamp, and no holder is ever judged to have exited."""
         self.api = api
         self.namespace = namespace
         self.name = name
@@ -53,6 +102,8 @@ class LeaderElector:
         self._clock = clock
         self._wall = wall
         self._rng = rng
+        self._pid_namespace = pid_namespace
+        self._alive = alive
         self._reported = ""   # the leader last logged
         self._written: dict | None = None  # the Lease as our last successful write left it
 
@@ -142,7 +193,12 @@ class LeaderElector:
                 log.warning("error retrieving resource lock %s: %s", self.describe(), err)
                 return False
             lease = None
-        decision = self.core.attempt(None if lease is None else record_from_lease(lease), self._clock(), self._wall())
+        current = None if lease is None else record_from_lease(lease)
+        if lease is not None and holder_exited(lease, self.identity, self._pid_namespace, self._alive):
+            log.info("lease %s: its holder %s has exited (a process of this node): taking it without waiting "
+                     "out its lease", self.describe(), current.holder_identity)
+            current = replace(current, holder_identity="")  # as if it had released the Lease
+        decision = self.core.attempt(current, self._clock(), self._wall())
         self._report()
         if isinstance(decision, Wait):
             log.debug("lock is held by %s and has not yet expired", decision.holder)
@@ -172,6 +228,8 @@ class LeaderElector:
 
     def _lease(self, record, current: dict | None = None) -> dict:
         meta = {"name": self.name, "namespace": self.namespace}
+        if self._pid_namespace is not None:
+            meta["annotations"] = {HOLDER_PID_NAMESPACE: self._pid_namespace}
         if current is not None:  # the update is conditional on what was read
             meta["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion", "")
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
@@ -260,5 +318,6 @@ def clients(component: str, endpoint, settings: Settings | None, **kw) -> tuple[
     if settings is None or not settings.enabled:
         return ApiClient(endpoint, user_agent=agent, **kw), None
     elector = LeaderElector(ApiClient(endpoint, user_agent=f"{agent}/leader-election", **kw),
-                            settings.namespace, settings.name, ident, settings.timings)
+                            settings.namespace, settings.name, ident, settings.timings,
+                            pid_namespace=own_pid_namespace())
     return ApiClient(endpoint, user_agent=agent, write_guard=elector.is_leader, **kw), elector

@@ -3,7 +3,8 @@ controller-manager the test starts beside node-0's with the same flags. Only the
 acts; SIGSTOP the leader past its lease and the other takes over; the stopped one, resumed, sends
 no write after the takeover, says "leaderelection lost" and exits. Every write in the audit log
 names its sender (userAgent `kube-controller-manager/<node>_<pid>`), so the test checks, over
-the whole run, that no controller-manager wrote outside its own term."""
+the whole run, that no controller-manager wrote outside its own term. And a leader killed -9 and
+restarted by its kubelet takes the Lease back at once, without waiting out its own lease."""
 from __future__ import annotations
 
 import json
@@ -132,4 +133,19 @@ def test_a_stopped_leader_is_replaced_and_once_resumed_writes_nothing_and_exits(
             os.kill(stopped, signal.SIGCONT)  # whatever failed above, nothing is left stopped
         terminate(second)
     # over the whole run, no controller-manager wrote while another held the Lease
+    assert outside_their_term(cm_writes(cluster)) == []
+
+
+def test_a_killed_leader_restarted_by_its_kubelet_takes_the_lease_back_without_waiting_it_out(cluster):
+    # Kubernetes' timings (a 15 s lease): the restarted controller-manager, a new pid on the same
+    # node, sees that the Lease's holder is a process of its node that has exited
+    cluster.cli("up", "--nodes", "1", "--detach")
+    old = wait_for(lambda: cluster.system_pid("controller-manager"), timeout=LONG, message="the controller-manager")
+    wait_for(lambda: holder(cluster) == f"node-0_{old}", timeout=LONG, message="it to hold the lease")
+    os.kill(old, signal.SIGKILL)  # no release
+    new = wait_for(lambda: (pid := cluster.system_pid("controller-manager")) not in (None, old) and pid,
+                   timeout=LONG, message="the kubelet to restart it")
+    wait_for(lambda: holder(cluster) == f"node-0_{new}", timeout=LONG, message="the new one to hold the lease")
+    log = cluster.call("log", "controller-manager-node-0", namespace="kube-system") or ""
+    assert f"its holder node-0_{old} has exited" in log, log
     assert outside_their_term(cm_writes(cluster)) == []

@@ -2,7 +2,8 @@
 handlers over the in-memory storage, behind an authenticated wire server with an audit log).
 One leads, the other waits; a leader that stops renewing is replaced after the lease and its
 guarded client sends nothing more; a lease is waited out for the duration its holder declared; a
-graceful release hands over at once; the user agent each client names reaches the audit log.
+graceful release hands over at once, and so does a holder of the same node that has exited (only
+one certainly gone); the user agent each client names reaches the audit log.
 
 Leases and renew deadlines are long and the retry period short, so a renewal many seconds late
 changes nothing; where a test needs a deadline to pass it moves that elector's clock on (`Clock`)
@@ -220,3 +221,81 @@ def test_kubes_flags_and_their_checks():
 def test_the_identity_is_the_node_and_the_pid(monkeypatch):
     monkeypatch.setenv("HOSTNAME", "node-2")
     assert leaderelector.identity() == f"node-2_{os.getpid()}"
+
+
+HERE = leaderelector.own_pid_namespace()
+
+
+def held_by(holder: str, stamp: str | None = HERE) -> dict:
+    meta = {"name": "kube-controller-manager", "namespace": "kube-system"}
+    if stamp is not None:
+        meta["annotations"] = {leaderelector.HOLDER_PID_NAMESPACE: stamp}
+    return {"metadata": meta, "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}}
+
+
+def test_a_holder_is_judged_exited_only_when_it_is_certainly_gone():
+    dead = {41}.__contains__
+
+    def exited(lease, ident="node-0_7", namespace=HERE):
+        return leaderelector.holder_exited(lease, ident, namespace, lambda pid: not dead(pid))
+
+    assert HERE is not None and exited(held_by("node-0_41"))
+    assert not exited(held_by("node-0_42"))                     # alive (or its pid reused): waited out
+    assert not exited(held_by("node-1_41"))                     # another node's pid 41 is not ours
+    assert not exited(held_by("node-0_41", stamp=None))         # written without the stamp
+    assert not exited(held_by("node-0_41", stamp="other-boot/pid:[1]"))  # another pid namespace
+    assert not exited(held_by("node-0_41"), namespace=None)     # ours unknown
+    assert not exited(held_by("node-0_41"), ident="node-0_41")  # our own identity: client-go's rule
+    for holder in ("", "41", "_41", "node-0_", "node-0_x41", "node-0_٤١", 41, None):
+        assert not exited(held_by(holder)), holder
+
+
+def test_pid_alive_tells_a_reaped_child_from_a_live_process():
+    import subprocess
+    child = subprocess.Popen(["true"])
+    child.wait()
+    assert not leaderelector.pid_alive(child.pid)
+    assert leaderelector.pid_alive(os.getpid()) and leaderelector.pid_alive(1)
+    assert leaderelector.pid_alive(2 ** 80)  # no pid at all: never judged gone
+
+
+def test_a_holder_of_this_node_that_exited_is_replaced_at_once_and_a_live_one_is_waited_out(tmp):
+    async def body(connect):
+        stop = asyncio.Event()
+        name = "kube-controller-manager"
+        exited: set[int] = set()
+
+        def alive(pid: int) -> bool:
+            return pid not in exited
+
+        a = LeaderElector(connect(), "kube-system", name, "node-0_101", SLOW, pid_namespace=HERE, alive=alive)
+        assert await a.acquire(stop)  # and is killed -9: no release
+        lease = await a.api.get("leases", name, "kube-system")
+        assert lease["metadata"]["annotations"] == {leaderelector.HOLDER_PID_NAMESPACE: HERE}
+        # its restart on the same node; its clock is stopped: no lease can expire for it
+        b = LeaderElector(connect(), "kube-system", name, "node-0_102", SLOW, clock=Clock(stopped=True),
+                          pid_namespace=HERE, alive=alive)
+        # another node's elector that cannot see node-0's processes waits, whatever happens there
+        c = LeaderElector(connect(), "kube-system", name, "node-1_101", SLOW, clock=Clock(stopped=True),
+                          pid_namespace=HERE, alive=lambda pid: False)
+        waiting = asyncio.create_task(c.acquire(stop))
+        attempts = []
+        decide = b.core.attempt
+
+        def counted(*args):
+            attempts.append(args)
+            return decide(*args)
+        b.core.attempt = counted
+        campaign = asyncio.create_task(b.acquire(stop))
+        await until(lambda: len(attempts) >= 2, "b to try twice")
+        assert not campaign.done() and not b.is_leader()  # node-0_101 lives: waited out
+        exited.add(101)
+        assert await campaign and b.is_leader()
+        lease = await a.api.get("leases", name, "kube-system")
+        assert lease["spec"]["holderIdentity"] == "node-0_102" and lease["spec"]["leaseTransitions"] == 1
+        await seen_by(c, a.api, name)
+        assert not waiting.done()
+        stop.set()
+        assert await waiting is False
+
+    serve(tmp, body)
