@@ -12,7 +12,7 @@ pod lands on a hollow node, which reports it Running without starting a process.
   SLI, but whole seconds, so up to 1 s too long); p50/p90/p99.
 - deletion: every Deployment scaled to 0; the clock runs to the last pod's DELETED event.
 - recovery (`kills` times, default 1): a fresh workload of the same size, the controller-
-  manager killed -9 (its mirror pod's container PID) once half of the pods run; the time from
+  manager killed -9 (its mirror pod's container PID) once half of the pods exist; the time from
   the kill to all pods Running, and from the first create.
 - workloads (`workloads=("statefulset", "daemonset", "job")`, any of them): after those, the
   startup measurement again with the same number of pods made by each other controller, one
@@ -238,7 +238,9 @@ async def _recovery(state, api: ApiClient, w: Workload, tick) -> dict:
     victim = await controller_manager_pid(api, state)
     start = time.time()
     await w.create()
-    await w.running_at_least(max(1, w.pods // 2), phase_timeout(w.pods))
+    # Half *created*, not half Running: at a few thousand pods the controller-manager has made
+    # every pod before half run, and a kill then would not cost it anything to redo.
+    await w.created_at_least(max(1, w.pods // 2), phase_timeout(w.pods))
     os.kill(victim, signal.SIGKILL)
     killed = time.time()
     at_kill = {"running": len(w.tracker.running), "seen": len(w.tracker.first_seen)}
@@ -246,6 +248,7 @@ async def _recovery(state, api: ApiClient, w: Workload, tick) -> dict:
     end = await w.all_running(phase_timeout(w.pods))
     back = await restarted
     return {"pods": w.pods, "killed_pid": victim, "at_kill": at_kill, "kill_after_s": killed - start,
+            "kill_to_all_created_s": max(w.tracker.first_seen.values()) - killed,
             "kill_to_converged_s": end - killed, "total_s": end - start, "pods_per_s": w.pods / (end - start),
             "controller_manager_running_again_after_s": back - killed if back else None,
             "latency": startup_latency(w.tracker), "pipeline": pipeline(w.tracker, start),

@@ -54,8 +54,9 @@ def _recovery(report: dict) -> list[tuple[str, str, str]]:
     rows = []
     for rec in report["results"]["recovery"]:
         back = rec["controller_manager_running_again_after_s"]
-        rows.append((f"recovery: kill -9 controller-manager at {rec['at_kill']['running']} Running -> all Running",
-                     f"{rec['kill_to_converged_s']:.2f} s",
+        rows.append((f"recovery: kill -9 controller-manager at {rec['at_kill']['seen']} created, "
+                     f"{rec['at_kill']['running']} Running -> all created / all Running",
+                     f"{rec['kill_to_all_created_s']:.2f} / {rec['kill_to_converged_s']:.2f} s",
                      f"total {rec['total_s']:.2f} s ({rec['pods_per_s']:.0f} pods/s); its mirror pod Running again "
                      + (f"after {back:.2f} s" if back is not None else "never")))
     return rows

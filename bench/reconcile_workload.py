@@ -201,9 +201,9 @@ class Workload:
         return await self.tracker.until(lambda t: len(t.running) == len(t.live) == self.pods, timeout,
                                         f"{self.pods} pods of {self.name} Running")
 
-    async def running_at_least(self, count: int, timeout: float) -> float:
-        return await self.tracker.until(lambda t: len(t.running) >= count, timeout,
-                                        f"{count} pods of {self.name} Running")
+    async def created_at_least(self, count: int, timeout: float) -> float:
+        return await self.tracker.until(lambda t: len(t.first_seen) >= count, timeout,
+                                        f"{count} pods of {self.name} created")
 
     async def all_gone(self, timeout: float) -> float:
         return await self.tracker.until(lambda t: not t.live and len(t.deleted_at) == len(t.first_seen), timeout,
