@@ -2,6 +2,7 @@
 functions with their size checks. No sockets here; the format is documented in `kubemu.wire`."""
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any, NamedTuple
 
@@ -99,7 +100,41 @@ def encode_stream_start(rid: int) -> bytes:
     return _packb([STREAM_START, rid])
 
 
+class SharedItem(dict):
+    """A map sent on many streams (a watch event to every watcher of its resource): read-only
+    once made, and packed once, on its first send, however many streams carry it
+    (kube-apiserver's cachingObject). A value that is a SharedItem itself is packed once too,
+    whichever maps hold it (one object in the ADDED, MODIFIED and DELETED events that differ
+    by their type only)."""
+    __slots__ = ("_packed",)
+
+    # a copy is made to be changed: a plain dict, never the packed bytes of the original
+    def __copy__(self) -> dict:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict) -> dict:
+        return {k: copy.deepcopy(v, memo) for k, v in self.items()}
+
+    def packed(self) -> bytes:
+        try:
+            return self._packed
+        except AttributeError:
+            pass
+        if any(type(v) is SharedItem for v in self.values()):  # a map is its header, then its pairs
+            self._packed = b"".join([_MAP_HEADER(len(self)), *(
+                _packb(k) + (v.packed() if type(v) is SharedItem else _packb(v)) for k, v in self.items())])
+        else:
+            self._packed = _packb(self)
+        return self._packed
+
+
+_MAP_HEADER = msgpack.Packer(use_bin_type=True).pack_map_header
+_STREAM_ITEM_HEAD = b"\x93" + _packb(STREAM_ITEM)  # a 3-element array, then its kind
+
+
 def encode_stream_item(rid: int, item, max_frame: int | None = None) -> bytes:
+    if type(item) is SharedItem:  # msgpack's array is its header and its elements in a row
+        return _check_size(b"".join((_STREAM_ITEM_HEAD, _packb(rid), item.packed())), max_frame, "stream item")
     return _check_size(_packb([STREAM_ITEM, rid, item]), max_frame, "stream item")
 
 

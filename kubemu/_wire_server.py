@@ -33,6 +33,7 @@ SLOW_PEER_TIMEOUT = 30.0
 PEER_BUFFER_BYTES = 16 * 1024 * 1024
 SLOW_STREAM_TIMEOUT = 10.0
 KEEPALIVE = 5.0
+_AGENTS_KEPT = 4096  # connections whose user agent is remembered
 _YIELD_EVERY = 64  # a stream whose generator never waits yields to the event loop this often
 
 _SYNC, _CORO, _GEN = 0, 1, 2
@@ -112,6 +113,7 @@ class Server:
         self._futures: dict[tuple[bytes, int], asyncio.Future] = {}  # plain handlers' pending results
         self._streams: dict[bytes, dict[int, asyncio.Task]] = {}  # per peer, for peer loss
         self._backlogs: dict[bytes, PeerBacklog] = {}  # per peer with streams
+        self._agents: dict[bytes, str | None] = {}  # per connection (_user_agent)
         self._aux: set[asyncio.Task] = set()
         self._background: list[asyncio.Task] = []
         self._ipc_ino: int | None = None
@@ -192,6 +194,7 @@ class Server:
         self._tasks.clear()
         self._streams.clear()
         self._backlogs.clear()
+        self._agents.clear()
         self._aux.clear()
         self._sock.close(SERVER_LINGER_MS)
         self._drop_auth(self._context if self._context is not None else zmq.asyncio.Context.instance())
@@ -258,10 +261,7 @@ class Server:
         if not user:
             self._warn_peer(frames[0], "dropped a message from %s: %s", "no authenticated identity")
             return
-        try:
-            agent = frame.get(USER_AGENT_PROPERTY)
-        except zmq.ZMQError:  # the client named none
-            agent = None
+        agent = self._user_agent(frames[0], frame)
         frames[1] = frame.bytes
         token = peer_identity.set(user)
         agent_token = peer_user_agent.set(agent)
@@ -270,6 +270,24 @@ class Server:
         finally:
             peer_user_agent.reset(agent_token)
             peer_identity.reset(token)
+
+    def _user_agent(self, ident: bytes, frame) -> str | None:
+        """The X-User-Agent the connection's client named (None: none), read once per
+        connection: reading an absent property raises, and kubelets name none. Only routing
+        ids this socket made (a zero first byte, then a counter: never reused while the socket
+        lives) are remembered; an id a client chose may come back on another connection."""
+        made_here = ident[:1] == b"\0"
+        if made_here and ident in self._agents:
+            return self._agents[ident]
+        try:
+            agent = frame.get(USER_AGENT_PROPERTY)
+        except zmq.ZMQError:  # the client named none
+            agent = None
+        if made_here:
+            if len(self._agents) >= _AGENTS_KEPT:
+                self._agents.clear()  # connections come and go: forget the gone ones at times
+            self._agents[ident] = agent
+        return agent
 
     def _authorized(self, ident: bytes, rid: int | None, user: str, method: str, params: dict,
                     notify: bool) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import datetime
 import functools
 import inspect
@@ -35,6 +36,7 @@ from kubemu.api.limits import MAX_DEPTH, MAX_VALUES, ShapeError, check_shape
 from kubemu.api.objects import scale_of
 from kubemu.api.resources import Resource, UnknownResourceError, field_set, registry_key, registry_prefix, \
     resolve
+from kubemu._wire_codec import SharedItem
 from kubemu.wire import BadRequest, Conflict, Forbidden, Gone, NotFound, OutcomeUnknown, TooLarge, WireError
 from store.client import Compacted, FutureRevision
 
@@ -55,6 +57,7 @@ log = logging.getLogger("kubemu.apiserver")
 EVICTED = {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success", "code": 201}
 PATCH_ATTEMPTS = 20  # GuaranteedUpdate retries a write without explicit preconditions on conflict
 BOOKMARK_INTERVAL = 5.0
+WATCH_EVENTS_KEPT = 1024  # watch events remembered as sent, for the watchers that follow (WatchEvents)
 # As kube-apiserver creates them; "default" last, so whoever waits for it finds all of them.
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "default")
 # How the audit log names the methods that are not plain verbs: (verb, subresource)
@@ -237,6 +240,7 @@ class API:
         self.cache = cache
         self.audit = audit
         self.bookmark_interval = bookmark_interval
+        self._watch_events = WatchEvents()
         self.namespaces = NamespaceCache(storage, cache)
         self.clock = clock or (lambda: datetime.datetime.now(datetime.timezone.utc))
         self.rand = rand or random.SystemRandom()
@@ -806,20 +810,19 @@ class API:
             if watcher is not None:
                 self.cache.cacher(type_prefix).unregister(watcher)
 
-    @staticmethod
-    def _translate(ev: CacheEvent, prefix: str, match) -> dict | None:
+    def _translate(self, ev: CacheEvent, prefix: str, match) -> dict | None:
         if not ev.key.startswith(prefix):
             return None
         old_match = ev.old is not None and match(ev.old, ev.old_fields)
         if ev.type == "PUT":
             cur_match = match(ev.obj, ev.fields)
             if cur_match:
-                return {"type": "MODIFIED" if old_match else "ADDED", "object": ev.obj}
+                return self._watch_events.get(ev, "MODIFIED" if old_match else "ADDED")
             if old_match:  # left the selection
-                return {"type": "DELETED", "object": _at(ev.old, ev.revision)}
+                return self._watch_events.get(ev, "DELETED")
             return None
         if old_match:
-            return {"type": "DELETED", "object": _at(ev.old, ev.revision)}
+            return self._watch_events.get(ev, "DELETED")
         return None
 
     # --- startup
@@ -841,3 +844,37 @@ def _at(obj: dict, revision: int) -> dict:
     out = dict(obj)
     out["metadata"] = {**(obj.get("metadata") or {}), "resourceVersion": str(revision)}
     return out
+
+
+class WatchEvents:
+    """Watch events as sent, one per (cache event, type) however many watchers it goes to, and
+    their objects: SharedItems, so the wire packs each once (kube-apiserver's cachingObject).
+    Every watcher of a resource translates the same CacheEvent within moments of the others;
+    the last `kept` items are remembered (a watcher further behind gets an equal event of its
+    own)."""
+
+    def __init__(self, kept: int = WATCH_EVENTS_KEPT):
+        self._kept = kept
+        # (revision, key, type or what object) -> the SharedItem; a revision and a key name one
+        # write, so the memory is exact. Ordered: the oldest is forgotten first.
+        self._made: collections.OrderedDict[tuple[int, str, str], SharedItem] = collections.OrderedDict()
+
+    def get(self, ev: CacheEvent, type_: str) -> SharedItem:
+        """The event of type `type_`: ADDED and MODIFIED carry ev's object, DELETED the state
+        it replaced at ev's revision (kube's cacher does so for a PUT leaving a selection too);
+        ADDED and MODIFIED share their object."""
+        out = self._made.get((ev.revision, ev.key, type_))
+        if out is None:
+            which = "old" if type_ == "DELETED" else "new"
+            obj = self._made.get((ev.revision, ev.key, which))
+            if obj is None:
+                obj = self._remember((ev.revision, ev.key, which), SharedItem(
+                    _at(ev.old, ev.revision) if which == "old" else ev.obj))
+            out = self._remember((ev.revision, ev.key, type_), SharedItem(type=type_, object=obj))
+        return out
+
+    def _remember(self, key: tuple[int, str, str], item: SharedItem) -> SharedItem:
+        if len(self._made) >= self._kept:
+            self._made.popitem(last=False)
+        self._made[key] = item
+        return item

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 from kubemu.api import rbac
 from kubemu.api.authz import Attributes, Decision
@@ -59,6 +60,7 @@ class RBACCache:
         self._synced = asyncio.Event()
         self._decided: dict[Attributes, Decision] = {}
         self._decided_for: rbac.RBACView | None = None
+        self._names_matter: dict[tuple[str, str, str, str], bool] = {}  # for _decided_for
         self._tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
@@ -97,13 +99,30 @@ class RBACCache:
         if v is None:
             return rbac.authorize(attrs, None)
         if self._decided_for is not v:
-            self._decided, self._decided_for = {}, v
-        decision = self._decided.get(attrs)
+            self._decided, self._names_matter, self._decided_for = {}, {}, v
+        # Keyed without the object's name when no rule could match by name: otherwise every
+        # pod, event and binding is a distinct question and the memory never hits.
+        key = attrs if not attrs.name or self._name_matters(attrs, v) else replace(attrs, name="")
+        decision = self._decided.get(key)
         if decision is None:
             if len(self._decided) >= DECISIONS_KEPT:
                 self._decided.clear()
-            decision = self._decided[attrs] = rbac.authorize(attrs, v)
+            decision = self._decided[key] = rbac.authorize(attrs, v)
         return decision
+
+    def _name_matters(self, attrs: Attributes, v: rbac.RBACView) -> bool:
+        """Whether a rule with resourceNames in `v` matches the request's verb, group and
+        resource: only such a rule makes a decision depend on the name (a rule without
+        resourceNames allows any name; a decision's reason never names the object)."""
+        what = (attrs.verb, attrs.api_group, attrs.resource, attrs.subresource)
+        matters = self._names_matter.get(what)
+        if matters is None:
+            if len(self._names_matter) >= DECISIONS_KEPT:  # HTTPS asks of any resource named in a path
+                self._names_matter.clear()
+            matters = self._names_matter[what] = any(
+                rule.resource_names and rule.allows(replace(attrs, name=rule.resource_names[0]))
+                for rules in (*v.cluster_roles.values(), *v.roles.values()) for rule in rules)
+        return matters
 
     def rules_for(self, user: UserInfo, namespace: str) -> rbac.Rules:
         return rbac.rules_for(user, namespace, self.view())

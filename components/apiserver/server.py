@@ -8,6 +8,7 @@ read, or its port taken, is a StartupError: `__main__` says it in one line and e
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 from contextlib import contextmanager
@@ -50,6 +51,7 @@ BIND_ADDRESS = "127.0.0.1"
 ADVERTISE_ADDRESS = "127.0.0.1"
 UNSPECIFIED = ("0.0.0.0", "::")
 BOOTSTRAP_POLL = 0.01
+WIRE_USERS_KEPT = 4096  # wire identities whose UserInfo is remembered (nodes, components, the admin)
 
 
 @dataclass(frozen=True)
@@ -250,8 +252,10 @@ class APIServer:
     @staticmethod
     def _wire_authorizer(rbac: RBACCache):
         """The wire's authorize hook: the same RBAC rules as HTTPS, on what the method names."""
+        users = functools.lru_cache(maxsize=WIRE_USERS_KEPT)(user_info)  # pure, asked per message
+
         def authorize(identity: str, method: str, params: dict) -> None:
-            attrs = attributes(user_info(identity), method, params)
+            attrs = attributes(users(identity), method, params)
             if attrs is None:
                 raise Forbidden(f'User "{identity}" cannot call {method!r}: no authorization rule names it')
             decision = rbac.authorize(attrs)

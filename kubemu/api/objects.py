@@ -26,7 +26,6 @@ progressDeadlineSeconds is checked as if it said 600).
 """
 from __future__ import annotations
 
-import copy
 import ipaddress
 from typing import Any, Callable
 
@@ -37,6 +36,7 @@ from .fielderrors import (DUPLICATE, FieldError, ValidationError, child, duplica
 from .meta import (TYPES, Checker, check_int_or_percent, check_label_selector,
                    check_object_meta, format_selector, register, selector_is_empty,
                    selector_matches, table, validate_object_meta_update)
+from .patch import json_copy
 from .pod import (BOOL, LIST, OBJ, STR, STRS, TAINT_EFFECTS, _absent, _fill, _is_int,
                   _name_rule, dns1123_label_errors, dns1123_subdomain_errors, field_types,
                   qualified_name_errors)
@@ -172,7 +172,7 @@ ROLLING_UPDATE_DEFAULTS = {"maxUnavailable": "25%", "maxSurge": "25%"}
 
 
 def _defaulted(obj: Any, fill: Callable[[dict], None], *, namespaced: bool) -> Any:
-    out = copy.deepcopy(obj)
+    out = json_copy(obj)
     if not isinstance(out, dict):
         return out
     if out.get("metadata") is None:
@@ -719,7 +719,7 @@ def apply_scale(obj: Any, replicas: Any) -> dict:
     c.nonnegative(replicas, "spec.replicas")
     if c.errors:
         raise ValidationError(c.errors, kind="Scale", name=name)
-    out = copy.deepcopy(obj) if isinstance(obj, dict) else {}
+    out = json_copy(obj) if isinstance(obj, dict) else {}
     if not isinstance(out.get("spec"), dict):
         out["spec"] = {}
     out["spec"]["replicas"] = replicas
@@ -753,7 +753,7 @@ def _kind(obj: Any) -> str | None:
 def default_object(obj: Any) -> Any:
     """The defaulted copy of an object of any kind kubemu serves (others: a plain copy)."""
     kind = _kind(obj)
-    return DEFAULTERS[kind](obj) if kind else copy.deepcopy(obj)
+    return DEFAULTERS[kind](obj) if kind else json_copy(obj)
 
 
 def validate_object(obj: Any, *, strict: bool = True) -> list[FieldError]:

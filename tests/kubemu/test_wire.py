@@ -5,6 +5,7 @@ conditions with generous deadlines and never asserts speed."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 import pickle
@@ -146,6 +147,42 @@ def test_reply_round_trip():
     assert isinstance(err, wire.Conflict) and err.message == "taken" and err.details == {"rv": 3}
     kind, rid, err = wire.decode_reply([wire.encode_error(None, wire.BadRequest("junk"))])
     assert rid is None and isinstance(err, wire.BadRequest)
+
+
+def test_a_shared_stream_item_is_packed_once_and_reads_as_the_plain_item(monkeypatch):
+    from kubemu import _wire_codec
+    item = {"type": "MODIFIED", "object": {"metadata": {"name": "a"}, "spec": [1, "x", None, True]}}
+    shared = _wire_codec.SharedItem(item)
+    packs = []
+    real = _wire_codec._packb
+    monkeypatch.setattr(_wire_codec, "_packb", lambda obj: packs.append(obj) or real(obj))
+    for rid in (0, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**40):  # every msgpack int width
+        payload = wire.encode_stream_item(rid, shared)
+        assert payload == real([wire.STREAM_ITEM, rid, item])  # byte for byte the plain encoding
+        assert wire.decode_reply([payload]) == (wire.STREAM_ITEM, rid, item)
+    assert sum(p is shared for p in packs) == 1  # the item itself, once
+    with pytest.raises(wire.TooLarge):
+        wire.encode_stream_item(1, shared, max_frame=10)
+
+
+def test_a_shared_map_inside_shared_items_is_packed_once_for_all_of_them(monkeypatch):
+    from kubemu import _wire_codec
+    obj = {"metadata": {"name": "a"}, "n": list(range(20))}
+    shared_obj = _wire_codec.SharedItem(obj)
+    events = [_wire_codec.SharedItem(type=t, object=shared_obj) for t in ("ADDED", "MODIFIED")]
+    packs = []
+    real = _wire_codec._packb
+    monkeypatch.setattr(_wire_codec, "_packb", lambda v: packs.append(v) or real(v))
+    for rid, event in enumerate(events):
+        payload = wire.encode_stream_item(rid, event)
+        assert payload == real([wire.STREAM_ITEM, rid, {"type": event["type"], "object": obj}])
+    assert sum(p is shared_obj for p in packs) == 1
+    for made in (copy.copy(events[0]), copy.deepcopy(events[0])):  # to be changed: plain, unpacked
+        assert type(made) is dict and made == events[0]
+        made["type"] = "DELETED"
+        assert wire.decode_reply([wire.encode_stream_item(1, made)])[2]["type"] == "DELETED"
+    big = _wire_codec.SharedItem({f"k{i}": i for i in range(40)}, inner=_wire_codec.SharedItem(a=1))
+    assert big.packed() == real({**{f"k{i}": i for i in range(40)}, "inner": {"a": 1}})  # a 16-bit map header
 
 
 def test_envelopes_are_compact_arrays():

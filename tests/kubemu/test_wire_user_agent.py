@@ -3,9 +3,12 @@ authenticated server's handlers see it (`wire.peer_user_agent`), per connection.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import shutil
 import tempfile
+
+import zmq
 
 from kubemu import _wire_auth as wa
 from kubemu import wire
@@ -41,3 +44,28 @@ def test_each_connection_is_seen_with_the_user_agent_it_named():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     assert got == [["someone", "kube-scheduler/node-1_42"]] * 2 + [["someone", None]] * 2
+
+
+class _Frame:
+    """A received zmq.Frame's metadata: `get` raises as libzmq does for a property not sent."""
+
+    def __init__(self, agent):
+        self.agent, self.reads = agent, 0
+
+    def get(self, name):
+        assert name == "X-User-Agent"
+        self.reads += 1
+        if self.agent is None:
+            raise zmq.ZMQError(errno.EINVAL)
+        return self.agent
+
+
+def test_the_user_agent_is_read_once_per_connection_the_socket_named_and_every_time_for_an_id_a_client_chose():
+    server = wire.Server("ipc:///nonexistent/never-bound.sock", {})
+    anonymous, named = _Frame(None), _Frame("kubelet/n1")
+    assert [server._user_agent(b"\0\0\0\0\1", anonymous) for _ in range(3)] == [None] * 3
+    assert [server._user_agent(b"\0\0\0\0\2", named) for _ in range(3)] == ["kubelet/n1"] * 3
+    assert (anonymous.reads, named.reads) == (1, 1)
+    # an id the client set may be reused by the next connection, which names itself otherwise
+    assert server._user_agent(b"chosen", _Frame("first/1")) == "first/1"
+    assert server._user_agent(b"chosen", _Frame(None)) is None

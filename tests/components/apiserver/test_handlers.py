@@ -11,13 +11,14 @@ import pytest
 
 from components.apiserver import warnings
 from components.apiserver.audit import AuditLog
-from components.apiserver.handlers import API
+from components.apiserver.handlers import API, WatchEvents
 from components.apiserver.memstorage import MemStorage
 from components.apiserver.serviceips import parse_port_range
 from components.apiserver.servicestrategy import Allocations
 from components.apiserver.storage import ABSENT, Current
 from components.apiserver.strategy import MethodNotAllowed, Timeout
-from components.apiserver.watchcache import WatchCache
+from components.apiserver.watchcache import CacheEvent, WatchCache
+from kubemu._wire_codec import SharedItem
 from kubemu import wire
 from tests.conftest import DEADLINE
 
@@ -1049,3 +1050,40 @@ def test_a_list_starts_its_resources_cache_so_a_watch_from_its_version_is_served
         assert len(api.cache.cachers[PODS].watchers) == 1  # not a store watch of its own
         await events.aclose()
     run(body)
+
+
+def test_watchers_of_one_change_share_its_event_unless_their_selection_makes_it_another():
+    """Each change is one SharedItem for every watcher that sees it alike (packed once on the
+    wire); a watcher whose selector the change enters sees ADDED, one it leaves DELETED at the
+    change's revision, whatever the others were sent."""
+    async def body(api):
+        created = await api.create("pods", pod("web", labels={"app": "no"}))
+        rv = created["metadata"]["resourceVersion"]
+        plain = [api.watch("pods", "default", resource_version=rv) for _ in range(2)]
+        entered = api.watch("pods", "default", label_selector="app=yes", resource_version=rv)
+        left = api.watch("pods", "default", label_selector="app=no", resource_version=rv)
+        patched = await api.patch("pods", "web", {"metadata": {"labels": {"app": "yes"}}}, "default")
+        first, second, added, deleted = [await anext(w) for w in (*plain, entered, left)]
+        assert first is second and isinstance(first, SharedItem)
+        assert first["type"] == "MODIFIED" and first["object"] == patched
+        assert added["type"] == "ADDED" and added["object"] == patched
+        assert deleted["type"] == "DELETED" and deleted["object"]["metadata"]["labels"] == {"app": "no"}
+        assert deleted["object"]["metadata"]["resourceVersion"] == patched["metadata"]["resourceVersion"]
+        for w in (*plain, entered, left):
+            await w.aclose()
+    run(body)
+
+
+def test_watch_events_remember_the_last_ones_only_and_share_an_object_between_types():
+    events = WatchEvents(kept=4)  # two events and their objects
+    old, new = {"metadata": {"name": "a", "resourceVersion": "4"}}, {"metadata": {"name": "a"}}
+    changes = [CacheEvent(rev, "PUT", f"/registry/pods/default/{rev}", new, old) for rev in (5, 6, 7)]
+    shared = [events.get(ev, "MODIFIED") for ev in changes]
+    assert events.get(changes[2], "MODIFIED") is shared[2]
+    assert events.get(changes[0], "MODIFIED") is not shared[0]  # forgotten, made again alike
+    assert events.get(changes[0], "MODIFIED") == shared[0] == {"type": "MODIFIED", "object": new}
+    added = events.get(changes[0], "ADDED")
+    assert added["object"] is events.get(changes[0], "MODIFIED")["object"]
+    gone = events.get(changes[1], "DELETED")
+    assert gone["object"]["metadata"] == {"name": "a", "resourceVersion": "6"}
+    assert old["metadata"]["resourceVersion"] == "4"

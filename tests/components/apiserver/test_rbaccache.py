@@ -115,6 +115,43 @@ def test_a_role_changed_after_the_sync_changes_the_decision_and_aggregation():
     run(body, objects=bootstrap_objects() + [binding("jane-views", "view", "jane", "default")])
 
 
+def test_decisions_remembered_without_the_name_stay_exact_when_a_resource_names_rule_comes(monkeypatch):
+    """Decisions are remembered per request without the object's name while no rule names
+    objects of that kind: one rbac.authorize for many pods. A rule with resourceNames added
+    later makes names matter again, for that verb and resource only."""
+    calls = []
+    real = rbac.authorize
+    monkeypatch.setattr(rbac, "authorize", lambda a, v: calls.append(a.name) or real(a, v))
+
+    def get_secret(name):
+        return Attributes(authenticated("jane"), "get", True, "", "v1", "secrets", "", "default", name)
+
+    async def body(storage, cache, rbac_cache):
+        await rbac_cache.start()
+        await rbac_cache.wait_synced()
+        assert not any(rbac_cache.authorize(get_secret(f"c{i}")).allowed for i in range(5))
+        assert calls == ["c0"]  # one decision for the five names
+        await put(storage, {"apiVersion": f"{GROUP}/v1", "kind": "Role",
+                            "metadata": {"name": "one-secret", "namespace": "default"},
+                            "rules": [{"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"],
+                                       "resourceNames": ["c1"]}]})
+        await put(storage, {"apiVersion": f"{GROUP}/v1", "kind": "RoleBinding",
+                            "metadata": {"name": "one-secret", "namespace": "default"},
+                            "roleRef": {"apiGroup": GROUP, "kind": "Role", "name": "one-secret"},
+                            "subjects": [{"kind": "User", "apiGroup": GROUP, "name": "jane"}]})
+        await eventually(lambda: rbac_cache.authorize(get_secret("c1")).allowed, "the named grant")
+        assert not rbac_cache.authorize(get_secret("c0")).allowed
+        assert not rbac_cache.authorize(get_secret("c2")).allowed
+        assert rbac_cache.authorize(get_secret("c1")).allowed  # remembered per name now
+        # pods: no rule names any, so one decision serves every pod name again
+        calls.clear()
+        pods = [Attributes(authenticated("jane"), "get", True, "", "v1", "pods", "", "default", f"p{i}")
+                for i in range(3)]
+        assert [rbac_cache.authorize(p).allowed for p in pods] == [False] * 3
+        assert calls == ["p0"]
+    run(body, objects=bootstrap_objects())
+
+
 def test_the_initial_list_is_read_in_pages(monkeypatch):
     monkeypatch.setattr(rbaccache, "PAGE", 2)
     bindings = [binding(f"b{i}", "view", f"user-{i}", namespace="default") for i in range(5)]

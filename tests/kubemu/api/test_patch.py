@@ -44,6 +44,37 @@ def test_merge_patch_result_is_independent():
     assert patch == {"a": {"b": [1]}}
 
 
+def test_merge_patch_copies_the_target_once_and_shares_nothing_with_it(monkeypatch):
+    from kubemu.api import patch as patch_module
+    target = {"status": {"conditions": [{"type": "Ready"}], "phase": "Pending", "deep": {"x": [1]}},
+              "spec": {"containers": [{"name": "c"}]}, "list": [1]}
+    before = copy.deepcopy(target)
+    copied = []
+    real = patch_module.json_copy
+    monkeypatch.setattr(patch_module, "json_copy", lambda v: copied.append(v) or real(v))
+    out = json_merge_patch(target, {"status": {"phase": "Running", "deep": {"y": 2}}, "list": {"k": {"v": 1}}})
+    assert out == {"status": {"conditions": [{"type": "Ready"}], "phase": "Running", "deep": {"x": [1], "y": 2}},
+                   "spec": {"containers": [{"name": "c"}]}, "list": {"k": {"v": 1}}}
+    assert sum(c is target["status"] for c in copied) == 1  # once, not again per patched level
+    out["status"]["conditions"].append(None)
+    out["status"]["deep"]["x"].append(None)
+    out["spec"]["containers"][0]["name"] = "changed"
+    assert target == before
+
+
+def test_json_copy_copies_a_part_found_twice_twice_and_anything_else_deeply():
+    from kubemu.api.patch import json_copy
+    shared = {"a": [1, {"b": 2}]}
+    value = {"x": shared, "y": [shared, 3.5, True, None, b"raw", "s"]}
+    out = json_copy(value)
+    assert out == value and out["x"] is not shared and out["y"][0] is not out["x"]
+    out["x"]["a"][1]["b"] = 9  # independent of the original and of the other copy
+    assert shared == {"a": [1, {"b": 2}]} and out["y"][0] == shared
+    odd = {"t": ([1],), "s": {1, 2}}  # not JSON: deep-copied as copy.deepcopy does
+    odd_copy = json_copy(odd)
+    assert odd_copy == odd and odd_copy["t"][0] is not odd["t"][0]
+
+
 # The example of "Update API Objects in Place Using kubectl patch" (strategic merge patch).
 DEPLOYMENT = {
     "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "patch-demo"},
