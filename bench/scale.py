@@ -16,10 +16,11 @@ one hollow kubelet process, Kubernetes' default timings (each node's Lease renew
   mutating calls are counted from the audit log (which records no latency). The hollow nodes'
   Lease renewal lag (now - renewTime, the worst node, sampled every 2 s), the nodes Ready at the
   end, CPU per role over the window, and every process's RSS and PSS at its end.
-- store: each replica's db size (its LevelDB files) and RSS, before and after a compaction at
-  the current revision (what kube-apiserver asks for every 5 minutes). The store has no
-  defragment: LevelDB rewrites its files in its own background compactions, so the space the
-  deleted revisions took comes back when LevelDB gets to it, not on request.
+- store: each replica's db size (its LevelDB files) and RSS before a compaction at the current
+  revision (what kube-apiserver asks for every 5 minutes), once every replica applied it, and
+  after a defragment of each replica in turn (etcd's advice: one member at a time), as an
+  operator runs `etcdctl compact` then `etcdctl defrag --cluster`. The compaction alone frees
+  no disk: the deleted revisions stay in LevelDB's files until a defragment rewrites them.
 
 Anchors (published, not measured here): kwok keeps 1,000 nodes and 100,000 pods on a laptop;
 kubemark's hollow nodes run Kubernetes' 5,000-node scalability tests.
@@ -49,7 +50,7 @@ DEFAULTS = {"pods": 30000, "hollow_nodes": 1000, "steady_s": 60.0}
 QUICK = {"pods": 2000, "hollow_nodes": 100, "steady_s": 15.0}
 MAX_REPLICAS = 300  # per Deployment: clusterloader2's load test keeps its Deployments this size or smaller
 COMPACTION_TIMEOUT = 30.0
-LEVELDB_SETTLE_S = 5.0  # after the compaction applied everywhere: LevelDB's background compaction's chance
+DEFRAGMENT_TIMEOUT = 120.0  # per replica: it rewrites the whole database
 ANCHORS = {"kwok": "1,000 nodes and 100,000 pods kept on a laptop (its README; not measured here)",
            "kubemark": "5,000 hollow nodes in Kubernetes' scalability tests (not measured here)"}
 UNITS = {"seconds": "s", "*_ms": "ms", "*_s": "s", "*_mb": "MB (10^6 bytes)", "db_size": "bytes",
@@ -131,29 +132,45 @@ def _ready(node: dict) -> bool:
 
 
 async def store_compaction(state) -> dict:
-    """Each replica's db size and RSS, then a compaction at the leader's revision, then the same
-    once every replica applied it (and LevelDB had LEVELDB_SETTLE_S to reclaim space)."""
+    """Each replica's db size and RSS, then a compaction at the leader's revision, the db sizes
+    once every replica applied it, then a defragment of each replica in turn and the same
+    figures as before."""
     before, rss_before = await store_status(state), _store_memory(state)
     leader = next((n for n, st in before.items() if st["role"] == "leader"), None)
     if leader is None:
         return {"skipped": "no store replica says it leads"}
     revision = before[leader]["revision"]
-    endpoint = cluster.store_endpoints(state)[leader]
+    endpoints = cluster.store_endpoints(state)
+    credentials = state_credentials(state.root)
     began = time.monotonic()
     try:
-        async with wire.Client(endpoint, timeout=COMPACTION_TIMEOUT, credentials=state_credentials(state.root)) as c:
+        async with wire.Client(endpoints[leader], timeout=COMPACTION_TIMEOUT, credentials=credentials) as c:
             await c.call("compact", {"revision": revision})
     except wire.WireError as exc:  # e.g. the leader changed since its status: the figures before still stand
         return {"skipped": f"compaction at revision {revision} on {leader} failed: {exc}"}
     applied = await _compacted_everywhere(state, revision, began)
-    await asyncio.sleep(LEVELDB_SETTLE_S)
+    compacted = await store_status(state)
+    defragmented = {name: await _defragment(endpoints[name], credentials) for name in before}
     after, rss_after = await store_status(state), _store_memory(state)
-    replicas = {name: {"db_size_before": st["db_size"], "db_size_after": after.get(name, {}).get("db_size"),
-                       "rss_mb_before": rss_before.get(name), "rss_mb_after": rss_after.get(name)}
+    replicas = {name: {"db_size_before": st["db_size"],
+                       "db_size_after_compaction": compacted.get(name, {}).get("db_size"),
+                       "db_size_after": after.get(name, {}).get("db_size"),
+                       "rss_mb_before": rss_before.get(name), "rss_mb_after": rss_after.get(name),
+                       **defragmented[name]}
                 for name, st in before.items()}
     return {"leader": leader, "compacted_at_revision": revision, "applied_everywhere_after_s": applied,
-            "defragment": "none: the store has no defragment call; LevelDB reclaims space in its background "
-                          "compactions", "replicas": replicas}
+            "replicas": replicas}
+
+
+async def _defragment(endpoint: str, credentials) -> dict:
+    """One replica's defragment: {"defragment_s"}, or {"defragment_error"} if it failed."""
+    began = time.monotonic()
+    try:
+        async with wire.Client(endpoint, timeout=DEFRAGMENT_TIMEOUT, credentials=credentials) as c:
+            await c.call("defragment", {})
+    except wire.WireError as exc:
+        return {"defragment_error": str(exc)}
+    return {"defragment_s": time.monotonic() - began}
 
 
 async def _compacted_everywhere(state, revision: int, began: float) -> float | None:

@@ -1,6 +1,6 @@
 """The scale benchmark's table: the startup, the steady window's API calls beside Kubernetes'
 SLOs, the nodes' Lease renewal, memory and CPU per role, the store before and after a
-compaction; and the anchors it is set beside."""
+compaction and a defragment; and the anchors it is set beside."""
 from __future__ import annotations
 
 from rich.table import Table
@@ -96,11 +96,16 @@ def _store(report: dict) -> list[tuple[str, str, str]]:
         return [("store compaction", "skipped", store["skipped"])]
     applied = store["applied_everywhere_after_s"]
     rows = [("store: compaction at revision", str(store["compacted_at_revision"]),
-             f"applied on every replica after {number(applied)} s; defragment: {store['defragment']}")]
+             f"applied on every replica after {number(applied)} s; then a defragment of each replica in turn")]
     for name, r in store["replicas"].items():
-        rows.append((f"  {name}{' (leader)' if name == store['leader'] else ''}: db size before -> after",
-                     f"{_mb(r['db_size_before'])} -> {_mb(r['db_size_after'])} MB",
-                     f"RSS {number(r['rss_mb_before'], '{:.0f}')} -> {number(r['rss_mb_after'], '{:.0f}')} MB"))
+        defrag = (f"defragment failed: {r['defragment_error']}" if "defragment_error" in r
+                  else f"defragment {number(r['defragment_s'], '{:.1f}')} s")
+        rows.append((f"  {name}{' (leader)' if name == store['leader'] else ''}: db size before -> compacted "
+                     "-> defragmented",
+                     f"{_mb(r['db_size_before'])} -> {_mb(r['db_size_after_compaction'])} -> "
+                     f"{_mb(r['db_size_after'])} MB",
+                     f"{defrag}; RSS {number(r['rss_mb_before'], '{:.0f}')} -> "
+                     f"{number(r['rss_mb_after'], '{:.0f}')} MB"))
     return rows
 
 

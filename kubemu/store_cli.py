@@ -9,6 +9,8 @@
       watch KEY [--prefix] [--rev N]       PUT|DELETE, key, value per event, until Ctrl-C
       status [--cluster]                   a table like `etcdctl endpoint status -w table`
       compact REV
+      defrag [--cluster | --member NAME[,NAME...]]
+                                           one line per member, as `etcdctl defrag`
       member list | member add NAME ENDPOINT | member remove NAME
       lease grant TTL | lease revoke ID | lease keepalive ID [--once] | lease list
       move-leader NAME
@@ -434,6 +436,49 @@ def compact(sctx: StoreCtx, revision: int, physical: bool, output: str | None) -
         echo_json(resp)
     else:
         click.echo(f"compacted revision {revision}")
+
+
+def took(seconds: float) -> str:
+    """A duration as etcdctl prints one (Go's time.Duration, to the millisecond)."""
+    return f"{seconds * 1000:.0f}ms" if seconds < 1 else f"{seconds:.3f}s"
+
+
+@store.command()
+@click.option("--cluster", is_flag=True, help="every member's endpoint, from the member list")
+@click.option("--member", "names", metavar="NAME[,NAME...]", help="only these members")
+@output_option
+@pass_sctx
+def defrag(sctx: StoreCtx, cluster: bool, names: str | None, output: str | None) -> None:
+    """Reclaim the disk space a compaction freed, like `etcdctl defrag`: each member rewrites
+    its own files (after `compact`, the space stays in the files until then). Default: each
+    of --endpoints. Mind --command-timeout on a big store."""
+    if cluster and names:
+        fail("--cluster and --member: pass one of them")
+    if names:
+        chosen = _split_names(names)
+        members = _members(sctx, chosen)
+        endpoints = [members[name] for name in chosen]
+    elif cluster:
+        endpoints = [m["endpoint"] for m in sctx.call("member_list") if m.get("endpoint")]
+    else:
+        endpoints = sctx.endpoints()
+    client = sctx.client(endpoints)
+    failed = []
+    for endpoint in endpoints:
+        began = time.monotonic()
+        try:
+            resp = client.defragment(endpoint)
+        except WireError as err:
+            failed.append(endpoint)
+            click.echo(f"Failed to defragment store member[{endpoint}]. took {took(time.monotonic() - began)}. "
+                       f"({describe(err)})", err=True)
+            continue
+        if sctx.fmt(output) == "json":
+            echo_json({**resp, "endpoint": endpoint, "took_s": round(time.monotonic() - began, 3)})
+        else:
+            click.echo(f"Finished defragmenting store member[{endpoint}]. took {took(time.monotonic() - began)}")
+    if failed:
+        fail(f"failed to defragment {len(failed)} of {len(endpoints)} member(s): {', '.join(failed)}")
 
 
 @store.command("move-leader")

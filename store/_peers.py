@@ -22,7 +22,7 @@ other methods are for the apiserver (``kube-apiserver-etcd-client``), the admin 
 store`) and the members only, as kubeadm's etcd trusts only the apiserver's client certificate
 and its peers: any other identity (a node's) would otherwise bypass RBAC on the store. The
 `fault` method (injected faults, `store.faults`) is the admin's alone: not even a member or the
-apiserver may cut a replica off.
+apiserver may cut a replica off; so is `defragment` (etcd's Maintenance API needs root).
 
 Injected network faults (`PeerSender.faults`, a `store.faults.PeerFaults` or None): each batch
 for a peer is sent, held for a while (delay with jitter: batches held apart overtake each
@@ -58,7 +58,7 @@ SNAP_CHUNK = 1 << 20
 SNAP_MAX_BYTES = 4 << 30
 PEER_METHODS = frozenset({"raft", "raft_snapshot"})
 CLIENTS = frozenset({APISERVER, ADMIN})  # the identities besides the members that may use the rest
-ADMIN_METHODS = frozenset({"fault"})  # the admin's alone
+ADMIN_METHODS = frozenset({"fault", "defragment"})  # the admin's alone (etcd: Maintenance needs root)
 
 
 def peer_credentials(name: str, secrets_dir: str | None) -> wire.Credentials | None:

@@ -20,6 +20,8 @@ same (one parametrized test suite checks them against each other):
 prefix: pass an open `plyvel.DB` and a prefix; only a backend that opened the database itself
 closes it.
 
+`defragment(db)` rewrites a LevelDB database's files down to its live data (etcd's defragment).
+
 `Disk` is the replica's data disk as the injected faults see it (`store.faults`): every synced
 write to the database reports to it (`Disk.synced`), which is where an fsync fails on demand
 and where the bytes each fsync covered are noted, so that a power loss can drop the rest.
@@ -39,8 +41,8 @@ import plyvel
 
 from .faults import DiskMode, truncation_plan
 
-__all__ = ["Backend", "Disk", "FsyncFailed", "LevelDBBackend", "MemoryBackend", "is_disk_failure", "key_bounds",
-           "next_prefix"]
+__all__ = ["Backend", "Disk", "FsyncFailed", "LevelDBBackend", "MemoryBackend", "defragment", "is_disk_failure",
+           "key_bounds", "next_prefix"]
 
 log = logging.getLogger("store.disk")
 
@@ -252,6 +254,29 @@ class LevelDBBackend(Backend):
     def close(self) -> None:
         if self._owned and not self._db.closed:
             self._db.close()
+
+
+# Below and above every key the store writes (they all begin with printable ASCII prefixes).
+_LOWEST, _HIGHEST = b"\x00", b"\xff" * 16
+
+
+def defragment(db: plyvel.DB) -> None:
+    """Rewrite the database's files so they hold only live data: what deletions and
+    overwrites hid is dropped. LevelDB drops it only when a compaction merges a file into the
+    level below, and its CompactRange merges every level *into* the deepest one that had files
+    when it began, never that level's files among themselves, so history that sits alone at
+    the bottom (one memtable flushed there, say) would stay. Hence: a first compaction flushes
+    the memtable into files; a fence (a put and delete at both ends of the key space, so
+    nothing is visible) then lands above the deepest level and overlaps every key, so the
+    second one merges every bottom file with it, dropping the dead entries. The range is
+    explicit: plyvel's compact_range() without bounds hands LevelDB an empty range.
+    Blocking (seconds on a big database); writes and reads may go on meanwhile."""
+    db.compact_range(start=_LOWEST, stop=_HIGHEST)
+    with db.write_batch() as batch:
+        for key in (_LOWEST, _HIGHEST):
+            batch.put(key, b"")
+            batch.delete(key)
+    db.compact_range(start=_LOWEST, stop=_HIGHEST)
 
 
 class FsyncFailed(OSError):

@@ -644,6 +644,15 @@ class StoreClient:
                 out.append({**res, "endpoint": res.get("endpoint") or ep})
         return out
 
+    async def defragment(self, endpoint: str, *, timeout: float | None = None) -> dict:
+        """etcd's Maintenance.Defragment on the replica at `endpoint` (each member has its own
+        files, so each is asked on its own): {name, db_size_before, db_size_after}. Retried
+        like a read: a second defragment only rewrites what the first left."""
+        try:
+            return await self._client(endpoint).call("defragment", {}, timeout=timeout, idempotent=True)
+        except WireError as err:
+            raise _translate(err) from None
+
     async def member_list(self, *, timeout: float | None = None) -> list[dict]:
         return await self._read("member_list", {}, timeout=timeout)
 
@@ -886,6 +895,7 @@ class SyncStoreClient:
     lease_leases = _blocking("lease_leases")
     status = _blocking("status")
     status_all = _blocking("status_all")
+    defragment = _blocking("defragment")
     member_list = _blocking("member_list")
     member_add = _blocking("member_add")
     member_remove = _blocking("member_remove")

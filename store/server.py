@@ -82,6 +82,8 @@ Wire methods (params; keys and values are bytes; answers are the KVStore's etcd-
     delete_range {key, range_end=None, prev_kv=False}       leader only
     txn {compare=[], success=[], failure=[]}                leader only (ops: store.mvcc builders)
     compact {revision, physical=False}                      leader only
+    defragment {} -> {name, db_size_before, db_size_after}  this replica (etcd's Maintenance.Defragment);
+        the admin only (with --wire-secrets)
     lease_grant {ttl, id=0} -> {id, ttl}                    leader only (id 0: the leader picks one)
     lease_revoke {id}, lease_keepalive {id} -> {id, ttl}    leader only
     lease_leases {} -> {leases: [{id, ttl}]}                any replica (linearizable)
@@ -149,7 +151,7 @@ from ._pending_requests import PendingRequests
 from ._peers import FRAME, PeerSender, SnapshotChunks, impostor, peer_credentials, refuse_peer
 from ._snapshot_envelope import unwrap_snapshot, wrap_snapshot
 from ._watch_hub import WatchHub, history
-from .backend import Disk, FsyncFailed, LevelDBBackend, is_disk_failure
+from .backend import Disk, FsyncFailed, LevelDBBackend, defragment, is_disk_failure
 from .errors import NoSpace, NotLeader, to_wire_error
 from .mvcc import (Compacted, Event, KVStore, StoreError, check_request_size, compact_op, lease_grant_op,
                    lease_revoke_op, put_op, txn_op)
@@ -895,7 +897,7 @@ class Replica:
             "lease_keepalive": self.rpc_lease_keepalive, "lease_leases": self.rpc_lease_leases,
             "status": self.rpc_status, "member_list": self.member_list, "member_add": self.rpc_member_add,
             "member_remove": self.rpc_member_remove, "move_leader": self.rpc_move_leader,
-            "watch": self.rpc_watch, "fault": self.rpc_fault,
+            "watch": self.rpc_watch, "fault": self.rpc_fault, "defragment": self.rpc_defragment,
         }
 
     def rpc_put(self, key, value=b"", lease=0, prev_kv=False) -> asyncio.Future:
@@ -1000,6 +1002,19 @@ class Replica:
         if req.action != "list":
             log.warning("injected faults now: %s", faults.describe(state) if not state.healthy else "none")
         return {"name": self.name, "faults": faults.describe(state)}
+
+    async def rpc_defragment(self) -> dict:
+        """etcd's Maintenance.Defragment for this replica alone: a compaction (MVCC history, Raft
+        log) only writes deletion markers, and LevelDB keeps them and the values they hide in its
+        files until a background compaction happens to merge that key range down a level, which
+        an idle range may never see; `backend.defragment` forces that everywhere. It runs on the
+        I/O thread, so it never overlaps the database's close, and the Raft log's own compactions
+        wait for it (etcd's defragment blocks even writes; here writes and reads go on)."""
+        before = self._db_size()
+        await self.loop.run_in_executor(self._io, defragment, self.db)
+        after = self._db_size()
+        log.info("defragmented: db size %d -> %d bytes", before, after)
+        return {"name": self.name, "db_size_before": before, "db_size_after": after}
 
     def _db_size(self) -> int:
         """Bytes of the LevelDB files (etcd's dbSize is the file size too)."""

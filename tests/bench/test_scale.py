@@ -139,10 +139,16 @@ def test_scale_small_produces_sane_figures(bench_dir, tmp_path):
     assert store["applied_everywhere_after_s"] is not None and store["compacted_at_revision"] > 0
     assert set(store["replicas"]) == {"store-0", "store-1", "store-2"}
     for r in store["replicas"].values():
-        assert r["db_size_before"] > 0 and r["db_size_after"] > 0 and r["rss_mb_before"] > 0
+        assert r["db_size_before"] > 0 and r["db_size_after_compaction"] > 0 and r["rss_mb_before"] > 0
+        assert r["db_size_after"] > 0 and r["defragment_s"] > 0 and "defragment_error" not in r
 
     text = check_outputs(report, scale, tmp_path / "plots", 0)
     assert "LIST pods (cluster)" in text and "anchor: kwok" in text
     assert [h[0] for h in scale.headlines(report)][1] == "API call latency SLOs (steady window)"
+    assert "defragment" in text
+    replica = report["results"]["store"]["replicas"]["store-1"]
+    del replica["defragment_s"]
+    replica["defragment_error"] = "Unavailable: timed out"
+    assert "defragment failed: Unavailable: timed out" in check_outputs(report, scale, tmp_path / "plots", 0)
     report["results"]["store"] = {"skipped": "compaction at revision 7 on store-0 failed: NotLeader"}
     assert "NotLeader" in check_outputs(report, scale, tmp_path / "plots", 0)

@@ -230,3 +230,32 @@ def test_the_admins_wire_credentials_come_from_the_state_directory(cli, tmp_path
     _wire_auth.ensure_secret(_wire_auth.secrets_dir(tmp_path), _wire_auth.ADMIN)
     line = one_line_error(cli("put", "k", "v"))
     assert "Unauthorized" in line and "kubernetes-admin" in line
+
+
+def test_defrag_each_endpoint_the_cluster_or_named_members(cli, fake):
+    lines = ok(cli("defrag")).splitlines()
+    assert len(lines) == 3
+    for line, endpoint in zip(lines, fake.endpoints):
+        assert line.startswith(f"Finished defragmenting store member[{endpoint}]. took ")
+    assert [r.calls["defragment"] for r in fake.cluster.replicas] == [1, 1, 1]
+    assert len(ok(cli("defrag", "--cluster")).splitlines()) == 3
+    out = json.loads(ok(cli("defrag", "--member", "store-1", "-o", "json")))
+    assert out["name"] == "store-1" and out["endpoint"] == fake.endpoints[1]
+    assert out["db_size_after"] < out["db_size_before"]
+    assert [r.calls["defragment"] for r in fake.cluster.replicas] == [2, 3, 2]
+
+
+def test_defrag_of_a_bad_member_name_is_one_clear_error(cli, fake):
+    line = one_line_error(cli("defrag", "--member", "store-1,nosuch"))
+    assert "nosuch is not a member" in line and "store-0, store-1, store-2" in line
+    assert sum(r.calls["defragment"] for r in fake.cluster.replicas) == 0
+    assert "one of them" in one_line_error(cli("defrag", "--cluster", "--member", "store-1"))
+
+
+def test_defrag_with_a_dead_member_says_which_and_fails(cli, fake):
+    fake.run(fake.cluster.replicas[2].stop())
+    result = cli("--dial-timeout", "0.2", "--command-timeout", "1", "defrag")
+    assert result.exit_code != 0
+    assert result.stdout.count("Finished defragmenting") == 2
+    assert f"Failed to defragment store member[{fake.endpoints[2]}]" in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == f"error: failed to defragment 1 of 3 member(s): {fake.endpoints[2]}"

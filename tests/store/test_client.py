@@ -32,7 +32,7 @@ DEADLINE = 20.0  # upper bound for anything that should happen "soon"; never a s
 FALLTHROUGH = object()  # a hook's "carry on as usual"
 WRITES = ("put", "delete_range", "txn", "compact", "lease_grant", "lease_revoke", "lease_keepalive",
           "member_add", "member_remove", "move_leader")
-READS = ("range", "status", "member_list", "lease_leases")
+READS = ("range", "status", "member_list", "lease_leases", "defragment")
 
 
 def run(coro, timeout: float = 60.0):
@@ -143,6 +143,9 @@ class FakeReplica:
                 "commit_index": self.cluster.index, "applied_index": self.cluster.index,
                 "raft_index": self.cluster.index, "revision": kv.revision, "compact_revision": kv.compact_revision,
                 "db_size": 4096 * 5, "fsyncs": 0, "members": self.do_member_list()}
+
+    def do_defragment(self):
+        return {"name": self.name, "db_size_before": 4096 * 5, "db_size_after": 4096 * 2}
 
     def do_member_list(self):
         return [dict(m) for m in self.cluster.members]

@@ -28,11 +28,12 @@ def _forged_timeout_now(frm: str, to: str, term: int) -> dict:
 
 # -------------------------------------------------------------------------- the pure rules
 
-def test_the_fault_method_is_the_admins_alone():
+@pytest.mark.parametrize("method", ["fault", "defragment"])
+def test_the_fault_and_defragment_methods_are_the_admins_alone(method):
     members = {"store-0", "store-1"}.__contains__
-    assert refuse_peer(wa.ADMIN, "fault", members) is None
+    assert refuse_peer(wa.ADMIN, method, members) is None
     for who in ("system:store:store-1", "kube-apiserver-etcd-client", "system:node:node-1", None):
-        assert "is for the admin" in refuse_peer(who, "fault", members)
+        assert "is for the admin" in refuse_peer(who, method, members)
 
 
 def test_peer_methods_are_for_members_only():
