@@ -37,7 +37,7 @@ from kubemu.api.objects import scale_of
 from kubemu.api.resources import Resource, UnknownResourceError, field_set, registry_key, registry_prefix, \
     resolve
 from kubemu._wire_codec import SharedItem
-from kubemu.wire import BadRequest, Conflict, Forbidden, Gone, NotFound, OutcomeUnknown, TooLarge, WireError
+from kubemu.wire import BadRequest, Conflict, Forbidden, Gone, NotFound, OutcomeUnknown, TooLarge, Unavailable, WireError
 from store.client import Compacted, FutureRevision
 
 from . import caller, eviction, nodekeys, podlogs, storageadmission, warnings
@@ -331,7 +331,10 @@ class API:
         # resource's cacher started first, that version is one the cache reaches, and the watch
         # is served from it rather than by a store watch of its own (as kube's cachers, which
         # start with the apiserver)
-        await self.cache.cacher(registry_prefix(r)).ensure_started()
+        try:
+            await self.cache.cacher(registry_prefix(r)).ensure_started()
+        except Unavailable:   # the list never depends on the cache: it reads the store below
+            pass
         exact, minimum = st.list_revision(resource_version or "", resource_version_match or "", limit, bool(token))
         start, rev = (_decode_continue(token, prefix) if token else (None, exact))
         items: list[dict] = []

@@ -1087,3 +1087,16 @@ def test_watch_events_remember_the_last_ones_only_and_share_an_object_between_ty
     gone = events.get(changes[1], "DELETED")
     assert gone["object"]["metadata"] == {"name": "a", "resourceVersion": "6"}
     assert old["metadata"]["resourceVersion"] == "4"
+
+
+def test_a_list_does_not_depend_on_the_watch_cache_starting(monkeypatch):
+    """The cacher's store watch cannot start: the list is still answered from the store."""
+    async def body(api):
+        await api.create("pods", pod("web"))
+
+        def refused(*a, **kw):
+            raise ConnectionError("store watch refused")
+        monkeypatch.setattr(api.cache.client, "watch", refused)
+        got = await api.list("pods", "default")
+        assert [p["metadata"]["name"] for p in got["items"]] == ["web"]
+    run(body)
