@@ -32,6 +32,7 @@ exit ("leaderelection lost") and campaign again as new processes.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from kubemu.api.times import format_micro_time
@@ -212,3 +213,21 @@ class Elector:
         self._ended = True
         return Update(Record(lease_duration_seconds=1, acquire_time=stamp, renew_time=stamp,
                              leader_transitions=self.observed.leader_transitions))
+
+
+# The holder's boot and pid namespace, stamped on the Lease by every write: a pid means
+# something only within them.
+HOLDER_PID_NAMESPACE = "kubemu.io/holder-pid-namespace"
+
+
+def holder_exited(lease: dict, identity: str, namespace: str | None, alive: Callable[[int], bool]) -> bool:
+    """Whether the Lease's holder is a process that has exited: another identity of this
+    elector's node (`<node>_<pid>`), stamped with this elector's pid namespace, whose pid `alive`
+    says is no process. Anything less certain is False: the holder is waited out."""
+    holder = record_from_lease(lease).holder_identity
+    stamp = ((lease.get("metadata") or {}).get("annotations") or {}).get(HOLDER_PID_NAMESPACE)
+    node, sep, pid = holder.rpartition("_")
+    own_node = identity.rpartition("_")[0]
+    return (namespace is not None and stamp == namespace and holder != identity and bool(sep) and bool(node)
+            and node == own_node and pid.isascii() and pid.isdigit() and not alive(int(pid)))
+

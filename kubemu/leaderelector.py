@@ -39,13 +39,12 @@ from dataclasses import dataclass, replace
 from kubemu.apiclient import ApiClient, WireError, is_not_found
 from kubemu.kubectl.durations import parse_duration
 from kubemu.leaderelection import (JITTER_FACTOR, LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD, Create,
-                                   Elector, Timings, Update, Wait, lease_spec, record_from_lease)
+                                   HOLDER_PID_NAMESPACE, Elector, Timings, Update, Wait, holder_exited, lease_spec,
+                                   record_from_lease)
 
 log = logging.getLogger("kubemu.leaderelection")
 
 NAMESPACE = "kube-system"
-# the holder's pid namespace (this boot's), stamped on the Lease by every write
-HOLDER_PID_NAMESPACE = "kubemu.io/holder-pid-namespace"
 
 
 def identity() -> str:
@@ -73,18 +72,6 @@ def pid_alive(pid: int) -> bool:
     except (PermissionError, OverflowError):  # someone else's; no pid at all: not known gone either
         return True
     return True
-
-
-def holder_exited(lease: dict, identity: str, namespace: str | None, alive: Callable[[int], bool]) -> bool:
-    """Whether the Lease's holder is a process that has exited: another identity of this
-    elector's node (`<node>_<pid>`), stamped with this elector's pid namespace, whose pid `alive`
-    says is no process. Anything less certain is False: the holder is waited out."""
-    holder = record_from_lease(lease).holder_identity
-    stamp = ((lease.get("metadata") or {}).get("annotations") or {}).get(HOLDER_PID_NAMESPACE)
-    node, sep, pid = holder.rpartition("_")
-    own_node = identity.rpartition("_")[0]
-    return (namespace is not None and stamp == namespace and holder != identity and bool(sep) and bool(node)
-            and node == own_node and pid.isascii() and pid.isdigit() and not alive(int(pid)))
 
 
 class LeaderElector:

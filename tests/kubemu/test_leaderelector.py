@@ -26,7 +26,7 @@ from components.apiserver.handlers import API
 from components.apiserver.memstorage import MemStorage
 from components.apiserver.watchcache import WatchCache
 from kubemu import _wire_auth as wa
-from kubemu import leaderelector, wire
+from kubemu import leaderelection, leaderelector, wire
 from kubemu.apiclient import ApiClient, Unavailable
 from kubemu.leaderelection import Timings, record_from_lease
 from kubemu.leaderelector import LeaderElector
@@ -108,6 +108,18 @@ async def seen_by(elector: LeaderElector, client: ApiClient, name: str) -> None:
     await until(lambda: elector.core.observed == current, f"{elector.identity} to read the current lease")
 
 
+
+def count_attempts(elector: LeaderElector) -> list:
+    """The decisions `elector`'s core is asked for, recorded as they are made."""
+    attempts = []
+    decide = elector.core.attempt
+
+    def counted(*args):
+        attempts.append(args)
+        return decide(*args)
+    elector.core.attempt = counted
+    return attempts
+
 def test_one_leads_a_stalled_leader_is_replaced_and_its_guarded_writes_are_not_sent(tmp):
     async def body(connect):
         stop = asyncio.Event()
@@ -153,13 +165,7 @@ def test_an_elector_with_a_shorter_lease_waits_out_the_duration_the_holder_decla
         a = LeaderElector(connect(), "kube-system", "kube-scheduler", "node-0_1", SLOW)
         b = LeaderElector(connect(), "kube-system", "kube-scheduler", "node-1_2",
                           Timings(lease_duration=6.0, renew_deadline=4.0, retry_period=0.25), clock=clock_b)
-        attempts = []
-        decide = b.core.attempt
-
-        def counted(*args):
-            attempts.append(args)
-            return decide(*args)
-        b.core.attempt = counted
+        attempts = count_attempts(b)
         assert await a.acquire(stop)  # a declares 30 s and does not renew: it leads for 20 s
         campaign = asyncio.create_task(b.acquire(stop))
         await seen_by(b, a.api, "kube-scheduler")
@@ -229,7 +235,7 @@ HERE = leaderelector.own_pid_namespace()
 def held_by(holder: str, stamp: str | None = HERE) -> dict:
     meta = {"name": "kube-controller-manager", "namespace": "kube-system"}
     if stamp is not None:
-        meta["annotations"] = {leaderelector.HOLDER_PID_NAMESPACE: stamp}
+        meta["annotations"] = {leaderelection.HOLDER_PID_NAMESPACE: stamp}
     return {"metadata": meta, "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}}
 
 
@@ -237,7 +243,7 @@ def test_a_holder_is_judged_exited_only_when_it_is_certainly_gone():
     dead = {41}.__contains__
 
     def exited(lease, ident="node-0_7", namespace=HERE):
-        return leaderelector.holder_exited(lease, ident, namespace, lambda pid: not dead(pid))
+        return leaderelection.holder_exited(lease, ident, namespace, lambda pid: not dead(pid))
 
     assert HERE is not None and exited(held_by("node-0_41"))
     assert not exited(held_by("node-0_42"))                     # alive (or its pid reused): waited out
@@ -271,7 +277,7 @@ def test_a_holder_of_this_node_that_exited_is_replaced_at_once_and_a_live_one_is
         a = LeaderElector(connect(), "kube-system", name, "node-0_101", SLOW, pid_namespace=HERE, alive=alive)
         assert await a.acquire(stop)  # and is killed -9: no release
         lease = await a.api.get("leases", name, "kube-system")
-        assert lease["metadata"]["annotations"] == {leaderelector.HOLDER_PID_NAMESPACE: HERE}
+        assert lease["metadata"]["annotations"] == {leaderelection.HOLDER_PID_NAMESPACE: HERE}
         # its restart on the same node; its clock is stopped: no lease can expire for it
         b = LeaderElector(connect(), "kube-system", name, "node-0_102", SLOW, clock=Clock(stopped=True),
                           pid_namespace=HERE, alive=alive)
@@ -279,13 +285,7 @@ def test_a_holder_of_this_node_that_exited_is_replaced_at_once_and_a_live_one_is
         c = LeaderElector(connect(), "kube-system", name, "node-1_101", SLOW, clock=Clock(stopped=True),
                           pid_namespace=HERE, alive=lambda pid: False)
         waiting = asyncio.create_task(c.acquire(stop))
-        attempts = []
-        decide = b.core.attempt
-
-        def counted(*args):
-            attempts.append(args)
-            return decide(*args)
-        b.core.attempt = counted
+        attempts = count_attempts(b)
         campaign = asyncio.create_task(b.acquire(stop))
         await until(lambda: len(attempts) >= 2, "b to try twice")
         assert not campaign.done() and not b.is_leader()  # node-0_101 lives: waited out
