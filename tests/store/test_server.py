@@ -650,8 +650,10 @@ def test_a_watcher_that_never_reads_pins_no_memory(make_cluster):
             c.call(name, "put", {"key": b"w/%d" % (i % 10), "value": value})
             if i % 10 == 0:
                 peak = max(peak, proc.memory_info().rss)
-        # generous: LevelDB's two 64 MiB memtables come and go with the writes
-        assert peak - baseline < 250 * 2**20, f"RSS grew {(peak - baseline) / 2**20:.0f} MiB"
+        # generous: LevelDB's two 64 MiB memtables come and go with the writes, and the
+        # allocator keeps what they freed (measured 280-305 MiB on a loaded 2-core machine); a
+        # watcher that pinned the events would hold all 600 MiB of them
+        assert peak - baseline < 400 * 2**20, f"RSS grew {(peak - baseline) / 2**20:.0f} MiB"
         # reading again: what was queued, then the error that ended the watch
         while True:
             kind, rid, value_or_err = wire.decode_reply([raw.recv()])
