@@ -339,3 +339,5 @@ def test_a_holder_names_itself_before_it_is_ready_and_an_unrecorded_one_is_reape
     assert holder.alive(info.pid, info.start_ticks)
     holder.kill(info.pid, info.start_ticks)
     holder.reap_pending(pod_dir, None)  # nothing pending: nothing to do
+    # kill() does not wait, and the leak check must not find it still dying
+    wait_for(lambda: not holder.alive(info.pid, info.start_ticks), message="the holder gone")

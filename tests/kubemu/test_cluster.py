@@ -147,6 +147,7 @@ def test_node_start_clears_what_outlived_the_node(state_dir, mode):
             proc.wait()
         if escapee and alive(escapee):
             os.kill(escapee, signal.SIGKILL)
+            wait_for(lambda: not alive(escapee), message="the escapee gone")   # before the leak check
 
 
 def test_the_fallback_is_said_once(state_dir, monkeypatch, caplog):

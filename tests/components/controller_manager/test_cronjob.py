@@ -147,6 +147,11 @@ def test_forbid_counts_a_job_whose_status_write_was_lost(cluster, cm, offset_fil
                                                 "controller": True, "blockOwnerDeletion": True}]},
               "spec": cronjob("lost")["spec"]["jobTemplate"]["spec"]}
     made = api.create("jobs", orphan, namespace=ns)
+    # the Job's event puts it into `active` (the lost write, made good); the clock moves only
+    # once the controller has seen it, or a loaded machine could let the next minute come
+    # before the informer has the Job, which a real controller would meet the same way
+    wait_for(lambda: [r["uid"] for r in status(api, "lost", ns).get("active") or []]
+             == [made["metadata"]["uid"]], message="the orphan taken into active")
     set_clock(offset_file, due + MINUTE + 1)
     wait_for(lambda: cluster.events(ns, "JobAlreadyActive", "lost"), message="JobAlreadyActive")
     assert [r["uid"] for r in status(api, "lost", ns)["active"]] == [made["metadata"]["uid"]]
