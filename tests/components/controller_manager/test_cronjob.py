@@ -32,9 +32,19 @@ def cm(cluster, offset_file):
                                       name="cm-cronjob")
 
 
+@pytest.fixture(autouse=True)
+def _nothing_due(offset_file):
+    """Each test starts with the clock an hour behind, whatever the last one left: a clock
+    left ahead would make a new CronJob's first minute due before the test gets to it."""
+    set_clock(offset_file, time.time() - 3600)
+
+
 def set_clock(offset_file, controller_time: float) -> None:
-    """Move the controller's clock so that it reads `controller_time` now."""
-    offset_file.write_text(repr(controller_time - time.time()))
+    """Move the controller's clock so that it reads `controller_time` now (a rename: the
+    controller never reads a half-written file)."""
+    staged = offset_file.with_suffix(".new")
+    staged.write_text(repr(controller_time - time.time()))
+    staged.rename(offset_file)
 
 
 def cronjob(name: str, policy: str = "Allow") -> dict:
@@ -135,7 +145,6 @@ def test_forbid_counts_a_job_whose_status_write_was_lost(cluster, cm, offset_fil
     """A predecessor made the Job for one minute and died before writing the status; at the
     next minute, Forbid sees that Job running and starts nothing."""
     api, ns = cluster.api, cluster.namespace("cj-lost")
-    set_clock(offset_file, time.time() - 3600)   # its first minute is not due on creation
     cj = api.create("cronjobs", cronjob("lost", policy="Forbid"), namespace=ns)
     due = first_minute_after(cj)
     orphan = {"apiVersion": "batch/v1", "kind": "Job",
