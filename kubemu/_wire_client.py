@@ -18,7 +18,7 @@ from ._wire_codec import (ERROR, REPLY, STREAM_END, STREAM_ITEM, STREAM_START, U
 from ._wire_endpoints import _check_connect_endpoint
 from ._wire_errors import BadRequest, Cancelled, OutcomeUnknown, TooLarge, Unauthorized, Unavailable, WireError
 from ._wire_limits import CLIENT_LINGER_MS, DEFAULT_MAX_FRAME, HWM, MAXMSGSIZE_FACTOR
-from ._wire_pump import _NOBLOCK, _Pump, _wake
+from ._wire_pump import _NOBLOCK, _Pump, _zmq_send, _wake
 
 log = logging.getLogger("kubemu.wire")
 
@@ -450,7 +450,7 @@ class Client:
         if self._send_backlog:
             return False  # keep order behind sends that are waiting for the connection
         try:
-            self._sock.send(payload, _NOBLOCK)
+            _zmq_send(self._sock, payload, _NOBLOCK)
         except zmq.Again:
             return False
         except zmq.ZMQError as exc:
@@ -470,7 +470,7 @@ class Client:
             while True:
                 _fence(send_if, method)
                 try:
-                    self._sock.send(payload, _NOBLOCK)
+                    _zmq_send(self._sock, payload, _NOBLOCK)
                     return
                 except zmq.Again:
                     pass
@@ -499,7 +499,7 @@ class Client:
         if self._sock is None or self._sock.closed:
             return
         try:
-            self._sock.send(payload, _NOBLOCK)
+            _zmq_send(self._sock, payload, _NOBLOCK)
         except zmq.ZMQError:
             pass  # best effort: no connection means nothing on the server to cancel either
         finally:

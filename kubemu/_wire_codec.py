@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
 from typing import Any, NamedTuple
 
 import msgpack
@@ -33,8 +34,23 @@ class Reply(NamedTuple):
     value: Any  # the result, the item, or the WireError for ERROR
 
 
+class _ThreadPacker(threading.local):
+    """A Packer per thread, made on first use in it: msgpack.packb makes and frees a Packer
+    with its buffer per call, most of the cost of packing a small message (a request id, a map
+    key); a Packer is not thread-safe, and SyncClient runs its loop on a thread of its own.
+    A failed pack leaves the Packer empty (msgpack resets it), so the next one starts clean."""
+
+    def __init__(self):
+        packer = msgpack.Packer(use_bin_type=True)
+        self.pack = packer.pack
+        self.map_header = packer.pack_map_header
+
+
+_packer = _ThreadPacker()
+
+
 def _packb(obj) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
+    return _packer.pack(obj)
 
 
 def _unpackb(data):
@@ -121,14 +137,13 @@ class SharedItem(dict):
         except AttributeError:
             pass
         if any(type(v) is SharedItem for v in self.values()):  # a map is its header, then its pairs
-            self._packed = b"".join([_MAP_HEADER(len(self)), *(
+            self._packed = b"".join([_packer.map_header(len(self)), *(
                 _packb(k) + (v.packed() if type(v) is SharedItem else _packb(v)) for k, v in self.items())])
         else:
             self._packed = _packb(self)
         return self._packed
 
 
-_MAP_HEADER = msgpack.Packer(use_bin_type=True).pack_map_header
 _STREAM_ITEM_HEAD = b"\x93" + _packb(STREAM_ITEM)  # a 3-element array, then its kind
 
 

@@ -21,7 +21,7 @@ from ._wire_endpoints import _clear_stale_ipc, _parse_bind_endpoint, _private_di
 from ._wire_errors import BadRequest, Cancelled, Internal, TooLarge, Unavailable, UnknownMethod, WireError
 from ._wire_limits import DEFAULT_MAX_FRAME, HWM, MAXMSGSIZE_FACTOR
 from ._wire_params import ParamSpec, handler_params
-from ._wire_pump import _NOBLOCK, _SNDMORE_NOBLOCK, _Pump
+from ._wire_pump import _NOBLOCK, _SNDMORE_NOBLOCK, _Pump, _zmq_send
 from .ratelimit import LogThrottle
 
 log = logging.getLogger("kubemu.wire")
@@ -555,8 +555,8 @@ class Server:
         # With ROUTER_MANDATORY both EAGAIN and EHOSTUNREACH come from the routing-id frame,
         # so a message is never half sent.
         sock = self._sock
-        sock.send(ident, _SNDMORE_NOBLOCK)
-        sock.send(payload, _NOBLOCK)
+        _zmq_send(sock, ident, _SNDMORE_NOBLOCK)
+        _zmq_send(sock, payload, _NOBLOCK)
 
     def _send(self, ident: bytes, payload: bytes) -> None:
         """Fire-and-forget send of a reply; a slow peer gets a patient background send."""
@@ -599,9 +599,9 @@ class Server:
         try:
             if backlog.wants_mark():
                 sock = self._sock
-                sock.send(ident, _SNDMORE_NOBLOCK)
-                backlog.on_sent(len(payload), sock.send(zmq.Frame(payload, copy=False, track=True), _NOBLOCK,
-                                                        copy=False, track=True))
+                _zmq_send(sock, ident, _SNDMORE_NOBLOCK)
+                tracker = _zmq_send(sock, zmq.Frame(payload, copy=False, track=True), _NOBLOCK, copy=False, track=True)
+                backlog.on_sent(len(payload), tracker)
             else:
                 self._send_now(ident, payload)
                 backlog.on_sent(len(payload))

@@ -102,6 +102,8 @@ Decisions
   shared ``zmq.asyncio.Context.instance()``) driven from the loop's selector through the
   edge-triggered ZMQ_FD (`_Pump`), not through zmq.asyncio futures, which cost two loop
   iterations per message. A Server or Client belongs to the loop that started it.
+* A stream item that many streams carry (a watch event to every watcher) is a `SharedItem`: a
+  read-only map packed once, on its first send, whatever the number of streams.
 * Endpoints: `ipc://` sockets live in a 0700 directory; tcp binds only loopback addresses
   unless the server requires CURVE (``auth=CurveAuth(...)``). Linux limits a unix socket path
   to 107 bytes.
@@ -131,8 +133,8 @@ from __future__ import annotations
 from ._wire_auth import Credentials, CurveAuth, CurveCredentials, ServerAuth
 from ._wire_client import IDEMPOTENT_ATTEMPTS, STREAM_BUFFER, Client, Stream
 from ._wire_codec import (CANCEL, ERROR, NOTIFY, PING, REPLY, REQ, STREAM, STREAM_END, STREAM_ITEM, STREAM_START,
-                          Reply, Request, decode_reply, decode_request, encode_call, encode_cancel, encode_error,
-                          encode_notify, encode_ping, encode_reply, encode_stream, encode_stream_end,
+                          Reply, Request, SharedItem, decode_reply, decode_request, encode_call, encode_cancel,
+                          encode_error, encode_notify, encode_ping, encode_reply, encode_stream, encode_stream_end,
                           encode_stream_item, encode_stream_start)
 from ._wire_endpoints import SUN_PATH_MAX, ipc_endpoint, split_endpoints, tcp_endpoint
 from ._wire_errors import (BadRequest, Cancelled, Conflict, Forbidden, Gone, Internal, Invalid, NotFound,
@@ -150,7 +152,7 @@ __all__ = [
     "error_from_code", "Credentials", "ServerAuth", "CurveCredentials", "CurveAuth", "peer_identity", "peer_user_agent",
     "DEFAULT_MAX_FRAME", "ipc_endpoint", "tcp_endpoint", "split_endpoints", "Server", "Client", "Stream",
     "FailoverClient", "FailoverStream", "Preference", "client_for",
-    "SyncClient", "SyncStream", "Request", "Reply", "decode_request", "decode_reply",
+    "SyncClient", "SyncStream", "Request", "Reply", "SharedItem", "decode_request", "decode_reply",
     "encode_call", "encode_stream", "encode_notify", "encode_cancel", "encode_reply", "encode_error",
     "encode_stream_start", "encode_stream_item", "encode_stream_end", "encode_ping",
     # message kinds

@@ -14,6 +14,7 @@ import socket
 import stat
 import tempfile
 import threading
+import time
 
 import msgpack
 import pytest
@@ -183,6 +184,45 @@ def test_a_shared_map_inside_shared_items_is_packed_once_for_all_of_them(monkeyp
         assert wire.decode_reply([wire.encode_stream_item(1, made)])[2]["type"] == "DELETED"
     big = _wire_codec.SharedItem({f"k{i}": i for i in range(40)}, inner=_wire_codec.SharedItem(a=1))
     assert big.packed() == real({**{f"k{i}": i for i in range(40)}, "inner": {"a": 1}})  # a 16-bit map header
+
+
+def test_a_failed_encoding_leaves_nothing_in_front_of_the_next_message():
+    # the codec reuses a msgpack Packer: a pack that fails halfway, its first bytes already
+    # written, must not leave them in front of the next message
+    with pytest.raises(TypeError):
+        wire.encode_reply(1, {"a": "x" * 100, "b": {1, 2}})
+    assert wire.decode_reply([wire.encode_reply(2, "ok")]) == (wire.REPLY, 2, "ok")
+    with pytest.raises(TypeError):
+        wire.encode_stream_item(3, wire.SharedItem(type="ADDED", object=wire.SharedItem(a="x" * 100, b={1})))
+    assert wire.decode_reply([wire.encode_stream_item(4, "i")]) == (wire.STREAM_ITEM, 4, "i")
+
+
+def test_threads_encoding_at_once_do_not_mix_their_messages():
+    # SyncClient runs its loop on a thread of its own, so packing may happen on several threads
+    # at once; a map whose items() lets other threads run is where a shared Packer interleaves
+    class Yielding(dict):
+        def items(self):
+            time.sleep(0.0005)
+            return super().items()
+
+    wrong = []
+
+    def encode(n: int) -> None:
+        for _ in range(40):
+            payload = wire.encode_reply(n, Yielding(n=n, pad="x" * n))
+            try:
+                ok = wire.decode_reply([payload]) == (wire.REPLY, n, {"n": n, "pad": "x" * n})
+            except wire.WireError:
+                ok = False
+            if not ok:
+                wrong.append(payload)
+
+    threads = [threading.Thread(target=encode, args=(n,)) for n in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
 
 
 def test_envelopes_are_compact_arrays():
