@@ -36,8 +36,8 @@ from kubemu.api.limits import MAX_DEPTH, MAX_VALUES, ShapeError, check_shape
 from kubemu.api.objects import scale_of
 from kubemu.api.resources import Resource, UnknownResourceError, field_set, registry_key, registry_prefix, \
     resolve
-from kubemu._wire_codec import SharedItem
-from kubemu.wire import BadRequest, Conflict, Forbidden, Gone, NotFound, OutcomeUnknown, TooLarge, Unavailable, WireError
+from kubemu.wire import BadRequest, Conflict, Forbidden, Gone, NotFound, OutcomeUnknown, SharedItem, TooLarge, \
+    Unavailable, WireError
 from store.client import Compacted, FutureRevision
 
 from . import caller, eviction, nodekeys, podlogs, storageadmission, warnings
@@ -453,35 +453,41 @@ class API:
         cached = None if dry_run or r.kind == "Service" else self.cache.current(registry_prefix(r), key)
         confirmed = cached is None
         current = await self.storage.read(key) if confirmed else cached
-        for attempt in range(PATCH_ATTEMPTS):
-            old, rev = current.decoded(), current.revision
-            try:
-                if old is None:
-                    raise not_found(r, name)
-                outcome, explicit = change(old, rev)
-            except WireError:
-                if confirmed:
-                    raise
-                outcome = None
-            if not confirmed and not isinstance(outcome, (Write, Remove)):
-                # an answer no write will confirm: decide again on the store's state
-                current, confirmed = await self.storage.read(key), True
-                continue
-            try:
-                return await self._commit(r, key, rev, outcome, dry_run, old)
-            except Conflict as err:
-                final = explicit or attempt == PATCH_ATTEMPTS - 1
-                if err.details.get("reason") != "Conflict" or confirmed and final:
-                    raise
-                if confirmed:  # a real race, not a cache behind the store
-                    await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))  # de-synchronize contenders
-                current = err.current if isinstance(err, _Changed) else await self.storage.read(key)
-            except TooLarge:  # the change made of a stale state may be larger than of the current one
-                if confirmed:
-                    raise
-                current = await self.storage.read(key)
-            confirmed = True
-        raise modified(r, name)  # not reached
+        # only the answered attempt's warnings reach the client, not those of one decided again
+        attempt_warnings: list[str] | None = None
+        try:
+            for attempt in range(PATCH_ATTEMPTS):
+                old, rev = current.decoded(), current.revision
+                try:
+                    with warnings.held() as attempt_warnings:
+                        if old is None:
+                            raise not_found(r, name)
+                        outcome, explicit = change(old, rev)
+                except WireError:
+                    if confirmed:
+                        raise
+                    outcome = None
+                if not confirmed and not isinstance(outcome, (Write, Remove)):
+                    # an answer no write will confirm: decide again on the store's state
+                    current, confirmed = await self.storage.read(key), True
+                    continue
+                try:
+                    return await self._commit(r, key, rev, outcome, dry_run, old)
+                except Conflict as err:
+                    final = explicit or attempt == PATCH_ATTEMPTS - 1
+                    if err.details.get("reason") != "Conflict" or confirmed and final:
+                        raise
+                    if confirmed:  # a real race, not a cache behind the store
+                        await asyncio.sleep(random.uniform(0, 0.002 * (attempt + 1)))  # de-synchronize contenders
+                    current = err.current if isinstance(err, _Changed) else await self.storage.read(key)
+                except TooLarge:  # the change made of a stale state may be larger than of the current one
+                    if confirmed:
+                        raise
+                    current = await self.storage.read(key)
+                confirmed = True
+            raise modified(r, name)  # not reached
+        finally:
+            warnings.add_all(attempt_warnings)
 
     # --- create
 

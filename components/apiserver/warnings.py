@@ -17,3 +17,28 @@ def add(text: str) -> None:
     got = current.get()
     if got is not None and text not in got:
         got.append(text)
+
+
+class held:
+    """`with held() as texts:` warnings added inside go to `texts`, a list of their own (None when
+    the request keeps none), not to the request's: for an attempt that may be discarded and run
+    again (a write decided on a stale cached state), whose caller `add_all`s the list of the
+    attempt it answers with. A class, not @contextmanager: it runs once per write attempt."""
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> list[str] | None:
+        if current.get() is None:  # the wire: nothing kept, nothing to hold back
+            self._token = None
+            return None
+        texts: list[str] = []
+        self._token = current.set(texts)
+        return texts
+
+    def __exit__(self, *exc) -> None:
+        if self._token is not None:
+            current.reset(self._token)
+
+
+def add_all(texts: list[str] | None) -> None:
+    for text in texts or ():
+        add(text)

@@ -43,25 +43,31 @@ def check_shape(value: object, max_depth: int = MAX_DEPTH, max_values: int | Non
         raise ShapeError(f"more than {max_values} values (the limit)")
 
 
+_NESTING = (dict, list, tuple)
+
+
 def _walk(value: object, max_depth: int, max_values: int | None) -> tuple[int, int]:
-    """(depth up to max_depth + 1, values counted up to max_values + 1), without recursion."""
-    deepest, count = 0, 0
+    """(depth up to max_depth + 1, values counted until past max_values), without recursion.
+    A map or list counts all its children at once and only nested ones go on the stack: this
+    runs on every request's object, and a step per scalar cost twice as much. The stack
+    never holds more than the values counted, so an alias bomb stops once past max_values."""
+    if not isinstance(value, _NESTING):
+        return 0, 1
+    deepest, count = 0, 1
     stack = [(value, 1)]
     while stack:
         item, level = stack.pop()
-        count += 1
+        if level > deepest:
+            deepest = level
+            if level > max_depth:
+                break
+        children = item.values() if isinstance(item, dict) else item
+        count += len(children)
         if max_values is not None and count > max_values:
             break
-        if isinstance(item, dict):
-            children = item.values()
-        elif isinstance(item, (list, tuple)):
-            children = item
-        else:
-            continue
-        deepest = max(deepest, level)
-        if level > max_depth:
-            break
-        stack.extend((child, level + 1) for child in children)
+        for child in children:
+            if isinstance(child, _NESTING):
+                stack.append((child, level + 1))
     return deepest, count
 
 

@@ -15,10 +15,9 @@ from components.apiserver.handlers import API, WatchEvents
 from components.apiserver.memstorage import MemStorage
 from components.apiserver.serviceips import parse_port_range
 from components.apiserver.servicestrategy import Allocations
-from components.apiserver.storage import ABSENT, Current
+from components.apiserver.storage import ABSENT, Current, encode
 from components.apiserver.strategy import MethodNotAllowed, Timeout
 from components.apiserver.watchcache import CacheEvent, WatchCache
-from kubemu._wire_codec import SharedItem
 from kubemu import wire
 from tests.conftest import DEADLINE
 
@@ -1026,6 +1025,40 @@ def test_nothing_to_write_on_a_stale_cache_is_decided_on_the_stores_state():
     run(body)
 
 
+def test_only_the_answered_attempts_warnings_reach_the_client():
+    """An attempt decided on a stale cached state and then run again on the store's is discarded,
+    with its warnings: the client hears only those of the attempt it is answered by."""
+    def with_bogus(state: Current) -> Current:
+        obj = state.decoded()
+        obj["spec"]["bogus"] = 1  # the stale state's own unknown field: a warning only it gives
+        return Current(encode(obj), state.revision)
+
+    async def patch_warned(api, patch, got: list[str]) -> None:
+        token = warnings.current.set(got)
+        try:
+            await api.patch("pods", "web", patch, "default", field_validation="Warn")
+        finally:
+            warnings.current.reset(token)
+
+    async def body(api):
+        await api.create("pods", pod("web"))
+        cacher = await caught_up(api)
+        first = cacher.current(KEY)
+        await api.patch("pods", "web", {"metadata": {"labels": {"b": "2"}}}, "default")
+        behind(cacher, with_bogus(first))  # conflicts, then runs again on the store's state
+        got: list[str] = []
+        await patch_warned(api, {"metadata": {"labels": {"c": "3"}, "colour": 1}}, got)
+        assert got == ['unknown field "metadata.colour"']  # the request's own, once
+        first = (await caught_up(api)).current(KEY)
+        await api.delete("pods", "web", "default", grace_period_seconds=0)
+        behind(cacher, with_bogus(first))  # gone from the store: the answer is NotFound, no warning
+        got = []
+        with pytest.raises(wire.NotFound):
+            await patch_warned(api, {"metadata": {"labels": {"d": "4"}}}, got)
+        assert got == []
+    run(body)
+
+
 def test_a_dry_run_answers_from_the_stores_state_not_a_stale_cache():
     async def body(api):
         await api.create("pods", pod("web"))
@@ -1064,7 +1097,7 @@ def test_watchers_of_one_change_share_its_event_unless_their_selection_makes_it_
         left = api.watch("pods", "default", label_selector="app=no", resource_version=rv)
         patched = await api.patch("pods", "web", {"metadata": {"labels": {"app": "yes"}}}, "default")
         first, second, added, deleted = [await anext(w) for w in (*plain, entered, left)]
-        assert first is second and isinstance(first, SharedItem)
+        assert first is second and isinstance(first, wire.SharedItem)
         assert first["type"] == "MODIFIED" and first["object"] == patched
         assert added["type"] == "ADDED" and added["object"] == patched
         assert deleted["type"] == "DELETED" and deleted["object"]["metadata"]["labels"] == {"app": "no"}

@@ -38,12 +38,15 @@ def key(obj):
 
 
 async def put(storage, obj) -> None:
-    assert await storage.create(key(obj), encode(obj)) is not None
+    assert isinstance(await storage.create(key(obj), encode(obj)), int), f"{key(obj)} exists"
 
 
 async def remove(storage, obj) -> None:
-    _, rev = await storage.get(key(obj))
-    assert await storage.delete(key(obj), rev) is not None
+    # a failed delete answers the key's Current (truthy), and deleting an absent key succeeds:
+    # only a stored object and a revision back mean it was deleted
+    current = await storage.read(key(obj))
+    assert current.value is not None, f"{key(obj)} is not stored"
+    assert isinstance(await storage.delete(key(obj), current.revision), int), f"{key(obj)} changed meanwhile"
 
 
 async def eventually(condition, message=""):

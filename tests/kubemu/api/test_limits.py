@@ -30,7 +30,18 @@ def test_check_shape_names_the_limit():
     shared = ["x"] * 1000
     with pytest.raises(ShapeError, match="^more than 999999 values"):
         check_shape([shared] * 1000, max_values=999_999)  # each time a value is reached counts
-    check_shape([shared] * 1000, max_values=1_001_001)
+    check_shape([shared] * 1000, max_values=1_001_001)  # the list, 1000 lists, 1000 x 1000 strings
+    with pytest.raises(ShapeError, match="^more than 1001000 values"):
+        check_shape([shared] * 1000, max_values=1_001_000)
+    assert depth({"a": [{}], "b": "x"}) == 3 and depth([[], [[]]]) == 3
+
+
+def test_an_alias_bomb_is_refused_after_a_bounded_walk():
+    bomb: list = ["x"] * 10
+    for _ in range(40):  # 10**41 values once expanded
+        bomb = [bomb] * 10
+    with pytest.raises(ShapeError, match="^more than 1000 values"):
+        check_shape(bomb, max_values=1000)
 
 
 def test_json_text_depth_before_decoding():

@@ -111,6 +111,38 @@ def test_timestamps(ts, ok):
     assert is_timestamp(ts) is ok
 
 
+@pytest.mark.parametrize("ts, ok", [
+    ("2024-02-29T00:00:00Z", True), ("2023-02-29T00:00:00Z", False), ("2024-04-31T00:00:00Z", False),
+    ("0000-01-01T00:00:00Z", False), ("0001-01-01T00:00:00Z", True), ("2024-00-01T00:00:00Z", False),
+    ("2024-01-00T00:00:00Z", False), ("2024-01-32T00:00:00Z", False), ("2024-01-01T24:00:00Z", False),
+    ("2024-01-01T23:60:00Z", False), ("2024-01-01T23:59:60Z", False), ("2024-01-01t23:59:59z", True),
+    ("2024-01-01T00:00:00+24:00", False), ("2024-01-01T00:00:00-23:59", True),
+    ("2024-01-01T00:00:00+00:60", False), ("٢٠٢٤-01-01T00:00:00Z", False),
+])
+def test_timestamps_are_calendar_dates(ts, ok):
+    assert is_timestamp(ts) is ok
+
+
+def test_timestamps_accept_what_strptime_accepts():
+    """The calendar check is datetime's own (as strptime's was): the same set on every field's edges."""
+    from datetime import datetime
+
+    def by_strptime(text):
+        core = text[:19]
+        try:
+            datetime.strptime(core, "%Y-%m-%dT%H:%M:%S" if "T" in core else "%Y-%m-%dt%H:%M:%S")
+        except ValueError:
+            return False
+        return True
+    for year in ("0000", "0001", "1900", "2000", "2023", "2024", "9999"):
+        for month in ("00", "01", "02", "04", "12", "13"):
+            for day in ("00", "01", "28", "29", "30", "31", "32"):
+                for hms in ("00:00:00", "23:59:59", "24:00:00", "23:60:00", "23:59:60", "23:59:61"):
+                    for t in "Tt":
+                        text = f"{year}-{month}-{day}{t}{hms}Z"
+                        assert is_timestamp(text) is by_strptime(text), text
+
+
 # --- updates ---------------------------------------------------------------------------------
 
 OLD = meta(uid="u1", resourceVersion="5", creationTimestamp="2024-01-02T03:04:05Z", generation=2)

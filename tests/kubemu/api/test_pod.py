@@ -471,6 +471,14 @@ def test_unknown_fields_in_strict_mode(path):
     assert validate_pod(p, strict=False) == []
 
 
+def test_unknown_fields_are_each_reported_in_the_objects_order_beside_known_ones():
+    p = pod()
+    c = p["spec"]["containers"][0]
+    c.update(zeta=1, image="x", alpha=2)  # fewer fields than a Container has: still each one checked
+    assert [str(e) for e in validate_pod(p)] == ["spec.containers[0].zeta: Unknown field",
+                                                 "spec.containers[0].alpha: Unknown field"]
+
+
 # --- env sources and volumes (validateEnvVarValueFrom, ValidateEnvFrom, ValidateVolumes) -------
 
 def env_pod(env=None, env_from=None, volumes=None, mounts=None):
