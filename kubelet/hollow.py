@@ -25,6 +25,7 @@ import time
 from kubemu.api.times import format_time
 from kubemu.apiclient import ApiClient, is_conflict, is_not_found
 from kubemu.cache import DeletedFinalStateUnknown
+from kubemu.gcfreeze import keep_frozen
 from kubemu.informer import Informer
 from kubemu.wire import WireError
 
@@ -177,7 +178,8 @@ class HollowKubelet:
 
     async def run(self, stop: asyncio.Event) -> None:
         tasks = [asyncio.create_task(self.informer.run(stop), name="pod informer"),
-                 asyncio.create_task(self.node_informer.run(stop), name="node informer")]
+                 asyncio.create_task(self.node_informer.run(stop), name="node informer"),
+                 asyncio.create_task(keep_frozen(), name="gc freezer")]
         for i in range(0, len(self.heartbeats), REGISTER_BATCH):
             batch = self.heartbeats[i:i + REGISTER_BATCH]
             tasks += [asyncio.create_task(h.run(), name=f"heartbeat {h.node}") for h in batch]

@@ -30,6 +30,7 @@ from components.controller_manager.rootcacertpublisher import RootCACertPublishe
 from components.controller_manager.serviceaccounts import ServiceAccountsController
 from kubemu import leaderelector, sdnotify
 from kubemu.apiclient import ApiClient
+from kubemu.gcfreeze import keep_frozen
 
 log = logging.getLogger("kubemu.controller_manager")
 
@@ -138,6 +139,7 @@ async def run(config: Config) -> int:
         loop.add_signal_handler(sig, stop.set)
 
     watching = asyncio.create_task(informers.run(stop), name="informers")
+    freezing = asyncio.create_task(keep_frozen(), name="gc freezer")
     running: list[asyncio.Task] = []
     holding: asyncio.Task | None = None
     code = 0
@@ -169,9 +171,11 @@ async def run(config: Config) -> int:
     finally:
         log.info("shutting down")
         stop.set()
+        freezing.cancel()
         if holding is not None:
             holding.cancel()
-        await asyncio.gather(watching, *running, *([holding] if holding else []), return_exceptions=True)
+        await asyncio.gather(watching, freezing, *running, *([holding] if holding else []),
+                             return_exceptions=True)
         for controller in controllers:
             await controller.close()
         if elector is not None:

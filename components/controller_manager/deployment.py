@@ -58,8 +58,9 @@ class DeploymentController:
             return None  # deleted: the garbage collector takes care of its ReplicaSets
         namespace, uid = meta(d).get("namespace") or "default", meta(d).get("uid")
         replicasets = self.replicasets.indexer.by_index(NAMESPACE_INDEX, namespace)
-        pods = [pod for rs in replicasets if (controller_ref(rs) or {}).get("uid") == uid
-                for pod in self.pods.indexer.by_index(CONTROLLER_INDEX, meta(rs).get("uid"))]
+        # lazy: the core walks the pods only for a Recreate rollout, within this call
+        pods = (pod for rs in replicasets if (controller_ref(rs) or {}).get("uid") == uid
+                for pod in self.pods.indexer.by_index(CONTROLLER_INDEX, meta(rs).get("uid")))
         result = sync_deployment(d, replicasets, pods, time.time())
         await self.executor.execute(result.actions)
         return result.requeue_after

@@ -32,7 +32,7 @@ is ``undo()`` (kubectl's client-side behaviour: it returns the template to apply
 """
 from __future__ import annotations
 
-import copy
+import functools
 import math
 from dataclasses import dataclass
 from typing import Iterable
@@ -43,6 +43,7 @@ from components.controllers.podutil import (POD_TEMPLATE_HASH, claim_objects, co
                                             controller_ref, equal_ignore_hash, format_time,
                                             is_terminating, meta, owner_reference, parse_time,
                                             selector_is_empty, strip_hash_label)
+from kubemu.api.patch import json_copy
 
 KIND = "Deployment"
 REVISION = "deployment.kubernetes.io/revision"
@@ -238,11 +239,17 @@ class _Sync:
         self.ns, self.name, self.uid = m.get("namespace") or "default", m.get("name"), m.get("uid")
         self.actions: list = []
         # The status k8s' getNewReplicaSet would have written back (conditions, collisionCount).
-        self.dstatus: dict = copy.deepcopy(d.get("status") or {})
+        self.dstatus: dict = json_copy(d.get("status") or {})
         self.all_in_ns = [rs for rs in replicasets
                           if (meta(rs).get("namespace") or "default") == self.ns]
         self.rss = self._claim()
-        self.pods = [p for p in pods if (meta(p).get("namespace") or "default") == self.ns]
+        self._pods_given = pods
+
+    @functools.cached_property
+    def pods(self) -> list[dict]:
+        # Read only by a Recreate rollout (are the old pods gone?): a rolling one never walks
+        # them, so the shell may hand a lazy iterable, consumed here at most once.
+        return [p for p in self._pods_given if (meta(p).get("namespace") or "default") == self.ns]
 
     def _claim(self) -> list[dict]:
         owned, actions = claim_objects(self.d, self.all_in_ns, "ReplicaSet",
@@ -321,11 +328,11 @@ class _Sync:
     def _create_new(self, old: list[dict], new_revision: int) -> dict | None:
         spec = self.d.get("spec") or {}
         collisions = self.dstatus.get("collisionCount")
-        template = copy.deepcopy(spec.get("template") or {})
+        template = json_copy(spec.get("template") or {})
         pth = compute_hash(template, collisions)
         tmeta = template.setdefault("metadata", {})
         tmeta["labels"] = {**(tmeta.get("labels") or {}), POD_TEMPLATE_HASH: pth}
-        selector = copy.deepcopy(spec.get("selector") or {})
+        selector = json_copy(spec.get("selector") or {})
         selector["matchLabels"] = {**(selector.get("matchLabels") or {}), POD_TEMPLATE_HASH: pth}
         name = f"{self.name}-{pth}"
         clash = next((rs for rs in self.all_in_ns if meta(rs).get("name") == name), None)
@@ -333,7 +340,7 @@ class _Sync:
             ref = controller_ref(clash)
             if ref and ref.get("uid") == self.uid and equal_ignore_hash(
                     (clash.get("spec") or {}).get("template") or {}, template):
-                return copy.deepcopy(clash)  # ours after all (cache lag)
+                return json_copy(clash)  # ours after all (cache lag)
             self.dstatus["collisionCount"] = int(collisions or 0) + 1
             self.actions.append(UpdateStatus(KIND, self.ns, self.name, self.dstatus))
             return None
@@ -349,7 +356,7 @@ class _Sync:
                             "ownerReferences": [owner_reference(self.d, KIND)]},
                "spec": {"replicas": size, "minReadySeconds": int(spec.get("minReadySeconds") or 0),
                         "selector": selector, "template": template}}
-        self.actions.append(CreateReplicaSet(self.ns, copy.deepcopy(new)))
+        self.actions.append(CreateReplicaSet(self.ns, json_copy(new)))
         if size > 0:
             self.event("ScalingReplicaSet", f"Scaled up replica set {name} to {size} from 0")
         if _progress_deadline(self.d) is not None:
@@ -460,7 +467,7 @@ class _Sync:
         if self.dstatus.get("collisionCount") is not None:
             status["collisionCount"] = self.dstatus["collisionCount"]
         if self.dstatus.get("conditions"):
-            status["conditions"] = copy.deepcopy(self.dstatus["conditions"])
+            status["conditions"] = json_copy(self.dstatus["conditions"])
         if available >= replicas_of(self.d) - max_unavailable(self.d):
             set_condition(status, _condition("Available", "True", "MinimumReplicasAvailable",
                                              "Deployment has minimum availability.", self.now))

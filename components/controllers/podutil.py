@@ -9,6 +9,7 @@ import json
 from typing import Any, Callable, Iterable
 
 from components.controllers import Adopt, Release
+from kubemu.api.patch import json_copy
 from kubemu.api.times import format_time  # noqa: F401  (re-exported to the controllers)
 
 # --- time -------------------------------------------------------------------------------------
@@ -47,7 +48,11 @@ def is_terminating(obj: dict) -> bool:
 
 def controller_ref(obj: dict) -> dict | None:
     """The ownerReference with ``controller: true``, if any."""
-    for ref in meta(obj).get("ownerReferences") or []:
+    return _controller_ref_in(meta(obj))
+
+
+def _controller_ref_in(metadata: dict) -> dict | None:
+    for ref in metadata.get("ownerReferences") or []:
         if ref.get("controller"):
             return ref
     return None
@@ -89,12 +94,14 @@ def claim_objects(owner: dict, objects: Iterable[dict], kind: str, owner_ref: di
     owner_deleting = is_terminating(owner)
     owned: list = []
     actions: list = []
+    # A ReplicaSet's sync runs this over all its pods for each change of any of them: the
+    # metadata is read once per object, not once per helper.
     for obj in objects:
-        om = meta(obj)
+        om = obj.get("metadata") or {}
         if (om.get("namespace") or "default") != namespace:
             continue
-        wanted = selector_matches(selector, labels_of(obj)) and (member is None or member(obj))
-        ref = controller_ref(obj)
+        wanted = selector_matches(selector, om.get("labels")) and (member is None or member(obj))
+        ref = _controller_ref_in(om)
         if ref is not None:
             if ref.get("uid") != uid:
                 continue
@@ -103,7 +110,7 @@ def claim_objects(owner: dict, objects: Iterable[dict], kind: str, owner_ref: di
             elif not owner_deleting:
                 actions.append(Release(kind, namespace, om.get("name"), om.get("uid"), uid))
             continue
-        if not wanted or owner_deleting or is_terminating(obj):
+        if not wanted or owner_deleting or om.get("deletionTimestamp"):
             continue
         if adopt is None:
             actions.append(Adopt(kind, namespace, om.get("name"), om.get("uid"), owner_ref))
@@ -154,7 +161,9 @@ def pod_phase(pod: dict) -> str:
 
 def is_pod_active(pod: dict) -> bool:
     """k8s controller.IsPodActive: not Succeeded, not Failed, not being deleted."""
-    return pod_phase(pod) not in ("Succeeded", "Failed") and not is_terminating(pod)
+    # inline reads: called for every pod of a ReplicaSet at each of its syncs
+    return ((pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and not (pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def ready_condition(pod: dict) -> dict | None:
@@ -166,7 +175,7 @@ def ready_condition(pod: dict) -> dict | None:
 
 def is_pod_ready(pod: dict) -> bool:
     cond = ready_condition(pod)
-    return bool(cond) and cond.get("status") == "True"
+    return cond is not None and cond.get("status") == "True"
 
 
 def ready_since(pod: dict) -> float | None:
@@ -179,12 +188,19 @@ def ready_since(pod: dict) -> float | None:
 
 def is_pod_available(pod: dict, min_ready_seconds: int, now: float) -> bool:
     """k8s podutil.IsPodAvailable: ready, and ready for at least minReadySeconds."""
-    if not is_pod_ready(pod):
-        return False
+    return readiness(pod, min_ready_seconds, now)[1]
+
+
+def readiness(pod: dict, min_ready_seconds: int, now: float) -> tuple[bool, bool]:
+    """(is_pod_ready, is_pod_available) from one read of the Ready condition: a ReplicaSet's
+    status counts both for every pod at each sync."""
+    cond = ready_condition(pod)
+    if cond is None or cond.get("status") != "True":
+        return False, False
     if not min_ready_seconds:
-        return True
-    since = ready_since(pod)
-    return since is not None and since + min_ready_seconds <= now
+        return True, True
+    since = parse_time(cond.get("lastTransitionTime"))
+    return True, since is not None and since + min_ready_seconds <= now
 
 
 def restart_count(pod: dict) -> int:
@@ -259,7 +275,7 @@ def pod_from_template(template: dict, namespace: str, owner: dict, owner_kind: s
     if tmeta.get("finalizers"):
         metadata["finalizers"] = list(tmeta["finalizers"])
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
-            "spec": copy.deepcopy(template.get("spec") or {})}
+            "spec": json_copy(template.get("spec") or {})}
 
 
 # --- pod-template-hash ------------------------------------------------------------------------

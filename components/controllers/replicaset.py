@@ -38,10 +38,10 @@ from typing import Iterable
 
 from components.controllers import CreatePod, DeletePod, RecordEvent, UpdateStatus
 from components.controllers.podutil import (claim_objects, format_time, is_pod_active,
-                                            is_pod_available, is_pod_ready, is_terminating,
-                                            labels_of, meta, object_key, owner_reference,
-                                            pod_from_template, pod_phase, rank_for_deletion,
-                                            ready_condition, ready_since, selector_is_empty)
+                                            is_terminating, labels_of, meta, object_key,
+                                            owner_reference, pod_from_template, pod_phase,
+                                            rank_for_deletion, readiness, ready_condition,
+                                            ready_since, selector_is_empty)
 
 BURST_REPLICAS = 500
 EXPECTATIONS_TTL = 300.0  # k8s ExpectationsTimeout: 5 minutes
@@ -151,7 +151,7 @@ def claim_pods(rs: dict, pods: Iterable[dict]) -> tuple[list[dict], list]:
     """k8s ControllerRefManager.ClaimPods over the *active* pods (upstream filters them
     first): the pods this RS controls (after adopting matching orphans), and the Adopt/Release
     actions."""
-    return claim_objects(rs, (p for p in pods if is_pod_active(p)), "Pod",
+    return claim_objects(rs, [p for p in pods if is_pod_active(p)], "Pod",
                          owner_reference(rs, KIND))
 
 
@@ -166,10 +166,9 @@ def calculate_status(rs: dict, owned: list[dict], now: float) -> dict:
     for pod in owned:
         if template_labels <= labels_of(pod).items():
             fully += 1
-        if is_pod_ready(pod):
-            ready += 1
-            if is_pod_available(pod, min_ready, now):
-                available += 1
+        pod_ready, pod_available = readiness(pod, min_ready, now)
+        ready += pod_ready
+        available += pod_available
     return {"replicas": len(owned), "fullyLabeledReplicas": fully, "readyReplicas": ready,
             "availableReplicas": available,
             "observedGeneration": int(meta(rs).get("generation") or 0)}

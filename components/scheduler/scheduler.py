@@ -40,6 +40,7 @@ from kubemu.api.pod import claim_names
 from kubemu.apiclient import Conflict, NotFound
 from kubemu.cache import meta_namespace_key, split_meta_namespace_key
 from kubemu.events import EventRecorder, format_time
+from kubemu.gcfreeze import keep_frozen
 from kubemu.informer import Informer
 
 from . import fastpath, plugins, triage
@@ -111,6 +112,7 @@ class Scheduler:
             loop.add_signal_handler(sig, stop.set)
         informers = [asyncio.create_task(informer.run(stop), name=f"{informer.resource} informer")
                      for informer in self._informers()]
+        freezing = asyncio.create_task(keep_frozen(), name="gc freezer")
         scheduling = holding = None
         code = 0
         try:
@@ -135,9 +137,11 @@ class Scheduler:
         finally:
             log.info("shutting down; queue: %s", self.queue.counts())
             stop.set()
+            freezing.cancel()
             if scheduling is not None:
                 scheduling.cancel()
-            await asyncio.gather(*informers, *([scheduling] if scheduling else []), return_exceptions=True)
+            await asyncio.gather(*informers, freezing, *([scheduling] if scheduling else []),
+                                 return_exceptions=True)
             if self._writes:
                 await asyncio.wait(set(self._writes), timeout=SHUTDOWN_GRACE)
             for task in self._writes:

@@ -2,10 +2,11 @@
 thaw_s it comes back and cyclic garbage frozen meanwhile is collected."""
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 
-from kubemu.gcfreeze import GcFreezer
+from kubemu.gcfreeze import GcFreezer, keep_frozen
 
 
 class Node:
@@ -29,5 +30,31 @@ def test_tick_freezes_and_the_thaw_collects_cycles_that_died_frozen():
         f.tick(300.0)  # the thaw
         assert dead() is None
         assert gc.get_freeze_count() > 0  # and frozen again
+    finally:
+        gc.unfreeze()
+
+
+def test_keep_frozen_ticks_each_period_until_cancelled():
+    ticks: list[float] = []
+
+    class Recording(GcFreezer):
+        def tick(self, now: float) -> None:
+            ticks.append(now)
+            super().tick(now)
+
+    async def body():
+        task = asyncio.create_task(keep_frozen(Recording(), 0.01))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        seen = len(ticks)
+        await asyncio.sleep(0.03)
+        return seen
+
+    try:
+        seen = asyncio.run(body())
+        assert seen >= 3 and len(ticks) == seen, "the ticks stop with the task"
+        assert ticks == sorted(ticks)
+        assert gc.get_freeze_count() > 0, "what was tracked is out of the collections"
     finally:
         gc.unfreeze()

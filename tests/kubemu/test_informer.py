@@ -184,6 +184,34 @@ def test_late_handler_gets_existing_objects(api):
         assert seen == [f"{ns}/x"]
 
 
+def test_a_failing_handler_keeps_no_event_from_the_others(caplog):
+    """Handlers of each kind run in the order added, a raising one is logged and skipped, and
+    one registered for some kinds only never sees the others (no network: events applied
+    directly)."""
+    inf = Informer(None, "pods")
+    seen: list[str] = []
+
+    def broken(*_args):
+        raise RuntimeError("handler bug")
+
+    inf.add_event_handler(broken, broken, broken)
+    inf.add_event_handler(lambda o: seen.append("add"), lambda old, new: seen.append("update"),
+                          lambda o: seen.append("delete"))
+    inf.add_event_handler(on_update=lambda old, new: seen.append("update only"))
+    obj = {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": "1"}}
+    inf._apply("ADDED", obj)
+    inf._apply("MODIFIED", {"metadata": {**obj["metadata"], "resourceVersion": "2"}})
+    inf._apply("DELETED", {"metadata": {**obj["metadata"], "resourceVersion": "3"}})
+    assert seen == ["add", "update", "update only", "delete"]
+    inf._apply("ADDED", obj)
+    inf.add_event_handler(on_add=broken)      # a late joiner's failure is logged the same way
+    inf.add_event_handler(on_add=lambda o: seen.append("late add"))
+    assert seen[-2:] == ["add", "late add"]
+    failures = [r for r in caplog.records if "event handler" in r.getMessage()]
+    assert len(failures) == 5 and all("broken" in r.getMessage() for r in failures)
+    assert inf.last_resource_version == "1" and inf.get("ns/a") is obj
+
+
 def test_backoff_is_capped_jittered_exponential():
     import random
     b = Backoff(initial=0.1, cap=2.0, jitter=0.5, rng=random.Random(7))

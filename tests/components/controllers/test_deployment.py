@@ -58,7 +58,8 @@ class World:
 
     # -- the deployment controller --
     def sync_deployment(self):
-        result = sync_deployment(self.d, list(self.rss.values()), list(self.pods.values()),
+        # the pods as the shell hands them: a one-shot iterator (read only by Recreate)
+        result = sync_deployment(self.d, list(self.rss.values()), iter(list(self.pods.values())),
                                  self.now)
         self.log.append(result.actions)
         for a in result.actions:
@@ -510,15 +511,19 @@ def test_hash_collision_bumps_collision_count():
     assert create.replicaset["metadata"]["name"] == f"web-{compute_hash(template(), 1)}"
 
 
-def test_a_sync_never_changes_the_cached_replicasets_it_is_given():
-    # the sync works on copies of the ReplicaSets: only where it writes, the rest is shared
+def test_a_sync_never_changes_the_cached_objects_it_is_given():
+    # the sync works on copies of the ReplicaSets (only where it writes, the rest is shared)
+    # and of the Deployment's status (its conditions are set in place)
     class Checked(World):
         def sync_deployment(self):
             given = copy.deepcopy(self.rss)
             rss = list(self.rss.values())
+            status = self.d.setdefault("status", {})
+            given_status = copy.deepcopy(status)
             result = super().sync_deployment()
             assert [copy.deepcopy(rs) for rs in rss] == [given[meta["metadata"]["name"]]
                                                         for meta in rss]
+            assert status == given_status
             return result
 
     world = Checked(make_deployment(3))

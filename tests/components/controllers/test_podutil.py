@@ -7,7 +7,9 @@ import pytest
 
 from components.controllers import Adopt, PatchObject, Release
 from components.controllers.podutil import (POD_TEMPLATE_HASH, claim_objects, equal_ignore_hash,
-                                            fnv1_32, fnv1a_32, owner_reference, safe_encode,
+                                            fnv1_32, fnv1a_32, format_time, is_pod_active,
+                                            is_pod_available, is_pod_ready, owner_reference,
+                                            pod_from_template, readiness, safe_encode,
                                             strip_hash_label)
 
 GONE = "2026-01-01T00:00:00Z"
@@ -92,6 +94,78 @@ def test_a_custom_adoption_writes_its_action_and_returns_the_adopted_object():
     assert [o["metadata"]["finalizers"] for o in owned] == [["f"]]
     assert actions == [PatchObject("v1", "Pod", "ns", "a", "a-uid",
                                    {"metadata": {"finalizers": ["f"]}}, None)]
+
+
+def test_objects_of_another_namespace_are_neither_owned_adopted_nor_released():
+    others = [obj("mine", controller="owner-uid", namespace="other"),
+              obj("orphan", namespace="other"), obj("stray", app="db", controller="owner-uid",
+                                                    namespace="other")]
+    assert claim(others) == ([], [])
+
+
+def test_an_object_without_labels_is_not_wanted():
+    assert claim([{"metadata": {"name": "bare", "namespace": "ns", "uid": "u"}}]) == ([], [])
+    mine = obj("mine", controller="owner-uid")
+    mine["metadata"]["labels"] = None
+    assert claim([mine]) == ([], [Release("Pod", "ns", "mine", "mine-uid", "owner-uid")])
+
+
+NOW = 1_700_000_000.0
+
+
+def _pod(conditions=None, phase=None, deleting=False) -> dict:
+    pod: dict = {"metadata": {"name": "p"}, "status": {}}
+    if conditions is not None:
+        pod["status"]["conditions"] = conditions
+    if phase is not None:
+        pod["status"]["phase"] = phase
+    if deleting:
+        pod["metadata"]["deletionTimestamp"] = GONE
+    return pod
+
+
+def _ready(status="True", since=None) -> list[dict]:
+    cond = {"type": "Ready", "status": status}
+    if since is not None:
+        cond["lastTransitionTime"] = since
+    return [{"type": "PodScheduled", "status": "True"}, cond]
+
+
+@pytest.mark.parametrize("pod, min_ready, expected", [
+    (_pod(), 0, (False, False)),
+    (_pod([{"type": "Ready"}]), 0, (False, False)),                    # no status: not ready
+    (_pod(_ready("False", format_time(NOW - 100))), 0, (False, False)),
+    (_pod(_ready()), 0, (True, True)),                  # no minReadySeconds: ready is available
+    (_pod(_ready()), 5, (True, False)),                 # no transition time: never available
+    (_pod(_ready(since="not a time")), 5, (True, False)),
+    (_pod(_ready(since=format_time(NOW - 5))), 5, (True, True)),       # exactly minReadySeconds
+    (_pod(_ready(since=format_time(NOW - 4))), 5, (True, False)),
+])
+def test_readiness_is_is_pod_ready_and_is_pod_available_in_one_read(pod, min_ready, expected):
+    assert readiness(pod, min_ready, NOW) == expected
+    assert (is_pod_ready(pod), is_pod_available(pod, min_ready, NOW)) == expected
+
+
+@pytest.mark.parametrize("pod, active", [
+    (_pod(), True), (_pod(phase="Pending"), True), (_pod(phase="Running"), True),
+    (_pod(phase="Succeeded"), False), (_pod(phase="Failed"), False),
+    (_pod(phase="Running", deleting=True), False),
+    ({"metadata": {"deletionTimestamp": ""}}, True),     # an empty timestamp is no delete
+    ({}, True),
+])
+def test_a_pod_is_active_unless_finished_or_being_deleted(pod, active):
+    assert is_pod_active(pod) is active
+
+
+def test_a_pod_from_a_template_shares_nothing_with_it():
+    template = {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "env": [{"name": "A", "value": "1"}]}]}}
+    before = copy.deepcopy(template)
+    pod = pod_from_template(template, "ns", owner(), "ReplicaSet", "web-")
+    assert pod["spec"] == template["spec"]
+    pod["spec"]["containers"][0]["env"][0]["value"] = "2"
+    pod["metadata"]["labels"]["app"] = "db"
+    assert template == before
 
 
 def test_fnv1_is_go_fnv_new32_and_fnv1a_is_go_fnv_new32a():

@@ -247,19 +247,100 @@ def _changed(pod, fn):
     return new
 
 
-def test_a_pod_update_matters_to_its_replicaset_only_through_what_a_sync_reads():
-    bound = make_pod("p", phase="Pending", ready=False)
-    unbound = _changed(bound, lambda p: p["spec"].pop("nodeName"))
-    assert not pod_update_matters(unbound, bound), "the binding changes no count"
-    assert not pod_update_matters(bound, _changed(
-        bound, lambda p: p["status"].update(podIP="10.0.0.1", containerStatuses=[]))), \
-        "neither does what only orders a scale-down"
-    for what, change in (
-            ("readiness", lambda p: p["status"]["conditions"][0].update(status="True")),
-            ("when it became ready (availability)",
-             lambda p: p["status"]["conditions"][0].update(lastTransitionTime=format_time(NOW))),
-            ("the phase", lambda p: p["status"].update(phase="Failed")),
-            ("the labels", lambda p: p["metadata"]["labels"].update(app="other")),
-            ("the owner", lambda p: p["metadata"].pop("ownerReferences")),
-            ("a graceful delete", lambda p: p["metadata"].update(deletionTimestamp=format_time(NOW)))):
-        assert pod_update_matters(bound, _changed(bound, change)), what
+# pod_update_matters against what a sync decides: the RS wants 2 pods and minReadySeconds 10;
+# "p" (the pod that changes) is ready since 5 s (not yet available), "q" is available. Every
+# field a sync reads then changes its actions or its requeue when changed alone.
+_READ_FIELDS = {
+    "readiness": lambda p: p["status"]["conditions"][0].update(status="False"),
+    "when it became ready (availability)":
+        lambda p: p["status"]["conditions"][0].update(lastTransitionTime=format_time(NOW - 100)),
+    "the phase": lambda p: p["status"].update(phase="Failed"),
+    "a selected label": lambda p: p["metadata"]["labels"].update(app="other"),
+    "a template label (fully labeled)": lambda p: p["metadata"]["labels"].update(tier="be"),
+    "the owner": lambda p: p["metadata"]["ownerReferences"][0].update(uid="another-rs"),
+    "a graceful delete": lambda p: p["metadata"].update(deletionTimestamp=format_time(NOW)),
+}
+# What no sync without a scale-down reads (a scale-down ranks the pods from the cache as they
+# are then): the binding, the IPs, container statuses, annotations.
+_UNREAD_FIELDS = {
+    "the binding": lambda p: p["spec"].update(nodeName="node-9"),
+    "the pod IP": lambda p: p["status"].update(podIP="10.0.0.1"),
+    "container restarts": lambda p: p["status"]["containerStatuses"][0].update(restartCount=3),
+    "an annotation": lambda p: p["metadata"].update(annotations={"a": "b"}),
+}
+# Fixed for a pod's life (the apiserver refuses to change them): never an update to filter.
+_IMMUTABLE = {("metadata", "namespace"), ("metadata", "name"), ("metadata", "uid")}
+
+
+def _matters_scenario():
+    rs = make_rs(2, min_ready=10, status={"replicas": 2, "fullyLabeledReplicas": 2,
+                                          "readyReplicas": 2, "availableReplicas": 1,
+                                          "observedGeneration": 1})
+    return rs, make_pod("p", ready_at=NOW - 5), make_pod("q")
+
+
+def _sync_outcome(rs, pod, other):
+    result = sync_replicaset(rs, [pod, other], None, NOW)
+    return result.actions, result.requeue_after
+
+
+@pytest.mark.parametrize("what", sorted(_READ_FIELDS))
+def test_a_pod_update_matters_when_it_changes_a_field_the_sync_reads(what):
+    rs, pod, other = _matters_scenario()
+    new = _changed(pod, _READ_FIELDS[what])
+    assert _sync_outcome(rs, new, other) != _sync_outcome(rs, pod, other), \
+        f"the scenario must make the sync read {what}"
+    assert pod_update_matters(pod, new)
+
+
+@pytest.mark.parametrize("what", sorted(_UNREAD_FIELDS))
+def test_a_pod_update_does_not_matter_when_only_unread_fields_change(what):
+    rs, pod, other = _matters_scenario()
+    new = _changed(pod, _UNREAD_FIELDS[what])
+    assert _sync_outcome(rs, new, other) == _sync_outcome(rs, pod, other)
+    assert not pod_update_matters(pod, new)
+
+
+def _leaf_changes(value, path=()):
+    """(path, change) for each leaf of a JSON value changed alone, and each map entry removed:
+    a field a sync starts reading is in here without anyone listing it."""
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return
+    for key, child in items:
+        if isinstance(child, (dict, list)):
+            yield from _leaf_changes(child, (*path, key))
+            continue
+        new = (not child if isinstance(child, bool) else child + 1 if isinstance(child, int)
+               else f"{child}-changed")
+        yield (*path, key), lambda obj, k=key, v=new: obj.__setitem__(k, v)
+        if isinstance(value, dict):
+            yield (*path, key, "removed"), lambda obj, k=key: obj.pop(k)
+
+
+def _at(obj, path):
+    for key in path:
+        obj = obj[key]
+    return obj
+
+
+def test_every_pod_change_that_alters_a_sync_matters():
+    rs, pod, other = _matters_scenario()
+    pod["metadata"]["annotations"] = {"a": "b"}
+    before = _sync_outcome(rs, pod, other)
+    checked = 0
+    for path, change in _leaf_changes(pod):
+        field = path[:-1] if path[-1] == "removed" else path
+        if field in _IMMUTABLE:
+            continue
+        new = copy.deepcopy(pod)
+        change(_at(new, field[:-1]))
+        if _sync_outcome(rs, new, other) != before:
+            checked += 1
+            assert pod_update_matters(pod, new), f"changing {'.'.join(map(str, path))}"
+    assert checked >= len(_READ_FIELDS)
+
+
