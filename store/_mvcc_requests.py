@@ -23,7 +23,9 @@ RESULTS = ("=", "!=", "<", ">")
 # The parsed forms below are plain slotted dataclasses, not frozen ones: every replica parses
 # every committed entry (~7 instances per txn), and a frozen dataclass's __init__ costs ~3x a
 # plain one's (each field through object.__setattr__). They are still values: nothing assigns
-# to a field after parsing, and the leader's op goes from parse to apply untouched.
+# to a field after parsing, and the leader's op goes from parse to apply untouched. The parsers
+# of the ops in every txn (Put, Range, DeleteRange, Compare) pass fields by position, in the
+# order declared here: keyword arguments cost twice as much.
 @dataclass(slots=True)
 class KeyRange:
     """A half-open interval [start, stop) of keys; stop None means no upper bound.
@@ -107,28 +109,32 @@ Op = Put | Range | DeleteRange | Txn | Compact | LeaseGrant | LeaseRevoke
 # ------------------------------------------------------------------------------- field readers
 
 class _Fields:
-    """Typed access to one request dict; `where` prefixes field names in error messages
-    (e.g. "success[2].key")."""
+    """Typed access to one request dict; `where` names it in error messages (e.g. "success[2]"
+    makes "success[2].key"): a str, or an `_Item` spelled out only when an error needs it, since
+    every replica parses every committed entry and almost none fails."""
 
-    def __init__(self, req, where: str, allowed: tuple[str, ...]) -> None:
+    __slots__ = ("req", "_where")
+
+    def __init__(self, req, where: str | _Item, allowed: frozenset[str]) -> None:
         if not isinstance(req, dict):
-            raise invalid(where or "request", f"expected a map, got {type(req).__name__}")
-        self.req, self.where = req, where
-        for name in req:
-            if name not in allowed:
-                raise invalid(self.name(name if isinstance(name, str) else repr(name)), "unknown field")
+            raise invalid(_spelled(where) or "request", f"expected a map, got {type(req).__name__}")
+        self.req, self._where = req, where
+        if not allowed.issuperset(req):
+            for name in req:  # the first unknown one, in the request's order
+                if name not in allowed:
+                    raise invalid(self.name(name if isinstance(name, str) else repr(name)), "unknown field")
 
     def name(self, field: str) -> str:
-        return f"{self.where}.{field}" if self.where else field
+        where = _spelled(self._where)
+        return f"{where}.{field}" if where else field
 
-    def get(self, field: str, default):
-        value = self.req.get(field, default)
-        if value is _REQUIRED:
-            raise invalid(self.name(field), "required")
-        return value
+    def missing(self, field: str) -> StoreError:
+        return invalid(self.name(field), "required")
 
     def bytes(self, field: str, default=_REQUIRED, nonempty: bool = False) -> bytes:
-        value = self.get(field, default)
+        value = self.req.get(field, default)
+        if value is _REQUIRED:
+            raise self.missing(field)
         if not isinstance(value, bytes):
             raise invalid(self.name(field), f"expected bytes, got {type(value).__name__}")
         if nonempty and not value:
@@ -139,7 +145,9 @@ class _Fields:
         return None if self.req.get(field) is None else self.bytes(field)
 
     def int(self, field: str, default=_REQUIRED, lo: int | None = None, hi: int | None = None) -> int:
-        value = self.get(field, default)
+        value = self.req.get(field, default)
+        if value is _REQUIRED:
+            raise self.missing(field)
         if type(value) is not int:  # bool is an int subclass, and not a number here
             raise invalid(self.name(field), f"expected an integer, got {type(value).__name__}")
         if (lo is not None and value < lo) or (hi is not None and value > hi):
@@ -147,19 +155,21 @@ class _Fields:
         return value
 
     def bool(self, field: str) -> bool:
-        value = self.get(field, False)
+        value = self.req.get(field, False)
         if type(value) is not bool:
             raise invalid(self.name(field), f"expected a boolean, got {type(value).__name__}")
         return value
 
     def choice(self, field: str, choices: tuple[str, ...]) -> str:
-        value = self.get(field, _REQUIRED)
+        value = self.req.get(field, _REQUIRED)
+        if value is _REQUIRED:
+            raise self.missing(field)
         if value not in choices or not isinstance(value, str):
             raise invalid(self.name(field), f"expected one of {', '.join(choices)}, got {value!r}")
         return value
 
     def list(self, field: str) -> list:
-        value = self.get(field, [])
+        value = self.req.get(field, [])
         if not isinstance(value, (list, tuple)):
             raise invalid(self.name(field), f"expected a list, got {type(value).__name__}")
         if len(value) > MAX_TXN_OPS:  # etcd ErrTooManyOps
@@ -170,6 +180,18 @@ class _Fields:
         return KeyRange.of(self.bytes("key", nonempty=True), self.opt_bytes("range_end"))
 
 
+# The unspelled name of a list element inside a request, (parent, field, index): it reads
+# `parent.name(field)[index]`. A plain tuple, as the cheapest thing to build per element.
+_Item = tuple["_Fields", str, int]
+
+
+def _spelled(where: str | _Item) -> str:
+    if isinstance(where, str):
+        return where
+    parent, field, index = where
+    return f"{parent.name(field)}[{index}]"
+
+
 def _lease_id(f: _Fields, field: str, default=_REQUIRED, lo: int = 1) -> int:
     return f.int(field, default, lo=lo, hi=MAX_LEASE_ID)
 
@@ -177,9 +199,8 @@ def _lease_id(f: _Fields, field: str, default=_REQUIRED, lo: int = 1) -> int:
 # -------------------------------------------------------------------------------------- parsers
 
 def _parse_put(f: _Fields) -> Put:
-    op = Put(key=f.bytes("key", nonempty=True), value=f.bytes("value", b""),
-             lease=_lease_id(f, "lease", 0, lo=0), prev_kv=f.bool("prev_kv"),
-             ignore_value=f.bool("ignore_value"), ignore_lease=f.bool("ignore_lease"))
+    op = Put(f.bytes("key", nonempty=True), f.bytes("value", b""), _lease_id(f, "lease", 0, lo=0),
+             f.bool("prev_kv"), f.bool("ignore_value"), f.bool("ignore_lease"))
     if op.ignore_value and op.value:
         raise invalid(f.name("value"), "value is provided with ignore_value")  # etcd ErrValueProvided
     if op.ignore_lease and op.lease:
@@ -188,27 +209,29 @@ def _parse_put(f: _Fields) -> Put:
 
 
 def _parse_range(f: _Fields) -> Range:
-    return Range(keys=f.key_range(), revision=max(0, f.int("revision", 0)), limit=f.int("limit", 0, lo=0),
-                 count_only=f.bool("count_only"), keys_only=f.bool("keys_only"))
+    return Range(f.key_range(), max(0, f.int("revision", 0)), f.int("limit", 0, lo=0), f.bool("count_only"),
+                 f.bool("keys_only"))
 
 
 def _parse_delete(f: _Fields) -> DeleteRange:
-    return DeleteRange(keys=f.key_range(), prev_kv=f.bool("prev_kv"))
+    return DeleteRange(f.key_range(), f.bool("prev_kv"))
 
 
-def _parse_compare(item, where: str) -> Compare:
-    f = _Fields(item, where, ("key", "range_end", "target", "result", *TARGETS))
+_COMPARE_FIELDS = frozenset(("key", "range_end", "target", "result", *TARGETS))
+
+
+def _parse_compare(item, where: _Item) -> Compare:
+    f = _Fields(item, where, _COMPARE_FIELDS)
     target = f.choice("target", TARGETS)
     operand = f.bytes(target) if target == "value" else f.int(target)
-    return Compare(keys=f.key_range(), target=target, result=f.choice("result", RESULTS), operand=operand)
+    return Compare(f.key_range(), target, f.choice("result", RESULTS), operand)
 
 
 def _parse_txn(f: _Fields) -> Txn:
-    compare = tuple(_parse_compare(c, f.name(f"compare[{i}]")) for i, c in enumerate(f.list("compare")))
+    compare = tuple([_parse_compare(c, (f, "compare", i)) for i, c in enumerate(f.list("compare"))])
     branches = []
     for branch in ("success", "failure"):
-        ops = tuple(_parse_op(o, f.name(f"{branch}[{i}]"), _TXN_PARSERS)
-                    for i, o in enumerate(f.list(branch)))
+        ops = tuple([_parse_op(o, (f, branch, i), _TXN_PARSERS) for i, o in enumerate(f.list(branch))])
         _check_intervals(ops)
         branches.append(ops)
     return Txn(compare, *branches)
@@ -229,7 +252,7 @@ def _parse_lease_revoke(f: _Fields) -> LeaseRevoke:
 
 
 # op name -> (parser, allowed fields besides "op")
-_PARSERS = {
+_OPS = {
     "put": (_parse_put, ("key", "value", "lease", "prev_kv", "ignore_value", "ignore_lease")),
     "range": (_parse_range, ("key", "range_end", "revision", "limit", "count_only", "keys_only",
                              "serializable")),
@@ -239,23 +262,27 @@ _PARSERS = {
     "lease_grant": (_parse_lease_grant, ("id", "ttl")),
     "lease_revoke": (_parse_lease_revoke, ("id",)),
 }
+# op name -> (parser, every allowed field): a set, so that a request's fields take one subset test
+_PARSERS = {name: (parser, frozenset(("op", *fields))) for name, (parser, fields) in _OPS.items()}
 # etcd also nests txns in txns; kubemu's clients do not, so a txn holds only these.
 _TXN_PARSERS = {name: _PARSERS[name] for name in ("put", "range", "delete_range")}
 
 
-def _parse_op(req, where: str, parsers: dict):
+def _parse_op(req, where: str | _Item, parsers: dict):
     if not isinstance(req, dict):
-        raise invalid(where or "request", f"expected a map, got {type(req).__name__}")
+        raise invalid(_spelled(where) or "request", f"expected a map, got {type(req).__name__}")
     name = req.get("op")
     if not isinstance(name, str) or name not in parsers:
-        raise invalid(f"{where}.op" if where else "op", f"unknown operation {name!r}")
+        raise invalid(f"{_spelled(where)}.op" if where else "op", f"unknown operation {name!r}")
     parser, allowed = parsers[name]
-    return parser(_Fields(req, where, ("op", *allowed)))
+    return parser(_Fields(req, where, allowed))
 
 
 def _check_intervals(ops) -> None:
     """etcd's checkIntervals: within one txn branch no key may be put twice, nor put and deleted
     (the outcome would depend on op order in a way etcd chose to forbid)."""
+    if len(ops) < 2:
+        return  # one op cannot collide with itself (the branch of nearly every txn)
     puts: set[bytes] = set()
     for op in ops:
         if isinstance(op, Put):
@@ -272,13 +299,15 @@ def _check_intervals(ops) -> None:
 def _payload_size(op) -> int:
     """Bytes of keys and values a parsed op carries: a deterministic stand-in for its encoded
     size (the shell checks the real encoded size with check_request_size before proposing)."""
-    if isinstance(op, Put):
+    kind = type(op)
+    if kind is Put:
         return len(op.key) + len(op.value)
-    if isinstance(op, (Range, DeleteRange, Compare)):
+    if kind is Txn:
+        return (sum(map(_payload_size, op.compare)) + sum(map(_payload_size, op.success))
+                + sum(map(_payload_size, op.failure)))
+    if kind is Range or kind is DeleteRange or kind is Compare:
         size = len(op.keys.start) + len(op.keys.stop or b"")
-        return size + (len(op.operand) if isinstance(op, Compare) and isinstance(op.operand, bytes) else 0)
-    if isinstance(op, Txn):
-        return sum(_payload_size(o) for o in (*op.compare, *op.success, *op.failure))
+        return size + (len(op.operand) if kind is Compare and isinstance(op.operand, bytes) else 0)
     return 0
 
 
@@ -297,9 +326,12 @@ def parse_request(req) -> Op:
     return op
 
 
+_KEY_RANGE_FIELDS = frozenset(("key", "range_end"))
+
+
 def parse_key_range(key, range_end=None, where: str = "") -> KeyRange:
     """A KeyRange from etcd-style key/range_end arguments (for watches), or InvalidRequest."""
-    return _Fields({"key": key, "range_end": range_end}, where, ("key", "range_end")).key_range()
+    return _Fields({"key": key, "range_end": range_end}, where, _KEY_RANGE_FIELDS).key_range()
 
 
 def parse_range_args(args: dict) -> Range:

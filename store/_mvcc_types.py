@@ -160,7 +160,7 @@ class Record(NamedTuple):
                        main_of(packed), self.version, self.lease)
 
     def encode(self) -> bytes:
-        return msgpack.packb(tuple(self), use_bin_type=True)
+        return msgpack.packb(self, use_bin_type=True)  # a tuple subclass: packed as the array it is
 
     @classmethod
     def decode(cls, data: bytes) -> Record:
