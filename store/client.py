@@ -586,7 +586,7 @@ class StoreClient:
                   *, timeout: float | None = None) -> dict:
         """etcd's Txn: build the parts with store.mvcc's compare, put_op, range_op, delete_op."""
         compare, success, failure = list(compare), list(success), list(failure)
-        read_only = True  # a plain loop: a generator here was a visible share of every write's CPU
+        read_only = True  # a plain loop, not all(<generator>): this runs on every write
         for op in success + failure:
             if op.get("op") != "range":
                 read_only = False

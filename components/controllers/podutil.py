@@ -173,17 +173,18 @@ def ready_condition(pod: dict) -> dict | None:
     return None
 
 
-def is_pod_ready(pod: dict) -> bool:
-    cond = ready_condition(pod)
+def _is_true(cond: dict | None) -> bool:
     return cond is not None and cond.get("status") == "True"
+
+
+def is_pod_ready(pod: dict) -> bool:
+    return _is_true(ready_condition(pod))
 
 
 def ready_since(pod: dict) -> float | None:
     """When the pod became ready (the Ready condition's lastTransitionTime), if it is ready."""
     cond = ready_condition(pod)
-    if not cond or cond.get("status") != "True":
-        return None
-    return parse_time(cond.get("lastTransitionTime"))
+    return parse_time(cond.get("lastTransitionTime")) if _is_true(cond) else None
 
 
 def is_pod_available(pod: dict, min_ready_seconds: int, now: float) -> bool:
@@ -195,7 +196,7 @@ def readiness(pod: dict, min_ready_seconds: int, now: float) -> tuple[bool, bool
     """(is_pod_ready, is_pod_available) from one read of the Ready condition: a ReplicaSet's
     status counts both for every pod at each sync."""
     cond = ready_condition(pod)
-    if cond is None or cond.get("status") != "True":
+    if not _is_true(cond):
         return False, False
     if not min_ready_seconds:
         return True, True
