@@ -13,8 +13,9 @@ a second. A cycle that was alive when frozen and dies later would never be colle
 objects) instead of a dozen.
 
 The informer caches of the controller-manager, the scheduler and the hollow kubelet are the
-same kind of data (every pod and node as nested dicts, kept until the object changes): those
-processes run `keep_frozen` as a task.
+same kind of data (every pod and node as nested dicts, kept until the object changes), and so
+are the apiserver's watch caches (every key's state, the window of recent events, the shared
+watch events): those processes run `keep_frozen` as a task.
 """
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ from kubemu._wire_auth import Credentials, CurveAuth, ServerAuth
 from kubemu.api.authz import forbidden_message
 from kubemu.api.bootstrap_policy import bootstrap_objects
 from kubemu.api.resources import for_object
+from kubemu.gcfreeze import keep_frozen
 from kubemu.wire import Conflict, Forbidden, Invalid, Server, WireError
 from store.client import StoreClient
 
@@ -132,6 +133,7 @@ class APIServer:
         reconciler = None
         init = asyncio.create_task(self._bootstrap(api, rbac), name="bootstrap")
         repair = asyncio.create_task(api.service_allocator.run(), name="service allocation repair")
+        freezing = asyncio.create_task(keep_frozen(), name="gc freezer")
         try:
             https, tokens = self._https_door(api, rbac)  # its files are read before anything listens
             # TokenRequest and the access reviews on the wire too: the kubelet asks for its pods'
@@ -172,6 +174,7 @@ class APIServer:
             log.info("shutting down")
             init.cancel()
             repair.cancel()
+            freezing.cancel()
             if reconciler is not None:
                 reconciler.cancel()
             if https is not None:
