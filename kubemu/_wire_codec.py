@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import copy
 import logging
-import threading
 from typing import Any, NamedTuple
 
 import msgpack
 
 from ._wire_errors import BadRequest, Internal, TooLarge, WireError, error_from_code
 from ._wire_limits import DEFAULT_MAX_FRAME
+from .packer import map_header
+from .packer import packb as _packb
 
 log = logging.getLogger("kubemu.wire")
 
@@ -32,25 +33,6 @@ class Reply(NamedTuple):
     kind: int  # REPLY, ERROR, STREAM_START, STREAM_ITEM, STREAM_END or PING
     id: int | None
     value: Any  # the result, the item, or the WireError for ERROR
-
-
-class _ThreadPacker(threading.local):
-    """A Packer per thread, made on first use in it: msgpack.packb makes and frees a Packer
-    with its buffer per call, most of the cost of packing a small message (a request id, a map
-    key); a Packer is not thread-safe, and SyncClient runs its loop on a thread of its own.
-    A failed pack leaves the Packer empty (msgpack resets it), so the next one starts clean."""
-
-    def __init__(self):
-        packer = msgpack.Packer(use_bin_type=True)
-        self.pack = packer.pack
-        self.map_header = packer.pack_map_header
-
-
-_packer = _ThreadPacker()
-
-
-def _packb(obj) -> bytes:
-    return _packer.pack(obj)
 
 
 def _unpackb(data):
@@ -137,7 +119,7 @@ class SharedItem(dict):
         except AttributeError:
             pass
         if any(type(v) is SharedItem for v in self.values()):  # a map is its header, then its pairs
-            self._packed = b"".join([_packer.map_header(len(self)), *(
+            self._packed = b"".join([map_header(len(self)), *(
                 _packb(k) + (v.packed() if type(v) is SharedItem else _packb(v)) for k, v in self.items())])
         else:
             self._packed = _packb(self)

@@ -49,12 +49,14 @@ class LeaseExpiry:
             self._timer.cancel()
 
     def applied(self, req: dict, res: Any) -> None:
+        """`res`: the entry's result, a response or APPLIED (not built: an entry another
+        replica proposed) or a StoreError; a granted lease's id and TTL are the request's."""
         op = req.get("op") if isinstance(req, dict) else None
-        if op == "lease_grant" and isinstance(res, dict):
+        if op == "lease_grant" and not isinstance(res, StoreError):
             if self._leading():
                 now = self._loop.time()
-                self._clock.grant(res["id"], res["ttl"], now)
-                self._timer_at(now + res["ttl"])
+                self._clock.grant(req["id"], req["ttl"], now)
+                self._timer_at(now + req["ttl"])
         elif op == "lease_revoke":
             lid = req.get("id")
             self._clock.revoke(lid)

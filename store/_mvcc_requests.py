@@ -199,7 +199,10 @@ def _lease_id(f: _Fields, field: str, default=_REQUIRED, lo: int = 1) -> int:
 # -------------------------------------------------------------------------------------- parsers
 
 def _parse_put(f: _Fields) -> Put:
-    op = Put(f.bytes("key", nonempty=True), f.bytes("value", b""), _lease_id(f, "lease", 0, lo=0),
+    key, value = f.bytes("key", nonempty=True), f.bytes("value", b"")
+    if len(f.req) == 2 + ("value" in f.req):  # op, key and maybe value: every option is absent
+        return Put(key, value, 0, False, False, False)
+    op = Put(key, value, _lease_id(f, "lease", 0, lo=0),
              f.bool("prev_kv"), f.bool("ignore_value"), f.bool("ignore_lease"))
     if op.ignore_value and op.value:
         raise invalid(f.name("value"), "value is provided with ignore_value")  # etcd ErrValueProvided
@@ -209,7 +212,10 @@ def _parse_put(f: _Fields) -> Put:
 
 
 def _parse_range(f: _Fields) -> Range:
-    return Range(f.key_range(), max(0, f.int("revision", 0)), f.int("limit", 0, lo=0), f.bool("count_only"),
+    keys = f.key_range()
+    if len(f.req) == 2:  # op and key (a txn's read of one key): every option is absent
+        return Range(keys, 0, 0, False, False)
+    return Range(keys, max(0, f.int("revision", 0)), f.int("limit", 0, lo=0), f.bool("count_only"),
                  f.bool("keys_only"))
 
 
@@ -303,8 +309,7 @@ def _payload_size(op) -> int:
     if kind is Put:
         return len(op.key) + len(op.value)
     if kind is Txn:
-        return (sum(map(_payload_size, op.compare)) + sum(map(_payload_size, op.success))
-                + sum(map(_payload_size, op.failure)))
+        return sum(map(_payload_size, (*op.compare, *op.success, *op.failure)))
     if kind is Range or kind is DeleteRange or kind is Compare:
         size = len(op.keys.start) + len(op.keys.stop or b"")
         return size + (len(op.operand) if kind is Compare and isinstance(op.operand, bytes) else 0)

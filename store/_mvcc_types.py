@@ -8,6 +8,8 @@ from typing import NamedTuple
 
 import msgpack
 
+from kubemu.packer import packb
+
 # etcd's default --max-request-bytes is 1.5 MiB.
 MAX_REQUEST_BYTES = 3 * 512 * 1024
 # etcd's default --max-txn-ops.
@@ -160,7 +162,7 @@ class Record(NamedTuple):
                        main_of(packed), self.version, self.lease)
 
     def encode(self) -> bytes:
-        return msgpack.packb(self, use_bin_type=True)  # a tuple subclass: packed as the array it is
+        return packb(self)  # a tuple subclass: packed as the array it is
 
     @classmethod
     def decode(cls, data: bytes) -> Record:

@@ -53,6 +53,8 @@ from typing import TYPE_CHECKING, Iterable
 import msgpack
 import plyvel
 
+from kubemu.packer import packb
+
 from .raft import Entry, EntryKind, HardState, PersistentState, Ready, SnapshotMeta
 
 if TYPE_CHECKING:
@@ -76,7 +78,7 @@ def _ekey(index: int) -> bytes:
 
 
 def _encode_entry(e: Entry) -> bytes:
-    return msgpack.packb([e.term, int(e.kind), e.data], use_bin_type=True)
+    return packb([e.term, int(e.kind), e.data])
 
 
 def _decode_entry(key: bytes, value: bytes) -> Entry:
@@ -184,7 +186,7 @@ class RaftStorage:
             if rd.snapshot is not None:
                 meta = rd.snapshot.meta
                 self._delete_entries(batch, first, last)  # a snapshot replaces the whole log
-                batch.put(_SNAP_META, msgpack.packb(meta.to_wire(), use_bin_type=True))
+                batch.put(_SNAP_META, packb(meta.to_wire()))
                 batch.put(_SNAP_DATA, rd.snapshot.data)
                 first, last = meta.index + 1, meta.index
                 snap_index = meta.index
@@ -202,7 +204,7 @@ class RaftStorage:
                     first = lo
                 last = rd.entries[-1].index
             if rd.hard_state is not None:
-                batch.put(_HARD, msgpack.packb(rd.hard_state.to_wire(), use_bin_type=True))
+                batch.put(_HARD, packb(rd.hard_state.to_wire()))
         if rd.hard_state is not None:
             self._hard = rd.hard_state
         self._snap_index = snap_index
@@ -225,7 +227,7 @@ class RaftStorage:
         first, last = self.first_index, self.last_index
         upto = min(meta.index, last)
         with self._view.write_batch(transaction=True, sync=self._fsync) as batch:
-            batch.put(_SNAP_META, msgpack.packb(meta.to_wire(), use_bin_type=True))
+            batch.put(_SNAP_META, packb(meta.to_wire()))
             batch.delete(_SNAP_DATA)  # an older snapshot's, received from a leader
             deleted = self._delete_entries(batch, first, upto)
             for name, value in extra_meta:

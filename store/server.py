@@ -140,6 +140,7 @@ import plyvel
 
 from kubemu import wire
 from kubemu.gcfreeze import GcFreezer
+from kubemu.packer import packb
 from kubemu.sdnotify import notify, watchdog_interval
 
 from . import faults
@@ -185,10 +186,6 @@ MAX_LEASE_ID = 2**63 - 1
 # compaction thread grew to 0.8 s of CPU per replica per 5 s at 256 clients. 64 MiB: ~+8 %
 # writes/s in paired runs, and the memory is only used while writes flow.
 MEMTABLE_BYTES = 64 << 20
-
-
-def _pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
 
 
 @dataclass
@@ -644,6 +641,7 @@ class Replica:
         batch: list[tuple[int, dict | Op | None]] = []
         tags: list[tuple[Any, dict | None]] = []
         conf_done: list[tuple[Any, dict]] = []
+        answered: set[int] = set()  # proposed here: only their clients read a response
         for e in entries:
             tag = req = op = None
             if e.kind == EntryKind.NORMAL:
@@ -655,13 +653,14 @@ class Replica:
                     req = None
                 if tag is not None and tag[0] == self.name and isinstance(tag[1], int):
                     op = self._pending.op(tag[1])
+                    answered.add(e.index)
             elif e.kind == EntryKind.CONF_CHANGE:
                 ctag = self._apply_conf(e)
                 if ctag is not None:
                     conf_done.append((ctag, {"members": self.member_list()}))
             batch.append((e.index, req if op is None else op))
             tags.append((tag, req))
-        results = self.kv.apply_batch(batch)
+        results = self.kv.apply_batch(batch, answered)
         self.metrics.applied_entries += len(entries)
         events: list[Event] = []
         for (tag, req), (res, evs) in zip(tags, results):
@@ -695,7 +694,7 @@ class Replica:
         return tag
 
     def _save_members(self) -> None:
-        self.storage.put_meta(b"members", _pack(self.members))
+        self.storage.put_meta(b"members", packb(self.members))
 
     def _install_received_snapshot(self, snap: Snapshot) -> None:
         log.info("restoring from the leader's snapshot at index %d (%d bytes)", snap.meta.index, len(snap.data))
@@ -738,7 +737,7 @@ class Replica:
     async def _compact(self, index: int, data: bytes | None) -> None:
         meta = self.raft.compact(index, data)
         deleted = await self.loop.run_in_executor(
-            self._io, self.storage.compact, meta, [(b"members", _pack(self.members))])
+            self._io, self.storage.compact, meta, [(b"members", packb(self.members))])
         self.metrics.snapshots_installed += 1
         log.info("compacted the Raft log up to %d (%d entries deleted%s)", index, deleted,
                  "" if data is None else f", with a snapshot of {len(data)} bytes for a follower")
@@ -803,7 +802,7 @@ class Replica:
     def _propose_internal(self, req: dict) -> None:
         """A proposal nobody waits for (lease revocations, auto-compaction)."""
         try:
-            self._propose_data(_pack([self.name, 0, req]))
+            self._propose_data(packb([self.name, 0, req]))
         except wire.WireError as exc:
             log.info("could not propose %s: %s", req.get("op"), exc)
 
@@ -816,7 +815,7 @@ class Replica:
             if self._disk_full and faults.grows_store(op):
                 raise NoSpace.alarm(self.name)  # etcd's quota check, before the proposal
             rid = self._new_rid()
-            data = _pack([self.name, rid, req])
+            data = packb([self.name, rid, req])
             check_request_size(len(data))
         except StoreError as err:
             raise to_wire_error(err) from None
@@ -1036,7 +1035,7 @@ class Replica:
         if not isinstance(name, str) or not name or len(name) > 256:
             raise wire.Invalid("name: expected a member name", {"field": "name"})
         rid = self._new_rid()
-        cc = ConfChange(ctype, name, _pack([self.name, rid, endpoint]))
+        cc = ConfChange(ctype, name, packb([self.name, rid, endpoint]))
         try:
             self.raft.propose_conf_change(cc)
         except RaftNotLeader as exc:

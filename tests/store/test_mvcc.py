@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from store.backend import LevelDBBackend, MemoryBackend
-from store.mvcc import (DELETE, MAX_REQUEST_BYTES, PUT, Compacted, DuplicateKey, Event, FutureRevision,
+from store.mvcc import (APPLIED, DELETE, MAX_REQUEST_BYTES, PUT, Compacted, DuplicateKey, Event, FutureRevision,
                         InvalidRequest, KeyNotFound, KVStore, LeaseClock, LeaseExists, LeaseNotFound,
                         StoreError, TooLarge, check_request_size, compact_op, compare, delete_op,
                         lease_grant_op, lease_revoke_op, prefix_end, put_op, range_op, txn_op)
@@ -582,6 +582,33 @@ def test_apply_batch_is_one_backend_write_with_the_applied_index():
     store.sync()
     assert backend.batches[-1][2] is True
     assert KVStore(RecordingBackend(), sync=True).apply(1, put_op(b"a", b"1"))[0]["header"]["revision"] == 2
+
+
+def test_unanswered_entries_change_the_same_and_answer_only_success_or_error():
+    """A follower builds only its own proposals' responses (answered): the state, the stored
+    bytes and the events never depend on it, and an error stays the error."""
+    requests = story() + [
+        # a txn branch reading around its writes: the reads are skipped, never the writes
+        txn_op([compare(b"f", "value", "=", b"9")],
+               [range_op(b"\0", ALL), put_op(b"f", b"10"), range_op(b"f"), delete_op(b"d", prev_kv=True)]),
+        txn_op([compare(b"f", "mod_revision", "=", 1)], [put_op(b"nope", b"1")],
+               [range_op(b"f"), put_op(b"g", b"1", prev_kv=True)]),
+        txn_op([], [range_op(b"f", revision=1)]),  # a read of a compacted revision fails all the same
+    ]
+    entries = list(enumerate(requests, start=1))
+    reference, store = KVStore(MemoryBackend()), KVStore(MemoryBackend())
+    expected = reference.apply_batch(entries)
+    answered = {5, 15}
+    got = store.apply_batch(entries, answered)
+    assert store.snapshot() == reference.snapshot() and plain_status(store) == plain_status(reference)
+    assert [evs for _, evs in got] == [evs for _, evs in expected]
+    assert any(isinstance(res, StoreError) for res, _ in expected)
+    for (index, _), (res, _), (want, _) in zip(entries, got, expected):
+        if index in answered or isinstance(want, StoreError):
+            assert res == want
+        else:
+            assert res == APPLIED
+    assert expected[-3][0]["responses"][2]["kvs"][0]["value"] == b"10"  # (the reads had something to skip)
 
 
 def test_errors_advance_the_applied_index(h):

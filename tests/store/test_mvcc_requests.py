@@ -28,6 +28,21 @@ def test_every_field_lands_where_it_is_declared():
                  Range(keys=KeyRange(b"a", b"a\0"), revision=0, limit=0, count_only=False, keys_only=True)))
 
 
+@pytest.mark.parametrize("req, op", [
+    ({"op": "put", "key": b"k", "lease": 7}, Put(b"k", b"", 7, False, False, False)),
+    ({"op": "put", "key": b"k", "prev_kv": True}, Put(b"k", b"", 0, True, False, False)),
+    ({"op": "put", "key": b"k", "value": b"v"}, Put(b"k", b"v", 0, False, False, False)),
+    ({"op": "put", "key": b"k"}, Put(b"k", b"", 0, False, False, False)),
+    ({"op": "range", "key": b"k", "limit": 2}, Range(KeyRange(b"k", b"k\0"), 0, 2, False, False)),
+    ({"op": "range", "key": b"k", "range_end": b"z"}, Range(KeyRange(b"k", b"z"), 0, 0, False, False)),
+    ({"op": "range", "key": b"k"}, Range(KeyRange(b"k", b"k\0"), 0, 0, False, False)),
+])
+def test_options_are_read_whenever_present(req, op):
+    """A put of key and value, or a range of a key, skips reading the absent options: counted
+    by fields, one option in place of the value must still be read."""
+    assert parse_request(req) == op
+
+
 @pytest.mark.parametrize("req, message", [
     ({"op": "put", "key": b"a", "extra": 1}, "extra: unknown field"),
     ({"op": "put", "key": b"a", 7: 1}, "7: unknown field"),
@@ -36,6 +51,8 @@ def test_every_field_lands_where_it_is_declared():
     (txn_op(failure=[range_op(b"a"), {"key": b"b"}]), "failure[1].op: unknown operation None"),
     (txn_op([compare(b"a", "version", "=", 0), {"target": "version", "result": "=", "version": 0}]),
      "compare[1].key: required"),
+    ({"op": "put", "key": b"a", "value": "v"}, "value: expected bytes, got str"),
+    ({"op": "range", "key": b""}, "key: key is not provided"),
     (txn_op([compare(b"a", "value", "=", b"v"), compare(b"b", "value", "=", 3)]),
      "compare[1].value: expected bytes, got int"),
     (txn_op(success=[range_op(b"a"), {"op": "range", "key": b"a", "limit": -1}]),
