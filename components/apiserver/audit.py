@@ -29,6 +29,9 @@ HTTP_CODES = {
 # the date and time once a second, not each time, is most of its cost
 _formatted_second: tuple[int, str] = (-1, "")
 
+# one encoder for every line: json.dumps with separators of its own builds a new one per call
+_json_line = json.JSONEncoder(separators=(",", ":")).encode
+
 
 def now_rfc3339() -> str:
     global _formatted_second
@@ -60,7 +63,7 @@ class AuditLog:
         if reason:
             line["reason"] = reason
         try:
-            os.write(self._fd, (json.dumps(line, separators=(",", ":")) + "\n").encode())
+            os.write(self._fd, (_json_line(line) + "\n").encode())
         except OSError:
             pass
 

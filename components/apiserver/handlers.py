@@ -5,7 +5,9 @@ runs, else a store read), asks `strategy` what the verb makes of it, and writes 
 conditionally on that state's revision (retrying from the state the failed write read when
 another writer got there first and the request named no resourceVersion of its own; see
 `_guaranteed`). With `dry_run` everything runs but the write: the answer is what would have been
-stored, its resourceVersion unchanged.
+stored, its resourceVersion unchanged. The object a write answers with is its watch event's too
+(the cache takes it instead of decoding the stored value): shared read-only from then on, like
+the state a write may start from (the object of the cache's latest event of its key).
 
 A Service's clusterIP and nodePorts are taken in the store (servicealloc.py: IPAddress objects and
 the NodePort bitmap, shared by every apiserver) before the write, given back if it fails and when
@@ -425,7 +427,7 @@ class API:
                 new_rev = await self.storage.delete(key, rev)
                 if isinstance(new_rev, Current):
                     raise _Changed(r, name, new_rev)
-                self._wrote(r, name, new_rev)
+                self._wrote(r, key, name, new_rev)
             return obj
         value = encode(obj)
         _size_check(value)
@@ -434,14 +436,14 @@ class API:
         new_rev = await self.storage.update(key, value, rev)
         if isinstance(new_rev, Current):
             raise _Changed(r, name, new_rev)
-        self._wrote(r, name, new_rev)
-        obj["metadata"]["resourceVersion"] = str(new_rev)
+        self._wrote(r, key, name, new_rev, obj)
         return obj
 
     async def _guaranteed(self, r: Resource, key: str, name: Any, change, *, dry_run: bool = False) -> dict:
         """GuaranteedUpdate: `change(old, rev) -> (Outcome, explicit)` on the key's state, then
         commit it conditionally on `rev`; on a conflict, again on the state the failed txn read,
-        unless `explicit` (the request named the version it changes).
+        unless `explicit` (the request named the version it changes). `change` never changes
+        `old` (it builds what it writes): `old` may be the watch cache's object, shared.
 
         The first state is the watch cache's when it runs (kube's cachedExistingObject): no
         store read, but it may be behind the store. Only a successful compare-and-swap confirms
@@ -450,14 +452,19 @@ class API:
         never answers what the store's state would not. A dry run writes nothing, so nothing
         would confirm it; a Service takes its allocations from `old` before the write: both
         start from the store."""
-        cached = None if dry_run or r.kind == "Service" else self.cache.current(registry_prefix(r), key)
+        prefix = registry_prefix(r)
+        cached = None if dry_run or r.kind == "Service" else self.cache.current(prefix, key)
         confirmed = cached is None
         current = await self.storage.read(key) if confirmed else cached
         # only the answered attempt's warnings reach the client, not those of one decided again
         attempt_warnings: list[str] | None = None
         try:
             for attempt in range(PATCH_ATTEMPTS):
-                old, rev = current.decoded(), current.revision
+                rev = current.revision
+                # the cache's state decoded already, while its event is in the window: no decode
+                old = self.cache.decoded(prefix, key, current) if current is cached else None
+                if old is None:
+                    old = current.decoded()
                 try:
                     with warnings.held() as attempt_warnings:
                         if old is None:
@@ -526,8 +533,7 @@ class API:
         rev = await self.storage.create(key, value)
         if rev is None:
             raise st.already_exists(r, name)
-        self._wrote(r, name, rev)
-        meta["resourceVersion"] = str(rev)
+        self._wrote(r, key, name, rev, obj)
         return obj
 
     # --- update
@@ -698,10 +704,20 @@ class API:
                 pdb = await self.get("poddisruptionbudgets", pdb_name, ns)
         raise st.Timeout(eviction.conflicts_message(pdb_name), {"reason": "Timeout", "retryAfterSeconds": 10})
 
-    def _wrote(self, r: Resource, name: str, revision: int) -> None:
-        """Note a write this apiserver made (creates check their namespace's state)."""
+    def _wrote(self, r: Resource, key: str, name: str, revision: int, obj: dict | None = None) -> None:
+        """Note a write this apiserver made at `revision`: of `obj` (None: a delete), which gets
+        that resourceVersion. Creates check their namespace's state; the watch cache takes `obj`
+        as its event's object instead of decoding the stored value, so from here on `obj` is
+        shared read-only, with every watcher and with the caller the handler returns it to."""
         if r.kind == "Namespace":
             self.namespaces.wrote(name, revision)
+        if obj is not None:
+            meta = obj["metadata"]
+            # last, where decode puts it (encode left it out): the object is then what the cacher
+            # would decode, down to its keys' order in what watchers are sent
+            meta.pop("resourceVersion", None)
+            meta["resourceVersion"] = str(revision)
+            self.cache.wrote(registry_prefix(r), key, revision, obj)
 
     # --- subresources
 

@@ -450,7 +450,7 @@ def prepare_update(r: Resource, old: dict, rev: int, new: dict, *, status: bool,
     meta = _meta(obj)
     if obj.get("spec") != old.get("spec") and "generation" in old_meta:
         meta["generation"] = int(old_meta.get("generation") or 0) + 1
-    errors = validate_object_update(old, obj, strict=True, require_resource_version=False)
+    errors = validate_object_update(old, obj, strict=True, require_resource_version=False, status=status)
     if r.kind == certificates.KIND:
         errors += certificates.update_errors(old, obj, subresource)
     obj = _validated(r, obj, errors, field_validation, warn)
@@ -484,9 +484,11 @@ def patch_subresource(r: Resource, subresource: Any) -> str:
 
 def patched(r: Resource, old: dict, rev: int, patch: Any, patch_type: Any) -> tuple[dict, bool]:
     """(`old` patched, whether the patch names a resourceVersion of its own: then it is a
-    precondition, and a conflict is not retried). Conflict if that version is not `rev`."""
+    precondition, and a conflict is not retried). Conflict if that version is not `rev`.
+    The patched object may share parts with `old` and `patch`: it is for prepare_update, which
+    changes nothing nested before its defaulting has copied the whole object."""
     try:
-        out = apply_patch(old, patch, patch_type, schema_for(r.kind))
+        out = apply_patch(old, patch, patch_type, schema_for(r.kind), shared=True)
     except PatchError as err:
         raise BadRequest(str(err), {"reason": "BadRequest"}) from None
     meta = out.get("metadata") if isinstance(out.get("metadata"), dict) else {}

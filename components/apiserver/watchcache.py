@@ -3,9 +3,12 @@
 A `Cacher` starts lazily on the first list or watch of its resource: it lists the resource's prefix at
 the store revision R and watches it from R+1 (with prev_kv), keeping every key's current state
 (kube's watchCache store): encoded bytes and mod_revision, so 30,000 pods cost their stored size
-and every reader decodes an object of its own. Writes start from that state instead of a store
+and a list decodes objects of its own. Writes start from that state instead of a store
 read (handlers' `_guaranteed`); it may be behind the store, which their compare-and-swap
-catches. Every event also goes into a window of the
+catches; while the key's latest event is in the window, they start from its object, decoded
+already (`decoded`), and the event of a write this apiserver made carries the object the write
+answered with (`wrote`) instead of decoding the stored value: every object the cache holds is
+shared read-only. Every event also goes into a window of the
 last `WINDOW` events and to each registered watcher's bounded queue. A watch from resourceVersion
 rv >= `floor` (every event after rv is still in the window) is served from the cache; an older
 one is served from the store's own watch history (`store_events`), which fails with Gone
@@ -62,13 +65,25 @@ class CacheEvent(NamedTuple):
 FieldsOf = Callable[[dict], dict[str, str]]
 
 
+class Written(NamedTuple):
+    """An object as this apiserver wrote it at `revision`: what decoding the stored value gives."""
+    revision: int
+    obj: dict
+
+
 def to_cache_event(ev, last: dict[str, CacheEvent] | None = None,
-                   fields_of: FieldsOf | None = None) -> CacheEvent:
+                   fields_of: FieldsOf | None = None, written: dict[str, Written] | None = None) -> CacheEvent:
     """`ev` decoded, with its objects' fields if `fields_of`. `last`: events by key, the latest of
     each; the one before `ev` on its key already holds the state `ev` replaces, decoded (objects
-    are shared read-only)."""
+    are shared read-only). `written`: objects this apiserver wrote, by key (`Cacher.wrote`); the
+    one written at `ev`'s revision is `ev`'s object, not decoded again, and any older one of its
+    key is dropped (its event has passed)."""
     kv, prev = ev.kv, ev.prev_kv
     key = kv["key"].decode() if isinstance(kv["key"], bytes) else kv["key"]
+    revision = kv["mod_revision"]
+    offered = written.get(key) if written else None
+    if offered is not None and offered.revision <= revision:
+        del written[key]
     before = last.get(key) if last else None
     old = old_fields = None
     if prev is not None and before is not None and before.obj is not None \
@@ -77,9 +92,11 @@ def to_cache_event(ev, last: dict[str, CacheEvent] | None = None,
     elif prev is not None:
         old = decode(prev["value"], prev["mod_revision"])
         old_fields = fields_of(old) if fields_of else None
-    obj = decode(kv["value"], kv["mod_revision"]) if ev.type == "PUT" else None
+    obj = None
+    if ev.type == "PUT":
+        obj = offered.obj if offered is not None and offered.revision == revision else decode(kv["value"], revision)
     fields = fields_of(obj) if fields_of and obj is not None else None
-    return CacheEvent(kv["mod_revision"], ev.type, key, obj, old, fields, old_fields)
+    return CacheEvent(revision, ev.type, key, obj, old, fields, old_fields)
 
 
 def _fields_of(prefix: str) -> FieldsOf | None:
@@ -132,6 +149,9 @@ class Cacher:
         self.revision = 0       # the latest revision this cache knows of
         self.watchers: set[Watcher] = set()
         self.state: dict[str, Current] = {}  # every key's state at `revision`, once ready
+        self.latest: dict[str, CacheEvent] = {}  # each key's latest event in the window
+        # objects this apiserver wrote whose events have not come yet, by key (`wrote`)
+        self.written: dict[str, Written] = {}
         self.fields_of = _fields_of(prefix)
         self._task: asyncio.Task | None = None
         self._ready: asyncio.Future | None = None
@@ -147,15 +167,17 @@ class Cacher:
         try:
             # start where the store is now; the window fills from here
             self.window.clear()
+            self.latest.clear()
+            self.written.clear()
             self.state, start = await _list_state(self.client, self.prefix)
             self.floor = self.revision = start
             async with self.client.watch(self.prefix, prefix=True, start_revision=start + 1,
                                          prev_kv=True) as w:
                 if not ready.done():
                     ready.set_result(None)
-                last: dict[str, CacheEvent] = {}  # each key's latest event in the window
+                last = self.latest  # read for every event
                 async for ev in w:
-                    cev = to_cache_event(ev, last, self.fields_of)
+                    cev = to_cache_event(ev, last, self.fields_of, self.written)
                     if ev.type == "PUT":
                         self.state[cev.key] = Current(ev.kv["value"], cev.revision)
                     else:
@@ -183,13 +205,33 @@ class Cacher:
                 watcher.fail(err or Unavailable("watch cache stopped"))
             self.watchers.clear()
             self.state = {}
+            self.latest.clear()
+            self.written.clear()
 
     def current(self, key: str) -> Current | None:
         """`key`'s state as far as this cache knows (it may be behind the store), or None if the
         cache is not running (its state is then not kept up to date)."""
-        if self._task is None or self._task.done() or self._ready is None or not self._ready.done():
+        return self.state.get(key, ABSENT) if self._running() else None
+
+    def decoded(self, key: str, current: Current) -> dict | None:
+        """The object of `current`, `key`'s state as `current()` gave it, if this cache holds it
+        decoded (its event is still in the window): shared read-only. Else None."""
+        ev = self.latest.get(key)
+        if ev is None or ev.revision != current.revision or self.state.get(key) is not current:
             return None
-        return self.state.get(key, ABSENT)
+        return ev.obj
+
+    def _running(self) -> bool:
+        """Following the store's watch (its state is kept up to date)."""
+        return self._task is not None and not self._task.done() and self._ready is not None and self._ready.done()
+
+    def wrote(self, key: str, revision: int, obj: dict) -> None:
+        """`obj` is what `key` holds from `revision` on, as decoding it would give: the event of
+        that write takes it instead of decoding (a decode per write saved). Kept only while
+        that event is still to come, which a running cache sees in revision order, so every
+        entry is used or dropped by its key's next event (or goes when the cache stops)."""
+        if revision > self.revision and self._running():
+            self.written[key] = Written(revision, obj)
 
     def register(self, start: int) -> Watcher | None:
         """A watcher fed every event after `start`, or None if the window no longer reaches back."""
@@ -294,6 +336,18 @@ class WatchCache:
         """`key`'s state in the running cacher of `prefix` (its resource's), else None."""
         c = self.cachers.get(prefix)
         return c.current(key) if c is not None else None
+
+    def decoded(self, prefix: str, key: str, current: Current) -> dict | None:
+        """`Cacher.decoded` of the cacher of `prefix` (its resource's), if any."""
+        c = self.cachers.get(prefix)
+        return c.decoded(key, current) if c is not None else None
+
+    def wrote(self, prefix: str, key: str, revision: int, obj: dict) -> None:
+        """`obj` was written at `key` (under `prefix`, its resource's) at `revision`: offered to
+        the running cacher of `prefix`, if any (`Cacher.wrote`)."""
+        c = self.cachers.get(prefix)
+        if c is not None:
+            c.wrote(key, revision, obj)
 
     def latest(self, prefix: str) -> int:
         c = self.cachers.get(prefix)

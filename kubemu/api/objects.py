@@ -8,7 +8,7 @@ Per kind (Namespace, Node, Lease, ReplicaSet, Deployment, Event):
 and, for any kind kubemu serves (Pod included, through pod.py):
 
     default_object(obj) / validate_object(obj, strict=True)
-    validate_object_update(old, new, strict=True, require_resource_version=True)
+    validate_object_update(old, new, strict=True, require_resource_version=True, status=False)
 
 The Scale subresource (autoscaling/v1 Scale) of ReplicaSets, Deployments and StatefulSets:
 
@@ -26,6 +26,7 @@ progressDeadlineSeconds is checked as if it said 600).
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 from typing import Any, Callable
 
@@ -285,6 +286,7 @@ def _validate(obj: Any, kind: str, strict: bool, body: Callable[[Checker, dict],
     return c.errors
 
 
+@functools.cache  # every validation asks: a search of every resource each time
 def _resource(kind: str) -> Resource:
     return next(r for r in BY_KIND.values() if r.kind == kind)
 
@@ -539,10 +541,12 @@ def _workload_status(c: Checker, value: Any, kind: str, counts: tuple[str, ...],
                   f"cannot be greater than {ready_word}")
 
 
-def validate_replicaset(obj: Any, *, strict: bool = True) -> list[FieldError]:
+def validate_replicaset(obj: Any, *, strict: bool = True, spec: bool = True) -> list[FieldError]:
+    """`spec=False`: all but the spec, for a status update (kube's ValidateReplicaSetStatusUpdate)."""
     def body(c: Checker, rs: dict) -> None:
-        spec = c.obj(rs.get("spec"), "spec", "ReplicaSetSpec")
-        _workload_spec(c, spec if spec is not None else {}, "spec")
+        if spec:
+            rs_spec = c.obj(rs.get("spec"), "spec", "ReplicaSetSpec")
+            _workload_spec(c, rs_spec if rs_spec is not None else {}, "spec")
         _workload_status(c, rs.get("status"), "ReplicaSetStatus",
                          ("replicas", "fullyLabeledReplicas", "readyReplicas",
                           "availableReplicas", "terminatingReplicas", "observedGeneration"),
@@ -550,25 +554,31 @@ def validate_replicaset(obj: Any, *, strict: bool = True) -> list[FieldError]:
     return _validate(obj, "ReplicaSet", strict, body)
 
 
-def validate_deployment(obj: Any, *, strict: bool = True) -> list[FieldError]:
+def validate_deployment(obj: Any, *, strict: bool = True, spec: bool = True) -> list[FieldError]:
+    """`spec=False`: all but the spec, for a status update (kube's ValidateDeploymentStatusUpdate)."""
     def body(c: Checker, deploy: dict) -> None:
-        spec = c.obj(deploy.get("spec"), "spec", "DeploymentSpec")
-        spec = spec if spec is not None else {}
-        min_ready = _workload_spec(c, spec, "spec", "Deployment")
-        _strategy(c, spec.get("strategy"), "spec.strategy")
-        c.nonnegative(spec.get("revisionHistoryLimit"), "spec.revisionHistoryLimit")
-        deadline = spec.get("progressDeadlineSeconds")
-        deadline = DEPLOYMENT_SPEC_DEFAULTS["progressDeadlineSeconds"] if deadline is None \
-            else c.nonnegative(deadline, "spec.progressDeadlineSeconds")
-        if deadline is not None and deadline <= min_ready:
-            c.invalid("spec.progressDeadlineSeconds", deadline,
-                      "must be greater than minReadySeconds")
+        if spec:
+            _deployment_spec(c, deploy.get("spec"))
         _workload_status(c, deploy.get("status"), "DeploymentStatus",
                          ("replicas", "updatedReplicas", "readyReplicas", "availableReplicas",
                           "unavailableReplicas", "terminatingReplicas", "observedGeneration",
                           "collisionCount"),
                          ("updatedReplicas", "readyReplicas", "availableReplicas"))
     return _validate(obj, "Deployment", strict, body)
+
+
+def _deployment_spec(c: Checker, value: Any) -> None:
+    spec = c.obj(value, "spec", "DeploymentSpec")
+    spec = spec if spec is not None else {}
+    min_ready = _workload_spec(c, spec, "spec", "Deployment")
+    _strategy(c, spec.get("strategy"), "spec.strategy")
+    c.nonnegative(spec.get("revisionHistoryLimit"), "spec.revisionHistoryLimit")
+    deadline = spec.get("progressDeadlineSeconds")
+    deadline = DEPLOYMENT_SPEC_DEFAULTS["progressDeadlineSeconds"] if deadline is None \
+        else c.nonnegative(deadline, "spec.progressDeadlineSeconds")
+    if deadline is not None and deadline <= min_ready:
+        c.invalid("spec.progressDeadlineSeconds", deadline,
+                  "must be greater than minReadySeconds")
 
 
 def _strategy(c: Checker, value: Any, path: str) -> None:
@@ -745,6 +755,15 @@ VALIDATORS: dict[str, Callable[..., list[FieldError]]] = {
 }
 
 
+# A status update's validation without the spec, as kube's Validate<Kind>StatusUpdate: the
+# strategy copied the spec from the stored object (kinds not here are validated whole).
+STATUS_VALIDATORS: dict[str, Callable[..., list[FieldError]]] = {
+    "Pod": functools.partial(pod.validate_pod, spec=False),
+    "ReplicaSet": functools.partial(validate_replicaset, spec=False),
+    "Deployment": functools.partial(validate_deployment, spec=False),
+}
+
+
 def _kind(obj: Any) -> str | None:
     kind = obj.get("kind") if isinstance(obj, dict) else None
     return kind if isinstance(kind, str) and kind in VALIDATORS else None
@@ -769,13 +788,17 @@ def validate_object(obj: Any, *, strict: bool = True) -> list[FieldError]:
 
 
 def validate_object_update(old: Any, new: Any, *, strict: bool = True,
-                           require_resource_version: bool = True) -> list[FieldError]:
+                           require_resource_version: bool = True, status: bool = False) -> list[FieldError]:
     """The new object on its own, then what may not change: metadata's immutable fields, the
     kind, a ReplicaSet's, Deployment's or DaemonSet's spec.selector (immutable in apps/v1; a
     StatefulSet's and a Job's are with their other rules), a binding's roleRef, an immutable
     ConfigMap's or Secret's data and a Secret's type, a Node's podCIDRs once set, a Service's
-    clusterIP, an EndpointSlice's addressType, and each kind's UPDATE_VALIDATORS."""
-    errors = validate_object(new, strict=strict)
+    clusterIP, an EndpointSlice's addressType, and each kind's UPDATE_VALIDATORS. `status`: an
+    update through the status subresource, whose spec is the stored one, not checked again for
+    the kinds in STATUS_VALIDATORS (the status updates kubelets and controllers send for every
+    pod)."""
+    status_validator = STATUS_VALIDATORS.get(_kind(new)) if status else None
+    errors = status_validator(new, strict=strict) if status_validator else validate_object(new, strict=strict)
     if not isinstance(old, dict) or not isinstance(new, dict):
         return errors
     if old.get("kind") != new.get("kind") and not _absent(new.get("kind")):

@@ -3,6 +3,7 @@
 - `json_merge_patch` (RFC 7386, application/merge-patch+json): null deletes a key, objects merge
   recursively, anything else (lists included) replaces. `create_merge_patch(a, b)` is its inverse:
   `json_merge_patch(a, create_merge_patch(a, b)) == b` whenever b holds no null inside an object.
+  `merged` is the same patch sharing what it does not reach (for callers that copy it anyway).
 - `strategic_merge_patch` (application/strategic-merge-patch+json): like a merge patch, but the
   lists Kubernetes declares `patchStrategy: merge` are merged item by item on their merge key
   (containers by name, ports by containerPort, ...) instead of replaced. Supported directives:
@@ -23,7 +24,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping  # typing.Mapping's isinstance is several times slower
+from typing import Any
 
 from .limits import MAX_DEPTH, depth, json_too_deep_at
 
@@ -104,27 +106,35 @@ def json_copy(value: Any) -> Any:
 # --- RFC 7386 JSON merge patch -------------------------------------------------------------
 
 def json_merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 MergePatch(target, patch), returning a new value."""
-    if not isinstance(patch, Mapping):
-        return json_copy(patch)
-    result = json_copy(dict(target)) if isinstance(target, Mapping) else {}
-    _merge_into(result, patch)
-    return result
+    """RFC 7386 MergePatch(target, patch), returning a new value that shares nothing with either."""
+    return json_copy(merged(target, patch))
 
 
-def _merge_into(result: dict, patch: Mapping) -> None:
-    """MergePatch into `result`, a copy of the caller's own: target is copied once, not again
-    at every level the patch reaches."""
+def merged(target: Any, patch: Any) -> Any:
+    """RFC 7386 MergePatch(target, patch) copying only the maps the patch reaches into: the
+    result shares every other part with `target`, and the values it sets with `patch`. For a
+    caller that copies the result before changing any part of it (the apiserver's defaulting
+    does), so a patched object is copied once, not twice."""
+    if not _is_map(patch):
+        return patch
+    result = dict(target) if _is_map(target) else {}
     for k, v in patch.items():
         if v is None:
             result.pop(k, None)
-        elif isinstance(v, Mapping):
-            inner = result.get(k)
-            if not isinstance(inner, dict):
-                inner = result[k] = dict(inner) if isinstance(inner, Mapping) else {}
-            _merge_into(inner, v)
+        elif _is_map(v):
+            result[k] = merged(result.get(k), v)
         else:
-            result[k] = json_copy(v)
+            result[k] = v
+    return result
+
+
+_NOT_MAPS = frozenset({str, int, float, bool, list})
+
+
+def _is_map(value: Any) -> bool:
+    # by type first: a decoded value's parts are these, and isinstance of an ABC runs Python code
+    t = type(value)
+    return t is dict or (t not in _NOT_MAPS and isinstance(value, Mapping))
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -431,10 +441,12 @@ PATCH_TYPES = {
 
 
 def apply_patch(obj: Mapping[str, Any], patch: Any, patch_type: str,
-                schema: Mapping[str, str] | None = None) -> dict[str, Any]:
+                schema: Mapping[str, str] | None = None, *, shared: bool = False) -> dict[str, Any]:
     """Patch an API object as the apiserver does for `kubectl patch --type=<patch_type>`.
 
     `patch` may be the decoded value or its JSON text/bytes. The result must be an object.
+    `shared`: the result may share parts with `obj` and `patch` (a merge patch's does, as
+    `merged`), for a caller that copies it before changing it.
     """
     kind = PATCH_TYPES.get((patch_type or "").split(";")[0].strip().lower())
     if kind is None:
@@ -450,7 +462,7 @@ def apply_patch(obj: Mapping[str, Any], patch: Any, patch_type: str,
         except ValueError as e:
             raise PatchError(f"invalid JSON in {kind} patch: {e}") from None
     if kind == "merge":
-        result = json_merge_patch(obj, patch)
+        result = merged(obj, patch) if shared else json_merge_patch(obj, patch)
     elif kind == "strategic":
         result = strategic_merge_patch(obj, patch, schema)
     else:

@@ -549,8 +549,10 @@ _SHAPE_CHECKS: dict[str, Callable[[_Checker, Any, str], Any]] = {
 
 # --- the pod --------------------------------------------------------------------------------------
 
-def validate_pod(pod: dict, *, strict: bool = True) -> list[FieldError]:
-    """Every reason `pod` is not a valid Pod for kubemu, as field errors (empty: valid)."""
+def validate_pod(pod: dict, *, strict: bool = True, spec: bool = True) -> list[FieldError]:
+    """Every reason `pod` is not a valid Pod for kubemu, as field errors (empty: valid).
+    `spec=False`: all but the spec, for a status update, whose spec is the stored one (kube's
+    ValidatePodStatusUpdate checks metadata and status only)."""
     c = _Checker(strict)
     if not isinstance(pod, dict):
         c.invalid("", pod, "must be an object")
@@ -562,9 +564,9 @@ def validate_pod(pod: dict, *, strict: bool = True) -> list[FieldError]:
         elif pod[field] != value:
             c.add(not_supported(field, pod[field], (value,)))
     _metadata(c, pod.get("metadata"), "metadata")
-    if pod.get("spec") is None:
+    if spec and pod.get("spec") is None:
         c.add(required("spec"))
-    else:
+    elif spec:
         _spec(c, pod["spec"], "spec")
     c.obj(pod.get("status"), "status")
     return c.errors

@@ -15,6 +15,7 @@ case, optionally qualified by group (`deployments.apps`) or version and group
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -284,21 +285,24 @@ def check_field_label(resource: ResourceRef, label: str) -> None:
 def field_set(resource: ResourceRef, obj: Any) -> dict[str, str]:
     """The selectable fields of `obj` as strings (fields.Set): absent fields read as Go's
     zero value (""; "false" for booleans; "0" for counts)."""
-    r = resolve(resource)
-    return {label: _field_value(r, obj, label) for label in r.field_selectors}
+    out = {}
+    for label, path, zero in _field_paths(resolve(resource)):
+        if label == "status.podIP":
+            ips = _get(obj, ("status", "podIPs"))
+            first = ips[0] if isinstance(ips, list) and ips else None
+            value = first.get("ip") if isinstance(first, dict) else _get(obj, ("status", "podIP"))
+        else:
+            value = _get(obj, path)
+        out[label] = _string(value, zero)
+    return out
 
 
-def _field_value(r: Resource, obj: Any, label: str) -> str:
-    if label == "source":  # Events: source.component
-        label_path = ("source", "component")
-    elif label == "status.podIP":
-        ips = _get(obj, ("status", "podIPs"))
-        first = ips[0] if isinstance(ips, list) and ips else None
-        value = first.get("ip") if isinstance(first, dict) else _get(obj, ("status", "podIP"))
-        return _string(value, r.field_zero_values.get(label, ""))
-    else:
-        label_path = tuple(label.split("."))
-    return _string(_get(obj, label_path), r.field_zero_values.get(label, ""))
+@functools.cache
+def _field_paths(r: Resource) -> tuple[tuple[str, tuple[str, ...], str], ...]:
+    """(label, the path it reads, its zero value) of each of `r`'s selectable fields: worked out
+    once per resource, as the watch cache reads them from every object it keeps."""
+    return tuple((label, ("source", "component") if label == "source" else tuple(label.split(".")),
+                  r.field_zero_values.get(label, "")) for label in r.field_selectors)
 
 
 def _get(obj: Any, path: tuple[str, ...]) -> Any:

@@ -4,6 +4,7 @@ semantics), and the watch cache fed from the same memory, without a store or pro
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime
 import random
 
@@ -925,6 +926,49 @@ def store_reads(api: API) -> list[str]:
 async def labels_in_store(api: API, key: str = KEY) -> dict:
     return (await api.storage.read(key)).decoded()["metadata"].get("labels", {})
 
+
+
+def test_a_write_from_the_cache_starts_from_its_decoded_object_and_changes_none_of_it(monkeypatch):
+    """While a key's latest event is in the window, a write's old state is the cache's own object,
+    not decoded again: shared read-only with every watcher, so no kind of change may touch it."""
+    decodes: list[Current] = []
+    real = Current.decoded
+    monkeypatch.setattr(Current, "decoded", lambda self: decodes.append(self) or real(self))
+
+    def edited(obj: dict, **fields) -> dict:
+        out = copy.deepcopy(obj)
+        out["metadata"]["labels"] = {**out["metadata"].get("labels", {}), **fields}
+        return out
+
+    async def body(api):
+        await api.cache.cacher(PODS).ensure_started()  # the pod's events come, as after a watch
+        await api.create("pods", pod("web", labels={"a": "1"}))
+        cached = lambda: api.cache.cacher(PODS).latest[KEY].obj  # noqa: E731
+        changes = [
+            lambda: api.patch("pods", "web", {"metadata": {"labels": {"b": "2", "a": None}}}, "default"),
+            lambda: api.patch("pods", "web", {"spec": {"containers": [{"name": "c", "image": "x"}]}}, "default",
+                              patch_type="strategic"),
+            lambda: api.patch("pods", "web", [{"op": "add", "path": "/metadata/labels/c", "value": "3"}], "default",
+                              patch_type="json"),
+            lambda: api.update("pods", edited(cached(), d="4"), "default"),
+            lambda: api.bind("web", "n1", "default"),
+            lambda: api.patch("pods", "web", {"status": {"phase": "Running", "conditions": [
+                {"type": "Ready", "status": "True"}]}}, "default", subresource="status"),
+            lambda: api.update_status("pods", dict(cached(), status={"phase": "Running"}), "default"),
+            # nothing to write: decided again on the store's state (decoded), as a cached state is unconfirmed
+            lambda: api.update("pods", cached(), "default"),
+            lambda: api.delete("pods", "web", "default", propagation_policy="Foreground"),  # held: a write
+            lambda: api.delete("pods", "web", "default", grace_period_seconds=0),
+        ]
+        for change in changes:
+            await caught_up(api)
+            shared = cached()
+            before = copy.deepcopy(shared)
+            decodes.clear()
+            await change()
+            assert shared == before
+            assert len(decodes) == (change is changes[7])
+    run(body)
 
 def test_a_write_starts_from_the_cache_and_a_conflict_retries_from_what_the_failed_txn_read():
     async def body(api):

@@ -2,6 +2,7 @@
 random source, objects in and objects or outcomes out)."""
 from __future__ import annotations
 
+import copy
 import datetime
 import random
 import re
@@ -168,6 +169,34 @@ def test_status_update_changes_only_status():
     assert out.obj["metadata"]["generation"] == 1
 
 
+
+def test_a_pods_status_update_does_not_check_its_stored_spec_again_but_everything_else():
+    """As kube's ValidatePodStatusUpdate: a spec stored before today's rules (here a container
+    name they refuse) does not stop the kubelet reporting the pod's status; metadata is
+    still checked, and a whole-object update still checks the spec."""
+    old = bound_pod()
+    old["spec"]["containers"][0]["name"] = "Not_A_Label"
+    running = dict(old, status={"phase": "Running"})
+    assert st.prepare_update(PODS, old, 10, running, status=True).obj["status"] == {"phase": "Running"}
+    with pytest.raises(wire.Invalid, match="containers"):
+        st.prepare_update(PODS, old, 10, running, status=False)
+    bad_label = dict(running, metadata=dict(old["metadata"], labels={"a": "-x-"}))
+    with pytest.raises(wire.Invalid, match="metadata.labels"):
+        st.prepare_update(PODS, old, 10, bad_label, status=True)
+
+
+@pytest.mark.parametrize("r, obj", [(DEPLOYMENTS, deployment("d")), (resolve("replicasets"), deployment("d"))])
+def test_a_workloads_status_update_does_not_check_its_stored_spec_again_but_its_status(r, obj):
+    """As kube's ValidateDeploymentStatusUpdate and ValidateReplicaSetStatusUpdate."""
+    old = stored(create(r, {**obj, "kind": r.kind}))
+    old["spec"]["minReadySeconds"] = -1  # refused by today's rules
+    counted = dict(old, status={"replicas": 2, "readyReplicas": 1})
+    assert st.prepare_update(r, old, 10, counted, status=True).obj["status"] == counted["status"]
+    with pytest.raises(wire.Invalid, match="minReadySeconds"):
+        st.prepare_update(r, old, 10, dict(old, metadata=dict(old["metadata"], labels={"x": "y"})), status=False)
+    with pytest.raises(wire.Invalid, match="readyReplicas"):
+        st.prepare_update(r, old, 10, dict(old, status={"replicas": 1, "readyReplicas": 2}), status=True)
+
 def test_an_update_that_changes_nothing_writes_nothing():
     d = stored(create(DEPLOYMENTS, deployment("d")))
     assert st.prepare_update(DEPLOYMENTS, d, 10, dict(d), status=False) == st.Unchanged(d)
@@ -205,6 +234,29 @@ def test_patch_naming_a_stale_version_conflicts():
     with pytest.raises(wire.BadRequest):
         st.patched(DEPLOYMENTS, d, 12, [{"op": "test", "path": "/spec/replicas", "value": 9}], "json")
 
+
+
+def test_a_patched_object_shares_parts_with_the_old_one_and_the_patch_but_what_is_written_shares_nothing():
+    """patched copies only the maps its merge patch reaches into; prepare_update's defaulting
+    copies the whole object before filling anything: neither the old state (an old pod whose
+    spec lacks defaults, as one stored before them) nor the patch is ever changed."""
+    old = stored(create(PODS, pod("p")))
+    del old["spec"]["dnsPolicy"], old["spec"]["containers"][0]["terminationMessagePath"]
+    ctr = {"name": "c", "image": "busybox", "command": ["sleep", "1000"]}  # no defaults either
+    patch = {"metadata": {"labels": {"tier": "db"}}, "spec": {"containers": [ctr]},
+             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+    before = copy.deepcopy((old, patch))
+    new, _ = st.patched(PODS, old, 10, patch, "merge")
+    assert new["metadata"] is not old["metadata"] and new["metadata"]["uid"] == old["metadata"]["uid"]
+    assert new["spec"]["containers"][0] is ctr and new["status"]["conditions"] is patch["status"]["conditions"]
+    for status in (False, True):  # the spec of the patch, then the old one
+        written = st.prepare_update(PODS, old, 10, new, status=status).obj
+        assert written["spec"]["dnsPolicy"] == "ClusterFirst"
+        assert written["spec"]["containers"][0]["terminationMessagePath"] == "/dev/termination-log"
+        assert (old, patch) == before
+    written["status"]["conditions"][0]["status"] = "False"
+    written["metadata"]["labels"]["tier"] = "x"
+    assert (old, patch) == before
 
 # --- delete -----------------------------------------------------------------------------------
 

@@ -7,20 +7,22 @@ import asyncio
 import shutil
 import tempfile
 
+import msgpack
 import pytest
 
 from components.apiserver.audit import AuditLog
 from components.apiserver.handlers import API
 from components.apiserver import watchcache
 from components.apiserver.memstorage import MemoryStoreClient, MemStorage
-from components.apiserver.storage import ABSENT, Current, Storage, encode
+from components.apiserver.storage import ABSENT, Current, Storage, decode, encode
 from components.apiserver.strategy import Timeout
-from components.apiserver.watchcache import CacheEvent, Watcher, WatchCache
+from components.apiserver.watchcache import CacheEvent, Watcher, WatchCache, Written, to_cache_event
 from kubemu import wire
 from kubemu.api.resources import field_set
 from kubemu.apiclient import ApiClient, is_too_large_resource_version
 from kubemu.cache import meta_namespace_key
 from kubemu.informer import Informer
+from store.mvcc import Event
 from tests.conftest import DEADLINE
 
 
@@ -94,6 +96,87 @@ def test_an_events_old_state_and_fields_are_the_previous_events_while_that_is_in
         assert a2.old_fields is a1.fields and a2.fields["metadata.name"] == "a2"
     asyncio.run(asyncio.wait_for(body(), DEADLINE))
 
+
+
+def test_the_event_of_a_write_this_apiserver_made_carries_the_object_it_wrote_as_decoding_would_give():
+    """No decode for the cacher: each event's object is the one the handler wrote and answered,
+    equal to the stored value decoded, down to the order of its keys (what watchers are sent)."""
+    async def body():
+        storage = MemStorage()
+        api = API(storage, WatchCache(storage.client), AuditLog(None))
+        await api.ensure_system_namespaces()
+        cacher = api.cache.cacher("/registry/pods/")
+        await cacher.ensure_started()
+        w = cacher.register(cacher.revision)
+        seen: list[CacheEvent] = []
+
+        async def event() -> dict:  # each write's client acts on the event of the one before
+            await w.wake.wait()
+            w.wake.clear()
+            seen.extend(w.queue)
+            w.queue.clear()
+            return seen[-1].obj
+        pod = {"metadata": {"name": "p", "namespace": "default", "labels": {"app": "a"}},
+               "spec": {"containers": [{"name": "c", "image": "i"}]}}
+        written = [await api.create("pods", pod, "default")]
+        await event()
+        written.append(await api.bind("p", "n1", "default"))
+        await event()
+        written.append(await api.patch("pods", "p", {"status": {"phase": "Running"}}, "default",
+                                       subresource="status"))
+        patched = await event()
+        # the client's resourceVersion in the middle of its metadata, where the strategy keeps it
+        sent = {**patched, "metadata": {"resourceVersion": patched["metadata"]["resourceVersion"],
+                                        **{k: v for k, v in patched["metadata"].items() if k != "resourceVersion"},
+                                        "labels": {"app": "b"}}}
+        written.append(await api.update("pods", sent, "default"))
+        await event()
+        await cacher.close()
+        assert len(seen) == len(written)
+        for ev, obj in zip(seen, written):
+            assert ev.obj is obj
+            stored = storage.client.kv.range(ev.key.encode(), revision=ev.revision)["kvs"][0]["value"]
+            assert msgpack.packb(obj) == msgpack.packb(decode(stored, ev.revision))
+            assert ev.fields == field_set("pods", decode(stored, ev.revision))
+        assert cacher.written == {}  # every offered object was taken
+    asyncio.run(asyncio.wait_for(body(), DEADLINE))
+
+
+def test_an_offered_object_is_used_only_by_the_event_of_its_own_revision():
+    key = "/registry/pods/ns/a"
+    stored = encode(pod_obj("stored"))
+
+    def put(rev: int) -> Event:
+        return Event("PUT", {"key": key.encode(), "value": stored, "mod_revision": rev})
+    ahead = {key: Written(8, pod_obj("later"))}  # written at 8, its event still to come
+    assert to_cache_event(put(7), written=ahead).obj == decode(stored, 7)
+    assert key in ahead
+    missed = {key: Written(6, pod_obj("earlier"))}  # its event went by (the cache was not running)
+    assert to_cache_event(put(7), written=missed).obj == decode(stored, 7)
+    assert missed == {}
+    mine = pod_obj("mine")
+    offered = {key: Written(7, mine)}
+    assert to_cache_event(put(7), written=offered).obj is mine and offered == {}
+    gone = {key: Written(7, mine)}  # a delete at the revision (not a write of this apiserver's)
+    assert to_cache_event(Event("DELETE", {"key": key.encode(), "value": b"", "mod_revision": 7}),
+                          written=gone).obj is None and gone == {}
+
+
+def test_a_cacher_keeps_an_offered_object_only_while_its_event_is_to_come():
+    async def body():
+        storage = MemStorage()
+        cacher = WatchCache(storage.client).cacher("/registry/pods/")
+        key = "/registry/pods/ns/a"
+        cacher.wrote(key, 1, pod_obj("a"))
+        assert cacher.written == {}  # not running: its events are never seen, so nothing would take it
+        await cacher.ensure_started()
+        rev = await storage.create(key, encode(pod_obj("a")))
+        while cacher.revision < rev:
+            await asyncio.sleep(0.001)
+        cacher.wrote(key, rev, pod_obj("a"))  # answered after the cache saw its event
+        assert cacher.written == {}
+        await cacher.close()
+    asyncio.run(asyncio.wait_for(body(), DEADLINE))
 
 def pod_obj(name: str) -> dict:
     return {"kind": "Pod", "metadata": {"name": name, "namespace": "ns"}}

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kubemu.api.patch import (POD_SCHEMA, PatchError, apply_patch, create_merge_patch,
-                              json_equal, json_merge_patch, json_patch, schema_for,
+                              json_equal, json_merge_patch, json_patch, merged, schema_for,
                               strategic_merge_patch)
 
 # RFC 7386 appendix A, verbatim.
@@ -55,12 +55,28 @@ def test_merge_patch_copies_the_target_once_and_shares_nothing_with_it(monkeypat
     out = json_merge_patch(target, {"status": {"phase": "Running", "deep": {"y": 2}}, "list": {"k": {"v": 1}}})
     assert out == {"status": {"conditions": [{"type": "Ready"}], "phase": "Running", "deep": {"x": [1], "y": 2}},
                    "spec": {"containers": [{"name": "c"}]}, "list": {"k": {"v": 1}}}
-    assert sum(c is target["status"] for c in copied) == 1  # once, not again per patched level
+    # each part of the target once, not again per patched level
+    assert [sum(c is part for c in copied) for part in (target["spec"], target["status"]["conditions"])] == [1, 1]
     out["status"]["conditions"].append(None)
     out["status"]["deep"]["x"].append(None)
     out["spec"]["containers"][0]["name"] = "changed"
     assert target == before
 
+
+
+def test_merged_copies_only_the_maps_the_patch_reaches_into_and_changes_neither_input():
+    target = {"status": {"conditions": [{"type": "Ready"}], "phase": "Pending"}, "spec": {"x": [1]},
+              "metadata": {"labels": {"a": "1"}}}
+    patch = {"status": {"phase": "Running", "hostIPs": [{"ip": "10.0.0.1"}]}, "metadata": {"labels": {"a": None}}}
+    before = copy.deepcopy((target, patch))
+    out = merged(target, patch)
+    assert out == json_merge_patch(target, patch)
+    assert out["spec"] is target["spec"] and out["status"]["conditions"] is target["status"]["conditions"]
+    assert out["status"]["hostIPs"] is patch["status"]["hostIPs"]
+    assert out["status"] is not target["status"] and out["metadata"]["labels"] == {}
+    assert (target, patch) == before
+    assert apply_patch(target, patch, "merge", shared=True) == out
+    assert apply_patch(target, patch, "merge")["spec"] is not target["spec"]
 
 def test_json_copy_copies_a_part_found_twice_twice_and_anything_else_deeply():
     from kubemu.api.patch import json_copy
