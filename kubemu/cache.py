@@ -40,12 +40,15 @@ def meta_namespace_key(obj: Any) -> str:
     """"namespace/name", or "name" when the object has no namespace (cluster-scoped).
     client-go's MetaNamespaceKeyFunc; a DeletedFinalStateUnknown yields its stored key, as
     DeletionHandlingMetaNamespaceKeyFunc does, so delete handlers can use this directly."""
-    if isinstance(obj, DeletedFinalStateUnknown):
+    if type(obj) is dict:   # what a watch decodes: no ABC check (informers key every event)
+        meta = obj.get("metadata")
+    elif isinstance(obj, DeletedFinalStateUnknown):
         return obj.key
-    if isinstance(obj, str):
+    elif isinstance(obj, str):
         return obj          # client-go's ExplicitKey: already a key
-    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-    if not isinstance(meta, Mapping) or not meta.get("name"):
+    else:
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    if not (type(meta) is dict or isinstance(meta, Mapping)) or not meta.get("name"):
         raise ValueError("object has no metadata.name")
     namespace = meta.get("namespace") or ""
     return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
@@ -212,5 +215,7 @@ class Indexer:
 
 
 def _values_of(func: IndexFunc, obj: Any) -> tuple[str, ...]:
-    # dict.fromkeys dedupes while keeping order: a value listed twice is filed once.
-    return tuple(dict.fromkeys(func(obj)))
+    values = tuple(func(obj))
+    # dict.fromkeys dedupes while keeping order: a value listed twice is filed once. Most
+    # index functions give one value (or none), which has nothing to dedupe.
+    return values if len(values) < 2 else tuple(dict.fromkeys(values))

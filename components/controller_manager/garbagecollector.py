@@ -36,6 +36,12 @@ DEBOUNCE = 0.2   # seconds: a burst of deletes becomes one pass
 RECHECK = 1.0    # seconds: a pass after one that found the caches behind the API
 
 
+def _pass_fields(obj: dict) -> tuple:
+    """What `GarbageCollector._needs_pass` reads of an object (besides its owners' state)."""
+    m = meta(obj)
+    return m.get("deletionTimestamp"), m.get("finalizers"), m.get("ownerReferences")
+
+
 class GarbageCollector:
     def __init__(self, api: ApiClient, informers: SharedInformers, period: float = 30.0):
         self.api = api
@@ -117,8 +123,9 @@ class GarbageCollector:
 
     def _updated(self, old: dict, new: dict) -> None:
         # `old` too: a dependent that just dropped its reference to an orphaning owner lets
-        # that owner's finalizer go.
-        if self._needs_pass(new) or self._needs_pass(old):
+        # that owner's finalizer go. Asked only when it differs from `new` in what
+        # `_needs_pass` reads (most updates change a status, and the owners are the same).
+        if self._needs_pass(new) or (_pass_fields(old) != _pass_fields(new) and self._needs_pass(old)):
             self._trigger()
 
     def _deleted(self, obj) -> None:

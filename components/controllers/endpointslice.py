@@ -78,9 +78,14 @@ def has_selector(service: dict) -> bool:
     return bool(spec.get("selector")) and spec.get("type") != "ExternalName"
 
 
+def _selector(service: dict) -> dict | None:
+    """The Service's selector (a label map, ANDed); a Service without one picks no pod."""
+    return (service.get("spec") or {}).get("selector")
+
+
 def selects(service: dict, pod_labels: Mapping[str, str] | None) -> bool:
-    """The Service's selector (a label map, ANDed) picks these pod labels."""
-    selector = (service.get("spec") or {}).get("selector")
+    """The Service's selector picks these pod labels."""
+    selector = _selector(service)
     return bool(selector) and selector_from_set(selector).matches(pod_labels or {})
 
 
@@ -96,7 +101,11 @@ def services_to_update(services: Iterable[dict], old: dict, new: dict) -> set[st
     Services that gained or lost it - all of both sides if the endpoint changed too."""
     if meta(old).get("resourceVersion") == meta(new).get("resourceVersion"):
         return set()   # a resync: the Services are resynced themselves
-    services = list(services)
+    # Only a Service with a selector can pick a pod (`selects`): a namespace with none (most
+    # hold only selectorless ones, as "default" its "kubernetes") needs no look at the pod.
+    services = [s for s in services if _selector(s)]
+    if not services:
+        return set()
     labels_changed = labels_of(old) != labels_of(new) or _host_and_subdomain(old) != \
         _host_and_subdomain(new)
     pod_changed = _endpoint_changed(old, new)

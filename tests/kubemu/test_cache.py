@@ -3,6 +3,7 @@ after any sequence of add/update/delete/replace."""
 from __future__ import annotations
 
 import copy
+from types import MappingProxyType
 
 import pytest
 from hypothesis import settings, strategies as st
@@ -48,9 +49,20 @@ def test_meta_namespace_key():
     assert meta_namespace_key({"metadata": {"name": "n1", "namespace": ""}}) == "n1"
     assert meta_namespace_key(DeletedFinalStateUnknown("ns/gone", None)) == "ns/gone"
     assert meta_namespace_key("ns/explicit") == "ns/explicit"
-    for bad in ({}, {"metadata": {}}, {"metadata": {"namespace": "ns"}}, 42):
+    for bad in ({}, {"metadata": {}}, {"metadata": {"namespace": "ns"}}, 42,
+                {"metadata": "ns/p"}, {"metadata": ["name"]}, {"metadata": None}):
         with pytest.raises(ValueError):
             meta_namespace_key(bad)
+
+
+def test_meta_namespace_key_of_mappings_that_are_not_plain_dicts():
+    # plain dicts take a shortcut; any other Mapping (a read-only view, a dict subclass) and
+    # metadata that is one are keyed the same
+    class Shared(dict):
+        pass
+    assert meta_namespace_key(MappingProxyType({"metadata": {"name": "p", "namespace": "ns"}})) == "ns/p"
+    assert meta_namespace_key(Shared(metadata=Shared(name="p", namespace="ns"))) == "ns/p"
+    assert meta_namespace_key({"metadata": MappingProxyType({"name": "n1"})}) == "n1"
 
 
 def test_split_meta_namespace_key():
@@ -146,6 +158,21 @@ def test_an_update_keeping_every_index_value_still_replaces_the_object():
     s.update(pod("a", "ns1", node="n2", owners=["rs1"], rv="3"))   # only the node changes
     assert s.index_keys("node", "n1") == ["ns1/b"] and s.index_keys("node", "n2") == ["ns1/a"]
     assert s.by_index("owner", "rs1")[0]["metadata"]["resourceVersion"] == "3"
+
+
+def test_index_functions_may_give_any_iterable_and_repeat_values():
+    # one value or none is filed as given, more are deduped: a generator, a set, a tuple
+    def by_owner_lazily(obj):
+        return (ref["uid"] for ref in obj["metadata"].get("ownerReferences", []))
+    s = Indexer(indexers={"owner": by_owner_lazily, "ns": lambda obj: {obj["metadata"]["namespace"]}})
+    s.add(pod("a", "ns1", owners=["rs1"]))
+    s.add(pod("b", "ns1", owners=["rs1", "rs2", "rs1"]))
+    s.add(pod("c", "ns2"))
+    assert s.index_keys("owner", "rs1") == ["ns1/a", "ns1/b"] and s.index_keys("owner", "rs2") == ["ns1/b"]
+    assert [o["metadata"]["name"] for o in s.index("owner", pod("x", owners=["rs1", "rs1"]))] == ["a", "b"]
+    assert s.index_keys("ns", "ns1") == ["ns1/a", "ns1/b"] and s.index_keys("ns", "ns2") == ["ns2/c"]
+    s.delete("ns1/b")
+    assert s.index_keys("owner", "rs1") == ["ns1/a"] and s.list_index_func_values("owner") == ["rs1"]
 
 
 def test_in_place_mutation_of_a_stored_object_does_not_corrupt_indexes():

@@ -988,6 +988,38 @@ def test_timeout_is_outcome_unknown_and_cancels_the_handler(ep, ctx):
     run(main())
 
 
+def test_each_call_times_out_at_its_own_deadline_whatever_the_order(ep, ctx):
+    # the calls' deadlines share one timer: a shorter one sent after a longer one must not
+    # wait for it, and a longer one must neither go with nor be forgotten after a shorter one
+    async def hang():
+        await asyncio.Event().wait()
+
+    async def main():
+        async with wire.Server(ep, {"hang": hang, "echo": echo}, context=ctx), \
+                wire.Client(ep, context=ctx) as client:
+            loop = asyncio.get_running_loop()
+
+            async def timed_out_after(timeout: float) -> float:
+                start = loop.time()
+                with pytest.raises(wire.OutcomeUnknown):
+                    await client.call("hang", timeout=timeout)
+                return loop.time() - start
+
+            long = asyncio.create_task(timed_out_after(30.0))
+            await asyncio.sleep(0.05)
+            assert await timed_out_after(0.2) >= 0.2
+            assert not long.done()
+            short = asyncio.create_task(timed_out_after(0.2))
+            longer = asyncio.create_task(timed_out_after(1.0))
+            assert await short >= 0.2 and not longer.done()
+            assert await longer >= 1.0
+            assert not long.done()
+            long.cancel()
+            assert await client.call("echo", {"x": 1}) == {"x": 1}
+            assert client._deadlines == {}   # every call forgot its deadline, answered or not
+    run(main())
+
+
 def test_late_reply_after_timeout_is_dropped(ep, ctx, caplog):
     gate = asyncio.Event()
     dropped = asyncio.Event()

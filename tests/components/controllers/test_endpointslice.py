@@ -370,6 +370,24 @@ def test_which_services_a_pod_update_concerns():
     assert services_to_update([web, db], old, old) == set()   # a resync
 
 
+def test_a_pod_update_skips_only_the_services_without_a_selector():
+    # the shortcut for namespaces whose Services select nothing ("default" and its
+    # "kubernetes") must never drop a Service that has a selector, whatever its place or type
+    kubernetes = service("kubernetes", selector={})
+    web = service("web")
+    external = service("web-external", selector={"app": "web"}, type="ExternalName",
+                       externalName="example.com")
+    old = pod("a")
+    new = pod("a", ready=False)
+    new["metadata"]["resourceVersion"] = "2"
+    assert services_to_update([kubernetes], old, new) == set()
+    assert services_to_update([kubernetes, web, external], old, new) == {"default/web",
+                                                                       "default/web-external"}
+    relabelled = pod("a", labels={"app": "db"})
+    relabelled["metadata"]["resourceVersion"] = "2"
+    assert services_to_update([kubernetes, web], old, relabelled) == {"default/web"}
+
+
 def test_the_tracker_tells_a_cache_behind_this_controllers_writes():
     api, tracker, svc = Api(), SliceTracker(), service()
     api.sync(svc, [pod("a")])
