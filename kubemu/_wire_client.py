@@ -13,8 +13,8 @@ import zmq
 import zmq.asyncio
 
 from ._wire_auth import CurveCredentials, check_curve_key
-from ._wire_codec import (ERROR, REPLY, STREAM_END, STREAM_ITEM, STREAM_START, USER_AGENT_PROPERTY, _describe,
-                          decode_reply, encode_call, encode_cancel, encode_notify, encode_stream)
+from ._wire_codec import (ERROR, REPLY, STREAM_END, STREAM_ITEM, STREAM_ITEMS, STREAM_START, USER_AGENT_PROPERTY,
+                          _describe, decode_reply, encode_call, encode_cancel, encode_notify, encode_stream)
 from ._wire_endpoints import _check_connect_endpoint
 from ._wire_errors import BadRequest, Cancelled, OutcomeUnknown, TooLarge, Unauthorized, Unavailable, WireError
 from ._wire_limits import CLIENT_LINGER_MS, DEFAULT_MAX_FRAME, HWM, MAXMSGSIZE_FACTOR
@@ -194,6 +194,14 @@ class Stream:
             self._finish(Unavailable(f"stream {self.method!r} cancelled: the consumer fell more than "
                                      f"{STREAM_BUFFER // 2**20} MiB behind", {"reason": "SlowConsumer"}))
         self._wake()
+
+    def _on_items(self, items: list, size: int) -> None:
+        """A STREAM_ITEMS message: its items in order, its size counted until the last is taken."""
+        if items:
+            *first, last = items
+            self._items.extend(first)
+            self._sizes.extend([0] * len(first))
+            self._on_item(last, size)
 
     def _finish(self, end) -> None:
         """The stream ended (`_STOP`) or failed (a WireError); no more messages for it."""
@@ -553,12 +561,14 @@ class Client:
                 fut.set_result(value)
             else:
                 log.debug("dropped a reply for unknown or abandoned request %s", rid)
-        elif kind == STREAM_ITEM:
+        elif kind == STREAM_ITEM or kind == STREAM_ITEMS:
             stream = self._streams.get(rid)
-            if stream is not None:
+            if stream is None:
+                log.debug("dropped an item of unknown or closed stream %s", rid)
+            elif kind == STREAM_ITEM:
                 stream._on_item(value, len(frames[0]))
             else:
-                log.debug("dropped an item of unknown or closed stream %s", rid)
+                stream._on_items(value, len(frames[0]))
         elif kind == ERROR:
             if not self._fail(rid, value):
                 if rid is None:

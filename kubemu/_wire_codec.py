@@ -10,7 +10,7 @@ import msgpack
 
 from ._wire_errors import BadRequest, Internal, TooLarge, WireError, error_from_code
 from ._wire_limits import DEFAULT_MAX_FRAME
-from .packer import map_header
+from .packer import array_header, map_header
 from .packer import packb as _packb
 
 log = logging.getLogger("kubemu.wire")
@@ -18,6 +18,7 @@ log = logging.getLogger("kubemu.wire")
 REQ, STREAM, CANCEL = 1, 2, 3
 REPLY, ERROR, STREAM_START, STREAM_ITEM, STREAM_END, PING = 4, 5, 6, 7, 8, 9
 NOTIFY = 10  # client -> server, one way: nothing ever comes back
+STREAM_ITEMS = 11  # several stream items in one message: a stream handler's `Batch`
 # the handshake property (ZMQ_METADATA) a client names itself with, as HTTP's User-Agent
 USER_AGENT_PROPERTY = "X-User-Agent"
 
@@ -30,7 +31,7 @@ class Request(NamedTuple):
 
 
 class Reply(NamedTuple):
-    kind: int  # REPLY, ERROR, STREAM_START, STREAM_ITEM, STREAM_END or PING
+    kind: int  # REPLY, ERROR, STREAM_START, STREAM_ITEM, STREAM_ITEMS, STREAM_END or PING
     id: int | None
     value: Any  # the result, the item, or the WireError for ERROR
 
@@ -120,19 +121,38 @@ class SharedItem(dict):
             pass
         if any(type(v) is SharedItem for v in self.values()):  # a map is its header, then its pairs
             self._packed = b"".join([map_header(len(self)), *(
-                _packb(k) + (v.packed() if type(v) is SharedItem else _packb(v)) for k, v in self.items())])
+                _packb(k) + _packed(v) for k, v in self.items())])
         else:
             self._packed = _packb(self)
         return self._packed
 
 
+class Batch(list):
+    """Stream items a handler has at hand at once, yielded together: sent as one STREAM_ITEMS
+    message, which the client's stream gives out one item at a time, in order (a watch event
+    per wire message was most of a watcher's cost when writes come in bursts)."""
+    __slots__ = ()
+
+
 _STREAM_ITEM_HEAD = b"\x93" + _packb(STREAM_ITEM)  # a 3-element array, then its kind
+_STREAM_ITEMS_HEAD = b"\x93" + _packb(STREAM_ITEMS)
+
+
+def _packed(item) -> bytes:
+    return item.packed() if type(item) is SharedItem else _packb(item)
 
 
 def encode_stream_item(rid: int, item, max_frame: int | None = None) -> bytes:
     if type(item) is SharedItem:  # msgpack's array is its header and its elements in a row
         return _check_size(b"".join((_STREAM_ITEM_HEAD, _packb(rid), item.packed())), max_frame, "stream item")
     return _check_size(_packb([STREAM_ITEM, rid, item]), max_frame, "stream item")
+
+
+def encode_stream_items(rid: int, items: list, max_frame: int | None = None) -> bytes:
+    """One STREAM_ITEMS message of `items` (a `Batch`); TooLarge if over `max_frame` (the
+    server then sends them one by one)."""
+    return _check_size(b"".join([_STREAM_ITEMS_HEAD, _packb(rid), array_header(len(items)),
+                                 *map(_packed, items)]), max_frame, "stream items")
 
 
 def encode_stream_end(rid: int) -> bytes:
@@ -227,6 +247,8 @@ def decode_reply(frames, max_frame: int = DEFAULT_MAX_FRAME) -> Reply:
             return Reply(REPLY, rid, msg[2])
         if kind == STREAM_ITEM and n == 3:
             return Reply(STREAM_ITEM, rid, msg[2])
+        if kind == STREAM_ITEMS and n == 3 and type(msg[2]) is list:
+            return Reply(STREAM_ITEMS, rid, msg[2])
         if (kind == STREAM_START or kind == STREAM_END) and n == 2:
             return Reply(kind, rid, None)
     if kind == ERROR and n == 5 and (rid is None or type(rid) is int):

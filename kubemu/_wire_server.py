@@ -14,8 +14,9 @@ import zmq.asyncio
 
 from . import _wire_auth
 from ._wire_auth import CurveAuth, ServerAuth
-from ._wire_codec import (CANCEL, NOTIFY, STREAM, USER_AGENT_PROPERTY, _describe, decode_request, encode_error,
-                          encode_ping, encode_reply, encode_stream_end, encode_stream_item, encode_stream_start)
+from ._wire_codec import (CANCEL, NOTIFY, STREAM, USER_AGENT_PROPERTY, Batch, _describe, decode_request,
+                          encode_error, encode_ping, encode_reply, encode_stream_end, encode_stream_item,
+                          encode_stream_items, encode_stream_start)
 from ._wire_backlog import PeerBacklog
 from ._wire_endpoints import _clear_stale_ipc, _parse_bind_endpoint, _private_dir
 from ._wire_errors import BadRequest, Cancelled, Internal, TooLarge, Unavailable, UnknownMethod, WireError
@@ -477,7 +478,7 @@ class Server:
                 sent = 0
                 async for item in agen:
                     try:
-                        payload = encode_stream_item(rid, item, self.max_frame)
+                        payloads = self._stream_payloads(rid, item)
                     except TooLarge as err:
                         log.warning("%s: stream %r: %s", self.name, method, err)
                         final = encode_error(rid, err)
@@ -485,10 +486,11 @@ class Server:
                     except Exception as exc:
                         final = self._internal(rid, method, exc, "stream item is not serializable")
                         break
-                    await self._stream_send(ident, payload, backlog)
-                    sent += 1
-                    if not sent % _YIELD_EVERY:
-                        await asyncio.sleep(0)
+                    for payload in payloads:
+                        await self._stream_send(ident, payload, backlog)
+                        sent += 1
+                        if not sent % _YIELD_EVERY:
+                            await asyncio.sleep(0)
                 else:
                     final = encode_stream_end(rid)
             except WireError as err:
@@ -515,6 +517,16 @@ class Server:
                     await agen.aclose()
                 except Exception:
                     log.error("%s: stream %r failed while closing", self.name, method, exc_info=True)
+
+    def _stream_payloads(self, rid: int, item) -> list[bytes]:
+        """The message(s) of a stream item: a `Batch` is one message, or one per item when they
+        do not fit one frame together (each item may still be TooLarge on its own)."""
+        if type(item) is not Batch:
+            return [encode_stream_item(rid, item, self.max_frame)]
+        try:
+            return [encode_stream_items(rid, item, self.max_frame)] if item else []
+        except TooLarge:
+            return [encode_stream_item(rid, one, self.max_frame) for one in item]
 
     def _forget_stream(self, ident: bytes, rid: int) -> None:
         streams = self._streams.get(ident)

@@ -20,6 +20,7 @@ class _ThreadPacker(threading.local):
         packer = msgpack.Packer(use_bin_type=True)
         self.pack = packer.pack
         self.map_header = packer.pack_map_header
+        self.array_header = packer.pack_array_header
 
 
 _packer = _ThreadPacker()
@@ -32,3 +33,8 @@ def packb(obj: Any) -> bytes:
 def map_header(n: int) -> bytes:
     """The header of a map of `n` pairs (its pairs follow it, packed one by one)."""
     return _packer.map_header(n)
+
+
+def array_header(n: int) -> bytes:
+    """The header of an array of `n` elements (they follow it, packed one by one)."""
+    return _packer.array_header(n)

@@ -25,6 +25,8 @@ is binary)::
                                                      server could not read one from the message
       [6 STREAM_START, id]                    the stream is accepted (the client's timeout ends here)
       [7 STREAM_ITEM,  id, item]              in order, any number, at any pace
+      [11 STREAM_ITEMS, id, [item, ...]]      several items at once (a handler's `Batch`), given
+                                              out one by one, in order, as if sent apart
       [8 STREAM_END,   id]                    normal end of a stream
       [9 PING]                                keepalive to peers with open streams; ignored
 
@@ -59,7 +61,8 @@ Decisions
   error replies (including Unavailable from a handler) are returned, never retried.
 * Frame size: `max_frame` (default 2 MiB) on both sides. Over the limit, a request is answered
   with TooLarge (the id is read from the first bytes so the right call fails), a reply or
-  stream item the server cannot send is replaced by a TooLarge error, and a client refuses to
+  stream item the server cannot send is replaced by a TooLarge error (a `Batch` too large for
+  one frame is sent item by item first), and a client refuses to
   send an oversize request (TooLarge, nothing sent). As a hard memory guard libzmq's
   ZMQ_MAXMSGSIZE is set to 4 x max_frame: a peer that sends a bigger frame is disconnected by
   libzmq itself, without any reply (its client sees the connection drop, then reconnects).
@@ -132,10 +135,10 @@ from __future__ import annotations
 
 from ._wire_auth import Credentials, CurveAuth, CurveCredentials, ServerAuth
 from ._wire_client import IDEMPOTENT_ATTEMPTS, STREAM_BUFFER, Client, Stream
-from ._wire_codec import (CANCEL, ERROR, NOTIFY, PING, REPLY, REQ, STREAM, STREAM_END, STREAM_ITEM, STREAM_START,
-                          Reply, Request, SharedItem, decode_reply, decode_request, encode_call, encode_cancel,
-                          encode_error, encode_notify, encode_ping, encode_reply, encode_stream, encode_stream_end,
-                          encode_stream_item, encode_stream_start)
+from ._wire_codec import (CANCEL, ERROR, NOTIFY, PING, REPLY, REQ, STREAM, STREAM_END, STREAM_ITEM, STREAM_ITEMS,
+                          STREAM_START, Batch, Reply, Request, SharedItem, decode_reply, decode_request, encode_call,
+                          encode_cancel, encode_error, encode_notify, encode_ping, encode_reply, encode_stream,
+                          encode_stream_end, encode_stream_item, encode_stream_items, encode_stream_start)
 from ._wire_endpoints import SUN_PATH_MAX, ipc_endpoint, split_endpoints, tcp_endpoint
 from ._wire_errors import (BadRequest, Cancelled, Conflict, Forbidden, Gone, Internal, Invalid, NotFound,
                            OutcomeUnknown, TooLarge, TooManyRequests, Unauthorized, Unavailable, UnknownMethod,
@@ -152,11 +155,12 @@ __all__ = [
     "error_from_code", "Credentials", "ServerAuth", "CurveCredentials", "CurveAuth", "peer_identity", "peer_user_agent",
     "DEFAULT_MAX_FRAME", "ipc_endpoint", "tcp_endpoint", "split_endpoints", "Server", "Client", "Stream",
     "FailoverClient", "FailoverStream", "Preference", "client_for",
-    "SyncClient", "SyncStream", "Request", "Reply", "SharedItem", "decode_request", "decode_reply",
+    "SyncClient", "SyncStream", "Request", "Reply", "SharedItem", "Batch", "decode_request", "decode_reply",
     "encode_call", "encode_stream", "encode_notify", "encode_cancel", "encode_reply", "encode_error",
-    "encode_stream_start", "encode_stream_item", "encode_stream_end", "encode_ping",
+    "encode_stream_start", "encode_stream_item", "encode_stream_items", "encode_stream_end", "encode_ping",
     # message kinds
-    "REQ", "STREAM", "NOTIFY", "CANCEL", "REPLY", "ERROR", "STREAM_START", "STREAM_ITEM", "STREAM_END", "PING",
+    "REQ", "STREAM", "NOTIFY", "CANCEL", "REPLY", "ERROR", "STREAM_START", "STREAM_ITEM", "STREAM_ITEMS",
+    "STREAM_END", "PING",
     # tunables
     "MAXMSGSIZE_FACTOR", "HWM", "CLIENT_LINGER_MS", "SERVER_LINGER_MS", "IDEMPOTENT_ATTEMPTS",
     "STREAM_BUFFER", "SLOW_PEER_TIMEOUT", "PEER_BUFFER_BYTES", "SLOW_STREAM_TIMEOUT", "KEEPALIVE", "SUN_PATH_MAX",

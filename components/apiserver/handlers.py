@@ -38,7 +38,7 @@ from kubemu.api.limits import MAX_DEPTH, MAX_VALUES, ShapeError, check_shape
 from kubemu.api.objects import scale_of
 from kubemu.api.resources import Resource, UnknownResourceError, field_set, registry_key, registry_prefix, \
     resolve
-from kubemu.wire import BadRequest, Conflict, Forbidden, Gone, NotFound, OutcomeUnknown, SharedItem, TooLarge, \
+from kubemu.wire import BadRequest, Batch, Conflict, Forbidden, Gone, NotFound, OutcomeUnknown, SharedItem, TooLarge, \
     Unavailable, WireError
 from store.client import Compacted, FutureRevision
 
@@ -59,6 +59,7 @@ log = logging.getLogger("kubemu.apiserver")
 EVICTED = {"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Success", "code": 201}
 PATCH_ATTEMPTS = 20  # GuaranteedUpdate retries a write without explicit preconditions on conflict
 BOOKMARK_INTERVAL = 5.0
+WATCH_BATCH = 64  # watch events one wire message carries at most (the wire's watch is batched)
 WATCH_EVENTS_KEPT = 1024  # watch events remembered as sent, for the watchers that follow (WatchEvents)
 # As kube-apiserver creates them; "default" last, so whoever waits for it finds all of them.
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease", "default")
@@ -258,7 +259,8 @@ class API:
                     "update_approval": self.update_approval}
         out = {verb: self._audited(verb, fn) for verb, fn in mutating.items()}
         out.update({"get": _at_the_door(self.get), "list": _at_the_door(self.list),
-                    "get_scale": _at_the_door(self.get_scale), "watch": _at_the_door(self.watch),
+                    "get_scale": _at_the_door(self.get_scale),
+                    "watch": _at_the_door(functools.partial(self.watch, batched=True)),
                     "log": _at_the_door(self.log), "healthz": self.healthz})
         return out
 
@@ -768,7 +770,10 @@ class API:
     # --- watch
 
     async def watch(self, resource: Any, namespace: str | None = None, label_selector: str = "",
-                    field_selector: str = "", resource_version: Any = "", allow_bookmarks: bool = False):
+                    field_selector: str = "", resource_version: Any = "", allow_bookmarks: bool = False,
+                    batched: bool = False):
+        """Watch events, one at a time; `batched` (the wire's): the events at hand together, as a
+        `Batch` of up to WATCH_BATCH (a write burst reaches each watcher in a few messages)."""
         r = _resource(resource)
         prefix = self._prefix(r, namespace)
         type_prefix = registry_prefix(r)
@@ -778,8 +783,13 @@ class API:
             listed = await self.list(r, namespace=namespace or None, label_selector=label_selector,
                                      field_selector=field_selector)
             start = int(listed["metadata"]["resourceVersion"])
-            for obj in listed["items"]:
-                yield {"type": "ADDED", "object": obj}
+            added = [{"type": "ADDED", "object": obj} for obj in listed["items"]]
+            if batched:
+                for i in range(0, len(added), WATCH_BATCH):
+                    yield Batch(added[i:i + WATCH_BATCH])
+            else:
+                for event in added:
+                    yield event
         else:
             start = st.parse_resource_version(rv, "resource_version")
         # one feed per resource: the namespace is filtered here
@@ -818,14 +828,24 @@ class API:
                     yield {"type": "BOOKMARK", "object": {"apiVersion": r.api_version, "kind": r.kind,
                                                           "metadata": {"resourceVersion": str(last)}}}
                     continue
+                outs = []
+                while item is not done and not isinstance(item, BaseException):
+                    last = max(last, item.revision)
+                    out = self._translate(item, prefix, match)
+                    if out is not None:
+                        outs.append(out)
+                    if not batched or len(outs) >= WATCH_BATCH or queue.empty():
+                        item = None
+                        break
+                    item = queue.get_nowait()
+                if len(outs) > 1:
+                    yield Batch(outs)
+                elif outs:
+                    yield outs[0]
                 if item is done:
                     return
-                if isinstance(item, BaseException):
+                if item is not None:
                     raise item
-                last = max(last, item.revision)
-                out = self._translate(item, prefix, match)
-                if out is not None:
-                    yield out
         finally:
             task.cancel()
             try:

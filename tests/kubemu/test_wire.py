@@ -281,7 +281,7 @@ def test_decode_request_accepts_big_ids_and_odd_values():
 
 @pytest.mark.parametrize("data", [
     pk([4, 1]), pk([4, "1", 2]), pk([5, 1, "X", "m"]), pk([5, 1, 7, "m", None]), pk([5, 1, "X", "m", [1]]),
-    pk([6, 1, 2]), pk([99, 1]), pk([]), pk("x"), b"\xc1", pk([4, True, 1]),
+    pk([6, 1, 2]), pk([99, 1]), pk([]), pk("x"), b"\xc1", pk([4, True, 1]), pk([11, 1, "ab"]), pk([11, 1, [1], 2]),
 ])
 def test_decode_reply_rejects(data):
     with pytest.raises(wire.Internal):
@@ -818,6 +818,63 @@ def test_stream_items_in_order_then_end(ep, ctx):
                 assert [item async for item in stream] == [{"i": 0}, {"i": 1}, {"i": 2}]
                 with pytest.raises(StopAsyncIteration):
                     await stream.__anext__()
+    run(main())
+
+
+def test_a_batch_is_one_message_whose_items_come_out_one_by_one_in_order(ep, ctx):
+    shared = wire.SharedItem(type="ADDED", object=wire.SharedItem(a=1))
+
+    async def gen():
+        yield 0
+        yield wire.Batch([1, {"two": 2}, shared])
+        yield wire.Batch([])  # nothing to send
+        yield wire.Batch([4])
+        yield 5
+
+    sent = []
+
+    async def main():
+        async with wire.Server(ep, {"gen": gen}, context=ctx) as server, wire.Client(ep, context=ctx) as client:
+            real = server._send_now
+            server._send_now = lambda ident, payload: sent.append(payload) or real(ident, payload)
+            assert [item async for item in client.stream("gen")] == [0, 1, {"two": 2}, dict(shared), 4, 5]
+    run(main())
+    kinds = [wire.decode_reply([payload]).kind for payload in sent]
+    assert kinds == [wire.STREAM_START, wire.STREAM_ITEM, wire.STREAM_ITEMS, wire.STREAM_ITEMS, wire.STREAM_ITEM,
+                     wire.STREAM_END]
+
+
+def test_a_batch_too_large_for_one_frame_goes_item_by_item_and_an_item_too_large_alone_ends_it(ep, ctx):
+    async def gen():
+        yield wire.Batch(["a" * 400, "b" * 400, "c" * 400])  # 1.2 KB together, each fits
+        yield wire.Batch(["d", "e" * 2000, "never"])
+
+    async def main():
+        async with wire.Server(ep, {"gen": gen}, context=ctx, max_frame=1024), \
+                wire.Client(ep, context=ctx) as client:
+            got = []
+            with pytest.raises(wire.TooLarge):
+                async for item in client.stream("gen"):
+                    got.append(item)
+            assert got == ["a" * 400, "b" * 400, "c" * 400]  # "d" was in the batch that failed
+    run(main())
+
+
+def test_a_batch_counts_against_the_stream_buffer_until_its_last_item_is_taken(ep, ctx):
+    # the client's slow-consumer guard counts what is received and not yet taken
+    async def gen():
+        yield wire.Batch(["x" * 100, "y" * 100, "z" * 100])
+        await asyncio.sleep(30)
+
+    async def main():
+        async with wire.Server(ep, {"gen": gen}, context=ctx), wire.Client(ep, context=ctx) as client:
+            async with client.stream("gen") as stream:
+                held = []
+                for _ in range(3):
+                    held.append(await stream.__anext__())
+                    held.append(stream._buffered)
+                assert held[0::2] == ["x" * 100, "y" * 100, "z" * 100]
+                assert held[1] == held[3] > 300 and held[5] == 0
     run(main())
 
 

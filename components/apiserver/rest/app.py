@@ -466,7 +466,8 @@ class RestAPI:
                                         else None, label_selector=q.get("labelSelector", ""),
                                         field_selector=field_selector,
                                         resource_version=q.get("resourceVersion", ""),
-                                        allow_bookmarks=query.boolean(q, "allowWatchBookmarks"))
+                                        allow_bookmarks=query.boolean(q, "allowWatchBookmarks"),
+                                        batched=False)  # HTTP's watch is an event per chunk
         response: web.StreamResponse | None = None
         pending = asyncio.ensure_future(events.__anext__())
         try:

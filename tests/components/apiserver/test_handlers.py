@@ -12,7 +12,7 @@ import pytest
 
 from components.apiserver import warnings
 from components.apiserver.audit import AuditLog
-from components.apiserver.handlers import API, WatchEvents
+from components.apiserver.handlers import API, WATCH_BATCH, WatchEvents
 from components.apiserver.memstorage import MemStorage
 from components.apiserver.serviceips import parse_port_range
 from components.apiserver.servicestrategy import Allocations
@@ -1148,6 +1148,59 @@ def test_watchers_of_one_change_share_its_event_unless_their_selection_makes_it_
         assert deleted["object"]["metadata"]["resourceVersion"] == patched["metadata"]["resourceVersion"]
         for w in (*plain, entered, left):
             await w.aclose()
+    run(body)
+
+
+def test_a_batched_watch_gives_what_an_unbatched_one_does_in_batches_of_what_is_at_hand():
+    n = WATCH_BATCH + 6
+
+    def names(events):
+        return [(e["type"], e["object"]["metadata"]["name"]) for e in events]
+
+    async def body(api):
+        rv = (await api.list("pods", "default"))["metadata"]["resourceVersion"]  # starts the cache
+        for i in range(n):
+            await api.create("pods", pod(f"p{i}"))
+        plain = api.watch("pods", "default", resource_version=rv)
+        batched = api.watch("pods", "default", resource_version=rv, batched=True)
+        want = [await anext(plain) for _ in range(n)]
+        got, sizes = [], []
+        while len(got) < n:
+            item = await anext(batched)
+            sizes.append(len(item) if type(item) is wire.Batch else 1)
+            got.extend(item if type(item) is wire.Batch else [item])
+        assert names(got) == names(want) == [("ADDED", f"p{i}") for i in range(n)]
+        assert max(sizes) == WATCH_BATCH and 1 < len(sizes) < n  # a burst in few messages, none too big
+        assert not any(type(e) is wire.Batch for e in want)
+        listing = api.watch("pods", "default", resource_version="0", batched=True)
+        first, second = await anext(listing), await anext(listing)  # the list's ADDED, batched alike
+        assert (type(first), type(second)) == (wire.Batch, wire.Batch)
+        assert sorted(names([*first, *second])) == sorted(names(want))  # a list is in key order
+        for w in (plain, batched, listing):
+            await w.aclose()
+    run(body)
+
+
+def test_a_batched_watch_sends_the_events_it_has_before_the_error_that_ends_it():
+    async def body(api):
+        rv = (await api.list("pods", "default"))["metadata"]["resourceVersion"]
+        watch = api.watch("pods", "default", resource_version=rv, batched=True)
+        await api.create("pods", pod("a"))
+        await api.create("pods", pod("b"))
+        first = await anext(watch)
+        await api.create("pods", pod("c"))
+        await api.create("pods", pod("d"))
+        cacher = api.cache.cachers[PODS]
+        await asyncio.sleep(0.05)  # c and d reach the watcher's queue
+        for w in list(cacher.watchers):
+            w.fail(wire.Unavailable("the watch cache stopped"))
+        await asyncio.sleep(0.05)  # the error queued behind them
+        got = [*(first if type(first) is wire.Batch else [first])]
+        with pytest.raises(wire.Unavailable):
+            while True:
+                item = await anext(watch)
+                got.extend(item if type(item) is wire.Batch else [item])
+        assert [e["object"]["metadata"]["name"] for e in got] == ["a", "b", "c", "d"]
     run(body)
 
 
