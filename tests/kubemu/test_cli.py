@@ -174,8 +174,12 @@ def test_foreground_up_stops_everything_on_ctrl_c(state_dir):
     env = dict(os.environ, KUBEMU_STATE_DIR=str(state_dir))
     log = state_dir / "up.out"
     with open(log, "w") as out_file:
+        # Ctrl-C in a terminal: SIGINT at its default, even when this run inherited it ignored
+        # (a job started in the background by a shell without job control), which the child
+        # would inherit too: Python then never raises KeyboardInterrupt
         fg = subprocess.Popen([sys.executable, "-m", "kubemu.cli", "up", "--nodes", "1", "--fast"], env=env,
-                              stdout=out_file, stderr=subprocess.STDOUT, text=True)
+                              stdout=out_file, stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         wait_for(lambda: "running in the foreground" in log.read_text(), message="the cluster to be up")
         row = kubelet_row(ps_json(state_dir)["node-0"])
