@@ -16,6 +16,8 @@ import json
 import os
 import time
 
+from kubemu.api.times import format_time
+
 ANONYMOUS = "system:anonymous"
 
 HTTP_CODES = {
@@ -25,20 +27,14 @@ HTTP_CODES = {
 }
 
 
-# (a Unix second, its "YYYY-MM-DDTHH:MM:SS" in UTC): this runs once per request, and formatting
-# the date and time once a second, not each time, is most of its cost
-_formatted_second: tuple[int, str] = (-1, "")
-
 # one encoder for every line: json.dumps with separators of its own builds a new one per call
 _json_line = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def now_rfc3339() -> str:
-    global _formatted_second
+    # runs once per request: the second's text is format_time's, made once a second
     second, micro = divmod(time.time_ns() // 1000, 1_000_000)
-    if second != _formatted_second[0]:
-        _formatted_second = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
-    return f"{_formatted_second[1]}.{micro:06d}Z"
+    return f"{format_time(second)[:-1]}.{micro:06d}Z"
 
 
 class AuditLog:
