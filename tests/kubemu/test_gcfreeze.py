@@ -16,6 +16,7 @@ class Node:
 
 def test_tick_freezes_and_the_thaw_collects_cycles_that_died_frozen():
     gc.collect()
+    before = gc.get_threshold()
     f = GcFreezer(thaw_s=300.0)
     try:
         node = Node()
@@ -31,6 +32,17 @@ def test_tick_freezes_and_the_thaw_collects_cycles_that_died_frozen():
         assert dead() is None
         assert gc.get_freeze_count() > 0  # and frozen again
     finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+
+
+def test_the_first_tick_raises_the_young_generations_threshold_only():
+    before = gc.get_threshold()
+    try:
+        GcFreezer(young=12_345).tick(0.0)
+        assert gc.get_threshold() == (12_345, *before[1:])
+    finally:
+        gc.set_threshold(*before)
         gc.unfreeze()
 
 
@@ -51,10 +63,12 @@ def test_keep_frozen_ticks_each_period_until_cancelled():
         await asyncio.sleep(0.03)
         return seen
 
+    before = gc.get_threshold()
     try:
         seen = asyncio.run(body())
         assert seen >= 3 and len(ticks) == seen, "the ticks stop with the task"
         assert ticks == sorted(ticks)
         assert gc.get_freeze_count() > 0, "what was tracked is out of the collections"
     finally:
+        gc.set_threshold(*before)
         gc.unfreeze()
