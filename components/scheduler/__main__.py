@@ -15,9 +15,7 @@ from components.scheduling.volumebinding import BIND_TIMEOUT
 from kubemu import leaderelector
 from kubemu._wire_auth import CREDENTIALS_HELP, credentials_flag
 
-from .scheduler import Scheduler
-
-DEFAULT_PARALLEL_BINDS = 16
+from .scheduler import DEFAULT_PARALLEL_BINDS, Scheduler
 
 
 def build_parser() -> argparse.ArgumentParser:

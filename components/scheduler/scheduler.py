@@ -72,9 +72,16 @@ class _Volumes:
         return self._volumes.list()
 
 
+# Writes in flight at once. kube-scheduler binds each pod in a goroutine of its own, unbounded
+# but for its client's rate limit; a bound here keeps a slow apiserver from piling up tasks. It
+# must not be what paces scheduling: 16 left the loop waiting on bind round trips while a burst
+# of pods queued, and the store got its writes in smaller batches (bench/README.md, round 4).
+DEFAULT_PARALLEL_BINDS = 64
+
+
 class Scheduler:
     def __init__(self, api_endpoint: str, *, backoff_initial: float = 1.0, backoff_max: float = 10.0,
-                 parallel_binds: int = 16, credentials: tuple[str, str] | None = None,
+                 parallel_binds: int = DEFAULT_PARALLEL_BINDS, credentials: tuple[str, str] | None = None,
                  volume_bind_timeout: float = volumebinding.BIND_TIMEOUT,
                  leader_election: leaderelector.Settings | None = None,
                  percentage_of_nodes_to_score: int = 0):

@@ -295,3 +295,50 @@ def test_volume_binding_binds_a_matching_local_volume_and_keeps_the_pod_on_its_n
     api.patch("persistentvolumeclaims", "db", {"status": {"phase": "Bound"}}, "default", subresource="status")
     wait_for(lambda: bound(api).get("db") == "node-2", message="db bound to the volume's node")
     assert "Traceback" not in scheduler.log_text()
+
+
+def test_at_most_parallel_binds_writes_are_in_flight_and_the_loop_goes_on_as_they_end():
+    """The scheduling loop takes a write slot per decision (in-process, no API: each decision's
+    write waits on a gate): the writes in flight never pass the bound, the loop waits at it,
+    and every decision is made once the writes end."""
+    import asyncio
+
+    from components.scheduler.scheduler import DEFAULT_PARALLEL_BINDS, Scheduler
+
+    assert DEFAULT_PARALLEL_BINDS >= 64  # a burst of pods must not wait on bind round trips
+
+    async def body():
+        s = Scheduler("ipc:///nonexistent/api.sock", parallel_binds=3)
+        keys = [f"default/p{i}" for i in range(10)]
+        for key in keys:
+            s.queue.add(key)
+        gate, in_flight, peak, decided = asyncio.Event(), [0], [0], []
+
+        async def write(key):
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+            await gate.wait()
+            in_flight[0] -= 1
+
+        def attempt(key, now):
+            decided.append(key)
+            s.queue.delete(key)
+            return write(key)
+
+        s._attempt = attempt
+        loop_task = asyncio.create_task(s._schedule_loop())
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert (peak[0], len(decided)) == (3, 3)  # three writes out: the next decision waits for a slot
+        gate.set()
+        for _ in range(200):
+            await asyncio.sleep(0)
+            if len(decided) == len(keys) and in_flight[0] == 0:
+                break
+        loop_task.cancel()
+        await asyncio.gather(loop_task, return_exceptions=True)
+        await s.api.close()
+        return sorted(decided), peak[0]
+
+    decided, peak = asyncio.run(body())
+    assert decided == sorted(f"default/p{i}" for i in range(10)) and peak == 3
