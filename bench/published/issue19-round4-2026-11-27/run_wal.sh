@@ -1,0 +1,8 @@
+#!/bin/bash
+OUT=/work/notes/bench19e; PY=/work/main/.venv/bin/python
+st() { local tree=$1 label=$2
+  echo "$(date -u +%T) start $label load $(cut -d' ' -f1-3 /proc/loadavg)" >> $OUT/log
+  (cd $tree && PYTHONPATH=$tree timeout 600 $PY /work/notes/bench19c/startup.py $OUT/$label.json > $OUT/$label.txt 2>&1)
+  echo "$(date -u +%T) end $label rc=$? $(cat $OUT/$label.txt | tail -1)" >> $OUT/log; }
+for i in 1 2 3 4 5; do st /tmp/walt wal-st$i; st /tmp/h0 h0w-st$i; done
+echo ALLDONE >> $OUT/log
