@@ -1,11 +1,14 @@
-"""The scheduler as a real process against a real 3-replica store and apiserver."""
+"""The scheduler as a real process against a real 3-replica store and apiserver, and its
+scheduling loop's write slots in-process."""
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 
 import pytest
 
+from components.scheduler.scheduler import DEFAULT_PARALLEL_BINDS, Scheduler
 from components.scheduling.filters import pod_requests
 from kubemu.api.quantity import cpu_millis
 from kubemu.apiclient import SyncApiClient
@@ -301,10 +304,6 @@ def test_at_most_parallel_binds_writes_are_in_flight_and_the_loop_goes_on_as_the
     """The scheduling loop takes a write slot per decision (in-process, no API: each decision's
     write waits on a gate): the writes in flight never pass the bound, the loop waits at it,
     and every decision is made once the writes end."""
-    import asyncio
-
-    from components.scheduler.scheduler import DEFAULT_PARALLEL_BINDS, Scheduler
-
     assert DEFAULT_PARALLEL_BINDS >= 64  # a burst of pods must not wait on bind round trips
 
     async def body():
